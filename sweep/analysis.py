@@ -53,7 +53,9 @@ class Recommendation:
             "gain_interval": [self.gain_low, self.gain_high],
             "within_noise": self.within_noise,
             "acceptance_rate": vars(self.summary.acceptance_rate) if self.summary.acceptance_rate else None,
-            "acceptance_length": vars(self.summary.acceptance_length) if self.summary.acceptance_length else None,
+            "acceptance_length": vars(self.summary.acceptance_length)
+            if self.summary.acceptance_length
+            else None,
             "draft_tokens": self.summary.draft_tokens,
             "accepted_tokens": self.summary.accepted_tokens,
         }
@@ -77,10 +79,22 @@ def study_frame(study: optuna.Study) -> pd.DataFrame:
         if view.record is None:
             continue
         for key, summary in view.record.workloads.items():
-            row: dict[str, Any] = {"trial": view.number, "state": view.state, "role": view.role, "workload": key}
+            row: dict[str, Any] = {
+                "trial": view.number,
+                "state": view.state,
+                "role": view.role,
+                "workload": key,
+            }
             row.update({f"param:{k}": v for k, v in view.record.params.items()})
             row["status"] = summary.status
-            for metric in ("decode_tps", "aggregate_tps", "ttft_s", "prefill_tps", "acceptance_rate", "acceptance_length"):
+            for metric in (
+                "decode_tps",
+                "aggregate_tps",
+                "ttft_s",
+                "prefill_tps",
+                "acceptance_rate",
+                "acceptance_length",
+            ):
                 spread: Spread | None = getattr(summary, metric)
                 row[metric] = spread.median if spread else None
                 row[f"{metric}_low"] = spread.low if spread else None
@@ -107,7 +121,9 @@ def recommendations(study: optuna.Study) -> list[Recommendation]:
         ]  # fmt: skip
         if not measured:
             continue
-        best, summary = max(measured, key=lambda pair: pair[1].decode_tps.median if pair[1].decode_tps else 0.0)
+        best, summary = max(
+            measured, key=lambda pair: pair[1].decode_tps.median if pair[1].decode_tps else 0.0
+        )
         assert summary.decode_tps is not None and best.record is not None
         base = baseline.record.workloads.get(key) if baseline and baseline.record else None
         base_tps = base.decode_tps if base and base.status == "ok" else None
@@ -115,7 +131,9 @@ def recommendations(study: optuna.Study) -> list[Recommendation]:
     return out
 
 
-def _recommend(key: str, trial: int, params: dict[str, Any], summary: WorkloadSummary, base: Spread | None) -> Recommendation:
+def _recommend(
+    key: str, trial: int, params: dict[str, Any], summary: WorkloadSummary, base: Spread | None
+) -> Recommendation:
     assert summary.decode_tps is not None
     tps = summary.decode_tps
     if base is None or base.median <= 0:

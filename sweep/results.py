@@ -95,8 +95,7 @@ class WorkloadSummary:
             for f in dataclasses.fields(cls)
             if "Spread" in str(f.type)
         }
-        plain = {k: v for k, v in data.items() if k not in spreads}
-        return cls(**plain, **spreads)
+        return cls(**{**data, **spreads})
 
 
 @dataclass

@@ -89,7 +89,9 @@ class ServerProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._pidfile.unlink(missing_ok=True)
         self.started_at = time.monotonic()
-        self._thread = threading.Thread(target=self._run, name=f"server-{self.log_path.parent.name}", daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, name=f"server-{self.log_path.parent.name}", daemon=True
+        )
         self._thread.start()
         while self.pid is None and self._thread.is_alive():
             with contextlib.suppress(FileNotFoundError, ValueError):
@@ -100,7 +102,9 @@ class ServerProcess:
         shim = [sys.executable, "-m", "sweep._session_exec", str(self._pidfile), "--", *self.argv]
         with self.log_path.open("w", encoding="utf-8", buffering=1) as log:
             try:
-                done = subprocess_tee.run(shim, stdout=log, stderr=log, env=self.env, stdin=subprocess.DEVNULL)
+                done = subprocess_tee.run(
+                    shim, stdout=log, stderr=log, env=self.env, stdin=subprocess.DEVNULL
+                )
                 self._returncode = done.returncode
             except BaseException as exc:  # the tee thread must not die silently: the health wait reports it
                 self._tee_error = exc

@@ -34,7 +34,18 @@ from sweep.probes.client import RequestSettings
 from sweep.probes.runner import ProbeSettings
 from sweep.probes.workloads import BUILTIN_CLASSES, BUILTIN_PROMPTS, Workload, load_prompts
 
-TOP_KEYS = {"engine", "server", "fixed", "params", "enqueue", "workloads", "probe", "objective", "trials", "seed"}
+TOP_KEYS = {
+    "engine",
+    "server",
+    "fixed",
+    "params",
+    "enqueue",
+    "workloads",
+    "probe",
+    "objective",
+    "trials",
+    "seed",
+}
 SERVER_KEYS = {"binary", "launcher", "model", "port", "host", "startup_timeout", "extra_args"}
 PROBE_KEYS = {"repeats", "max_tokens", "seed", "ignore_eos", "warmup"}
 DEFAULT_TRIALS = 20
@@ -64,15 +75,19 @@ class ParamSpec:
             return trial.suggest_categorical(self.name, list(self.choices))
         assert self.low is not None and self.high is not None
         if self.integer:
-            return trial.suggest_int(self.name, int(self.low), int(self.high), step=int(self.step or 1), log=self.log)
+            return trial.suggest_int(
+                self.name, int(self.low), int(self.high), step=int(self.step or 1), log=self.log
+            )
         return trial.suggest_float(self.name, self.low, self.high, step=self.step, log=self.log)
 
     def values(self) -> list[Any]:
         """The values to check against the engine: every choice, or the two ends of a range."""
         if self.choices:
             return list(self.choices)
-        cast = int if self.integer else float
-        return [cast(self.low), cast(self.high)]
+        assert self.low is not None and self.high is not None
+        if self.integer:
+            return [int(self.low), int(self.high)]
+        return [self.low, self.high]
 
 
 @dataclass(frozen=True)
@@ -129,7 +144,9 @@ def _mapping(value: Any, where: str) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise _fail(where, f"expected a mapping, got {type(value).__name__}", "write it as `key: value` lines")
+        raise _fail(
+            where, f"expected a mapping, got {type(value).__name__}", "write it as `key: value` lines"
+        )
     return value
 
 
@@ -148,16 +165,22 @@ def _param(name: str, raw: Any, where: str) -> ParamSpec:
     _unknown_keys(raw, {"choices", "int", "float", "step", "log", "when", "when_not"}, where)
     kinds = [k for k in ("choices", "int", "float") if k in raw]
     if len(kinds) != 1:
-        raise _fail(where, "needs exactly one of choices, int or float", "e.g. `{int: [1, 8]}` or `{choices: [a, b]}`")
+        raise _fail(
+            where, "needs exactly one of choices, int or float", "e.g. `{int: [1, 8]}` or `{choices: [a, b]}`"
+        )
     when = {k: _as_tuple(v) for k, v in _mapping(raw.get("when"), f"{where}.when").items()}
     when_not = {k: _as_tuple(v) for k, v in _mapping(raw.get("when_not"), f"{where}.when_not").items()}
     if kinds[0] == "choices":
         choices = raw["choices"]
         if not isinstance(choices, list) or not choices:
-            raise _fail(where, "choices must be a non-empty list", "e.g. `choices: [ngram-simple, ngram-mod]`")
+            raise _fail(
+                where, "choices must be a non-empty list", "e.g. `choices: [ngram-simple, ngram-mod]`"
+            )
         return ParamSpec(name, choices=tuple(choices), when=when, when_not=when_not)
     bounds = raw[kinds[0]]
-    if not (isinstance(bounds, list) and len(bounds) == 2 and all(isinstance(b, int | float) for b in bounds)):
+    if not (
+        isinstance(bounds, list) and len(bounds) == 2 and all(isinstance(b, int | float) for b in bounds)
+    ):
         raise _fail(where, f"{kinds[0]} must be [low, high]", f"e.g. `{kinds[0]}: [1, 8]`")
     low, high = float(bounds[0]), float(bounds[1])
     if not low <= high or (raw.get("log") and low <= 0) or not all(math.isfinite(b) for b in (low, high)):
@@ -170,7 +193,9 @@ def _param(name: str, raw: Any, where: str) -> ParamSpec:
 
 def _workloads(raw: Any, base: Path) -> tuple[Workload, ...]:
     if not isinstance(raw, list) or not raw:
-        raise _fail("workloads", "must be a non-empty list", "e.g. `workloads: [{class: code}, {class: tool}]`")
+        raise _fail(
+            "workloads", "must be a non-empty list", "e.g. `workloads: [{class: code}, {class: tool}]`"
+        )
     out: list[Workload] = []
     for i, item in enumerate(raw):
         where = f"workloads[{i}]"
@@ -180,7 +205,11 @@ def _workloads(raw: Any, base: Path) -> tuple[Workload, ...]:
         contexts = [int(c) if c else None for c in _as_tuple(item.get("context", [None]))]
         streams = [int(s) for s in _as_tuple(item.get("streams", [1]))]
         if any(s < 1 for s in streams) or any(c is not None and c < 1 for c in contexts):
-            raise _fail(where, "context and streams must be positive", "e.g. `context: [2048, 8192]`, `streams: [1, 2]`")
+            raise _fail(
+                where,
+                "context and streams must be positive",
+                "e.g. `context: [2048, 8192]`, `streams: [1, 2]`",
+            )
         out += [Workload(name, prompts, ctx, n) for ctx in contexts for n in streams]
     keys = [w.key for w in out]
     if len(set(keys)) != len(keys):
@@ -192,7 +221,9 @@ def _workload_prompts(item: dict[str, Any], base: Path, where: str) -> tuple[str
     if "class" in item:
         cls = item["class"]
         if cls not in BUILTIN_CLASSES:
-            raise _fail(where, f"unknown workload class '{cls}'", f"built-in classes: {', '.join(BUILTIN_CLASSES)}")
+            raise _fail(
+                where, f"unknown workload class '{cls}'", f"built-in classes: {', '.join(BUILTIN_CLASSES)}"
+            )
         return str(item.get("name", cls)), tuple(BUILTIN_PROMPTS[cls])
     if "name" not in item:
         raise _fail(where, "a user workload needs a name", "add `name: ...` next to `file:` or `prompts:`")
@@ -201,7 +232,9 @@ def _workload_prompts(item: dict[str, Any], base: Path, where: str) -> tuple[str
     prompts = item.get("prompts")
     if isinstance(prompts, list) and prompts and all(isinstance(p, str) for p in prompts):
         return str(item["name"]), tuple(prompts)
-    raise _fail(where, "needs `class:`, `file:` or `prompts:`", f"built-in classes: {', '.join(BUILTIN_CLASSES)}")
+    raise _fail(
+        where, "needs `class:`, `file:` or `prompts:`", f"built-in classes: {', '.join(BUILTIN_CLASSES)}"
+    )
 
 
 def parse_space(data: Any, base: Path, source: Path | None = None) -> Space:
@@ -219,13 +252,19 @@ def parse_space(data: Any, base: Path, source: Path | None = None) -> Space:
     if isinstance(objective, dict) and set(objective) == {"workload"}:
         objective_workload = str(objective["workload"])
         if objective_workload not in {w.key for w in workloads}:
-            raise _fail("objective", f"no workload '{objective_workload}'", f"workloads: {', '.join(w.key for w in workloads)}")
+            raise _fail(
+                "objective",
+                f"no workload '{objective_workload}'",
+                f"workloads: {', '.join(w.key for w in workloads)}",
+            )
     elif objective != "per-workload":
         raise _fail("objective", f"cannot be {objective!r}", "use `per-workload` or `{workload: NAME}`")
     params = _mapping(data.get("params"), "params")
     enqueue = data.get("enqueue") or []
     if not isinstance(enqueue, list) or not all(isinstance(e, dict) for e in enqueue):
-        raise _fail("enqueue", "must be a list of parameter mappings", "e.g. `enqueue: [{spec-type: ngram-mod}]`")
+        raise _fail(
+            "enqueue", "must be a list of parameter mappings", "e.g. `enqueue: [{spec-type: ngram-mod}]`"
+        )
     try:
         return Space(
             engine=str(data["engine"]),
@@ -257,7 +296,9 @@ def parse_space(data: Any, base: Path, source: Path | None = None) -> Space:
             source=source,
         )
     except (TypeError, ValueError) as exc:
-        raise _fail("space", f"a value has the wrong type ({exc})", "check numbers and lists against the docs") from None
+        raise _fail(
+            "space", f"a value has the wrong type ({exc})", "check numbers and lists against the docs"
+        ) from None
 
 
 def load_space(path: Path) -> Space:
@@ -269,5 +310,7 @@ def load_space(path: Path) -> Space:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or "invalid YAML"
-        raise UserError(f"space file {path} is not valid YAML{at} ({problem})", "fix the YAML syntax there") from None
+        raise UserError(
+            f"space file {path} is not valid YAML{at} ({problem})", "fix the YAML syntax there"
+        ) from None
     return parse_space(data, path.parent, source=path)

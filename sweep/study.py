@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,8 +58,10 @@ def make_storage(url: str) -> optuna.storages.BaseStorage:
     try:
         return optuna.storages.RDBStorage(url, heartbeat_interval=HEARTBEAT_S, grace_period=GRACE_S)
     except Exception as exc:  # SQLAlchemy raises many kinds; all mean the URL cannot be used
-        raise UserError(f"cannot open storage {url} ({exc.__class__.__name__}: {exc})".split("\n")[0],
-                        "check the URL, e.g. sqlite:///runs/x/study.db or postgresql://user@host/db") from None
+        raise UserError(
+            f"cannot open storage {url} ({exc.__class__.__name__}: {exc})".split("\n")[0],
+            "check the URL, e.g. sqlite:///runs/x/study.db or postgresql://user@host/db",
+        ) from None
 
 
 def build_engine(space: Space) -> Engine:
@@ -83,7 +86,9 @@ def build_engine(space: Space) -> Engine:
         model = server.model
         if not Path(model).is_file():
             raise UserError(f"model file {model} does not exist", "fix server.model in the space file")
-    return cls(ServerSetup(launcher=launcher, model=model, extra_args=list(server.extra_args), host=server.host))
+    return cls(
+        ServerSetup(launcher=launcher, model=model, extra_args=list(server.extra_args), host=server.host)
+    )
 
 
 def validate(space: Space, engine: Engine) -> None:
@@ -93,13 +98,17 @@ def validate(space: Space, engine: Engine) -> None:
     names = set(space.fixed)
     for spec in space.params:
         if spec.name in space.fixed:
-            raise UserError(f"'{spec.name}' is both fixed and swept", "remove it from one of `fixed:` and `params:`")
+            raise UserError(
+                f"'{spec.name}' is both fixed and swept", "remove it from one of `fixed:` and `params:`"
+            )
         for value in spec.values():
             engine.check_value(spec.name, value)
         for cond in (*spec.when, *spec.when_not):
             if cond not in names:
-                raise UserError(f"params.{spec.name}: its condition names '{cond}', which comes nowhere before it",
-                                "a condition may only name a fixed parameter or one swept above it")
+                raise UserError(
+                    f"params.{spec.name}: its condition names '{cond}', which comes nowhere before it",
+                    "a condition may only name a fixed parameter or one swept above it",
+                )
         names.add(spec.name)
     for params in (engine.baseline_params(), *space.enqueue):
         engine.check_params(space.launch_params(params))
@@ -109,7 +118,9 @@ def validate(space: Space, engine: Engine) -> None:
 
 def open_study(space: Space, paths: StudyPaths) -> optuna.Study:
     storage = make_storage(paths.storage_url)
-    optuna.logging.set_verbosity(logging.WARNING)
+    # Failed trials are reported by the sweep in one line each; Optuna would add a traceback per failure.
+    optuna.logging.set_verbosity(logging.ERROR)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     study = optuna.create_study(
         study_name=paths.name,
         storage=storage,
@@ -125,8 +136,12 @@ def open_study(space: Space, paths: StudyPaths) -> optuna.Study:
             f"study '{paths.name}' measures {', '.join(names)}, this space measures {', '.join(space.objective_names)}",
             "give this space another --study name",
         )
-    if not study.trials:
+    new = not study.trials
+    live = (TrialState.COMPLETE, TrialState.WAITING, TrialState.RUNNING)
+    if not any(t.user_attrs.get(ROLE_ATTR) == "baseline" and t.state in live for t in study.trials):
+        # First run, or the baseline failed before (e.g. a broken flag since fixed): every study needs one.
         study.enqueue_trial({}, user_attrs={ROLE_ATTR: "baseline"})
+    if new:
         for params in space.enqueue:
             study.enqueue_trial(dict(params), user_attrs={ROLE_ATTR: "enqueued"})
     return study
@@ -175,7 +190,9 @@ class Sweep:
             if duplicate is not None:
                 say(f"same parameters as trial {duplicate.number}: its result is reused")
                 trial.set_user_attr("duplicate_of", duplicate.number)
-                trial.set_user_attr(RECORD_ATTR, {**duplicate.user_attrs[RECORD_ATTR], "number": trial.number})
+                trial.set_user_attr(
+                    RECORD_ATTR, {**duplicate.user_attrs[RECORD_ATTR], "number": trial.number}
+                )
                 return list(duplicate.values)
             say(f"{role}: " + " ".join(f"{k}={v}" for k, v in swept.items()))
             record = self.run_trial(record, say)
@@ -190,10 +207,15 @@ class Sweep:
             if role == "baseline" and record.stage == "launch":
                 # Speculation is off here, so what broke is common to every trial: stop instead of failing them all.
                 trial.study.stop()
-                self.baseline_launch_failure = f"{record.failure} (log: {self.paths.trial_dir(record.number)}/server.log)"
+                self.baseline_launch_failure = (
+                    f"{record.failure} (log: {self.paths.trial_dir(record.number)}/server.log)"
+                )
             raise TrialFailed(record.failure)
         values = [self._objective_value(record, name) for name in self.space.objective_names]
-        say("done: " + ", ".join(f"{n} {v:.1f} t/s" for n, v in zip(self.space.objective_names, values, strict=True)))
+        say(
+            "done: "
+            + ", ".join(f"{n} {v:.1f} t/s" for n, v in zip(self.space.objective_names, values, strict=True))
+        )
         return values
 
     def run_trial(self, record: TrialRecord, say: Progress) -> TrialRecord:
@@ -208,9 +230,13 @@ class Sweep:
         record.argv = self.engine.argv(record.params, port)
         base_url = f"http://{host}:{port}"
         trial_dir = self.paths.trial_dir(record.number)
-        with ServerProcess(record.argv, trial_dir / "server.log", self.engine.env(), self.engine.exit_reason) as server:
+        with ServerProcess(
+            record.argv, trial_dir / "server.log", self.engine.env(), self.engine.exit_reason
+        ) as server:
             try:
-                startup = server.wait_ready(base_url + self.engine.health_path(), self.space.server.startup_timeout)
+                startup = server.wait_ready(
+                    base_url + self.engine.health_path(), self.space.server.startup_timeout
+                )
                 record.facts = self.engine.facts_from_log(server.log_text())
                 record.facts.startup_s = round(startup, 2)
                 with httpx.Client(base_url=base_url, timeout=30.0) as client:

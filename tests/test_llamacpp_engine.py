@@ -10,7 +10,9 @@ from sweep.errors import UserError
 
 @pytest.fixture
 def engine() -> LlamaCppEngine:
-    return LlamaCppEngine(ServerSetup(launcher=["/opt/llama-server"], model="/m/target.gguf", extra_args=["--seed", "1"]))
+    return LlamaCppEngine(
+        ServerSetup(launcher=["/opt/llama-server"], model="/m/target.gguf", extra_args=["--seed", "1"])
+    )
 
 
 def test_argv_maps_parameters_to_llama_server_flags(engine: LlamaCppEngine) -> None:
@@ -63,7 +65,9 @@ def test_speculation_wanted_only_without_none(engine: LlamaCppEngine) -> None:
     assert not engine.wants_speculation(engine.baseline_params())
 
 
-def test_child_environment_has_no_llama_arg_variables(engine: LlamaCppEngine, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_child_environment_has_no_llama_arg_variables(
+    engine: LlamaCppEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("LLAMA_ARG_SPEC_TYPE", "draft-simple")
     monkeypatch.setenv("LLAMA_ARG_DRAFT_MAX", "4")
     env = engine.env()
@@ -71,9 +75,7 @@ def test_child_environment_has_no_llama_arg_variables(engine: LlamaCppEngine, mo
     assert env["PATH"]
 
 
-TARGET_KV = (
-    "llama_kv_cache: size =  144.00 MiB (  4096 cells,  18 layers,  1/1 seqs), K (f16):   72.00 MiB, V (f16):   72.00 MiB"
-)
+TARGET_KV = "llama_kv_cache: size =  144.00 MiB (  4096 cells,  18 layers,  1/1 seqs), K (f16):   72.00 MiB, V (f16):   72.00 MiB"
 DRAFT_KV = "llama_kv_cache: size =   16.00 MiB (  4096 cells,   2 layers,  1/1 seqs), K (f16):    8.00 MiB, V (f16):    8.00 MiB"
 
 
@@ -112,11 +114,22 @@ def test_exit_reason_reads_the_log(engine: LlamaCppEngine, log: str, reason: str
 def test_final_chunk_without_drafts_counts_zero(engine: LlamaCppEngine) -> None:
     chunk = {
         "usage": {"completion_tokens": 20},
-        "timings": {"cache_n": 0, "prompt_n": 30, "predicted_n": 20, "predicted_per_second": 48.5, "prompt_per_second": 300.0},
+        "timings": {
+            "cache_n": 0,
+            "prompt_n": 30,
+            "predicted_n": 20,
+            "predicted_per_second": 48.5,
+            "prompt_per_second": 300.0,
+        },
     }
     report = engine.read_final(chunk)
     assert report is not None
-    assert (report.draft_tokens, report.accepted_tokens, report.cached_tokens, report.prompt_tokens) == (0, 0, 0, 30)
+    assert (report.draft_tokens, report.accepted_tokens, report.cached_tokens, report.prompt_tokens) == (
+        0,
+        0,
+        0,
+        30,
+    )
     assert engine.read_final({"choices": [{"delta": {"content": "x"}}]}) is None
 
 

@@ -35,7 +35,11 @@ def test_parse_expands_context_and_stream_variants(tmp_path: Path) -> None:
     assert space.workload_keys == ["code", "tool", "tool/2streams", "tool@2k", "tool@2k/2streams", "mine"]
     assert space.objective_names == space.workload_keys
     assert (space.probe.repeats, space.probe.request.max_tokens, space.trials) == (2, 32, 5)
-    assert space.launch_params({"spec-type": "ngram-mod"}) == {"ctx-size": 4096, "parallel": 1, "spec-type": "ngram-mod"}
+    assert space.launch_params({"spec-type": "ngram-mod"}) == {
+        "ctx-size": 4096,
+        "parallel": 1,
+        "spec-type": "ngram-mod",
+    }
 
 
 def test_conditional_parameters_follow_their_condition(tmp_path: Path) -> None:
@@ -92,7 +96,9 @@ def test_user_workload_files(tmp_path: Path) -> None:
     (tmp_path / "p.jsonl").write_text('{"prompt": "alpha"}\n{"prompt": "beta"}\n')
     (tmp_path / "p.yaml").write_text("- gamma\n- prompt: delta\n")
     (tmp_path / "empty.yaml").write_text("{}\n")
-    data = yaml.safe_load(SPACE) | {"workloads": [{"name": "j", "file": "p.jsonl"}, {"name": "y", "file": "p.yaml"}]}
+    data = yaml.safe_load(SPACE) | {
+        "workloads": [{"name": "j", "file": "p.jsonl"}, {"name": "y", "file": "p.yaml"}]
+    }
     space = parse_space(data, tmp_path)
     assert [w.prompts for w in space.workloads] == [("alpha", "beta"), ("gamma", "delta")]
     with pytest.raises(UserError, match="holds no prompts"):

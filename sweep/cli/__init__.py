@@ -20,7 +20,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="specsweep", description="Overnight sweeps of LLM servers' speculative-decoding settings.")
+    parser = _Parser(
+        prog="specsweep", description="Overnight sweeps of LLM servers' speculative-decoding settings."
+    )
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for module in COMMANDS:
         module.add_parser(commands)

@@ -17,9 +17,13 @@ def shipped_space(name: str) -> Path:
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = commands.add_parser("demo", help="sweep the embedded llama-server + Gemma 3 270M", description=__doc__)
+    parser = commands.add_parser(
+        "demo", help="sweep the embedded llama-server + Gemma 3 270M", description=__doc__
+    )
     parser.add_argument("--study", default="demo", help="study name (default: demo)")
-    parser.add_argument("--runs", type=Path, default=DEFAULT_RUNS, help="folder of study folders (default: runs)")
+    parser.add_argument(
+        "--runs", type=Path, default=DEFAULT_RUNS, help="folder of study folders (default: runs)"
+    )
     parser.add_argument("--trials", type=int, help="total trials (default: the demo space's)")
     parser.set_defaults(handler=main)
 

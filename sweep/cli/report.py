@@ -24,7 +24,10 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def load(study: str, storage: str | None, runs: object) -> optuna.Study:
     paths = StudyPaths.for_study(study, runs, storage)  # type: ignore[arg-type]
     if storage is None and not (paths.run_dir / "study.db").is_file():
-        raise UserError(f"no study '{study}' in {paths.run_dir}", "run `specsweep run --space FILE` first, or pass --storage")
+        raise UserError(
+            f"no study '{study}' in {paths.run_dir}",
+            "run `specsweep run --space FILE` first, or pass --storage",
+        )
     try:
         return optuna.load_study(study_name=study, storage=make_storage(paths.storage_url))
     except KeyError:

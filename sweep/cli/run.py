@@ -18,14 +18,20 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser = commands.add_parser("run", help="run or resume a study", description=__doc__)
     parser.add_argument("--space", type=Path, required=True, help="search space YAML (see search_spaces/)")
     add_study_options(parser)
-    parser.add_argument("--trials", type=int, help="total trials the study should have (default: the space's)")
+    parser.add_argument(
+        "--trials", type=int, help="total trials the study should have (default: the space's)"
+    )
     parser.set_defaults(handler=main)
 
 
 def add_study_options(parser: argparse.ArgumentParser, study_required: bool = False) -> None:
-    parser.add_argument("--study", required=study_required, help="study name (default: the space file's name)")
+    parser.add_argument(
+        "--study", required=study_required, help="study name (default: the space file's name)"
+    )
     parser.add_argument("--storage", help="Optuna storage URL (default: sqlite:///runs/<study>/study.db)")
-    parser.add_argument("--runs", type=Path, default=DEFAULT_RUNS, help="folder of study folders (default: runs)")
+    parser.add_argument(
+        "--runs", type=Path, default=DEFAULT_RUNS, help="folder of study folders (default: runs)"
+    )
 
 
 def progress(message: str) -> None:

@@ -8,7 +8,15 @@ from sweep.errors import UserError
 
 ENGINES: dict[str, type[Engine]] = {LlamaCppEngine.name: LlamaCppEngine}
 
-__all__ = ["ENGINES", "DraftCounters", "Engine", "LlamaCppEngine", "ServerReport", "ServerSetup", "engine_class"]
+__all__ = [
+    "ENGINES",
+    "DraftCounters",
+    "Engine",
+    "LlamaCppEngine",
+    "ServerReport",
+    "ServerSetup",
+    "engine_class",
+]
 
 
 def engine_class(name: str) -> type[Engine]:

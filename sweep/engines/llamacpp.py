@@ -81,9 +81,18 @@ EXIT_REASONS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"failed to open GGUF file '([^']+)'"), "model file cannot be opened: {0}"),
     (re.compile(r"failed to load draft model, '([^']+)'"), "draft model failed to load: {0}"),
     (re.compile(r"error loading model: (.*)"), "model failed to load: {0}"),
-    (re.compile(r"couldn't bind HTTP server socket, hostname: (\S+), port: (\d+)"), "port {1} on {0} is in use"),
-    (re.compile(r"(failed to allocate buffer for kv cache|cudaMalloc failed: out of memory)"), "out of memory: {0}"),
-    (re.compile(r"quantized V cache requires flash_attn to be enabled"), "quantized V cache needs flash attention"),
+    (
+        re.compile(r"couldn't bind HTTP server socket, hostname: (\S+), port: (\d+)"),
+        "port {1} on {0} is in use",
+    ),
+    (
+        re.compile(r"(failed to allocate buffer for kv cache|cudaMalloc failed: out of memory)"),
+        "out of memory: {0}",
+    ),
+    (
+        re.compile(r"quantized V cache requires flash_attn to be enabled"),
+        "quantized V cache needs flash attention",
+    ),
     (re.compile(r"cannot start (\S+): (.*)"), "cannot start {0}: {1}"),
 )
 
@@ -119,10 +128,14 @@ class LlamaCppEngine(Engine):
         if flag.choices and str(value) not in flag.choices:
             raise UserError(f"{name} cannot be '{value}'", f"choose one of: {', '.join(flag.choices)}")
         if flag.kind in (int, float):
-            if isinstance(value, bool) or not isinstance(value, int | float) or (
-                flag.kind is int and not float(value).is_integer()
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or (flag.kind is int and not float(value).is_integer())
             ):
-                raise UserError(f"{name} must be a number, not '{value}'", f"give {name} a {flag.kind.__name__}")
+                raise UserError(
+                    f"{name} must be a number, not '{value}'", f"give {name} a {flag.kind.__name__}"
+                )
             if (flag.low is not None and value < flag.low) or (flag.high is not None and value > flag.high):
                 bounds = f"{flag.low}..{flag.high if flag.high is not None else ''}"
                 raise UserError(f"{name} = {value} is out of range", f"llama.cpp accepts {bounds}")
@@ -151,7 +164,16 @@ class LlamaCppEngine(Engine):
             if name == "spec-type":
                 value = ",".join(split_types(value))
             argv += [flag.argv, str(value)]
-        return [*argv, *self.setup.extra_args, "--metrics", "--no-webui", "--host", self.setup.host, "--port", str(port)]
+        return [
+            *argv,
+            *self.setup.extra_args,
+            "--metrics",
+            "--no-webui",
+            "--host",
+            self.setup.host,
+            "--port",
+            str(port),
+        ]
 
     def health_path(self) -> str:
         return "/health"
@@ -184,8 +206,13 @@ class LlamaCppEngine(Engine):
             facts.n_ctx_slot = slots[0].get("n_ctx")
         facts.n_slots = facts.n_slots or len(slots)
         if facts.speculation_requested and not facts.speculation_active:
-            why = facts.speculation_problem or "no slot has a speculative context (/slots[*].speculative is false)"
-            raise SpeculationInactive(f"asked for speculation ({params.get('spec-type')}) but it is off: {why}")
+            why = (
+                facts.speculation_problem
+                or "no slot has a speculative context (/slots[*].speculative is false)"
+            )
+            raise SpeculationInactive(
+                f"asked for speculation ({params.get('spec-type')}) but it is off: {why}"
+            )
 
     def request_fields(self) -> dict[str, Any]:
         # cache_prompt false: every prompt token is processed (cache_n 0); timings come on the last chunk.
@@ -212,7 +239,10 @@ class LlamaCppEngine(Engine):
         except (json.JSONDecodeError, AttributeError):
             error = {}
         message = str(error.get("message") or body.strip()[:200])
-        if error.get("type") == "exceed_context_size_error" or "exceeds the available context size" in message:
+        if (
+            error.get("type") == "exceed_context_size_error"
+            or "exceeds the available context size" in message
+        ):
             return "does_not_fit", message
         return "error", f"HTTP {status_code}: {message}"
 

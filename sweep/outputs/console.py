@@ -26,15 +26,32 @@ def report_text(study_name: str, views: list[TrialView], recs: list[Recommendati
     baseline = next((v.number for v in views if v.role == "baseline" and v.state == "COMPLETE"), None)
     lines = [
         f"study {study_name}: {len(views)} trials, {done} complete, {len(failed)} failed; "
-        + (f"baseline (speculation off) = trial {baseline}" if baseline is not None else "no completed baseline"),
+        + (
+            f"baseline (speculation off) = trial {baseline}"
+            if baseline is not None
+            else "no completed baseline"
+        ),
         "",
     ]
-    header = ("workload", "trial", "decode t/s med (range)", "baseline t/s", "gain (interval)", "accept rate", "accept len", "verdict")
+    header = (
+        "workload",
+        "trial",
+        "decode t/s med (range)",
+        "baseline t/s",
+        "gain (interval)",
+        "accept rate",
+        "accept len",
+        "verdict",
+    )
     rows = [header]
     for r in recs:
         rate = r.summary.acceptance_rate
         length = r.summary.acceptance_length
-        verdict = "within noise: keep the cheaper config" if r.within_noise else ("faster" if (r.gain or 0) > 0 else "-")
+        verdict = (
+            "within noise: keep the cheaper config"
+            if r.within_noise
+            else ("faster" if (r.gain or 0) > 0 else "-")
+        )
         rows.append((
             r.workload, str(r.trial), _spread(r.decode_tps), _spread(r.baseline_tps),
             f"{_pct(r.gain)} ({_pct(r.gain_low)}..{_pct(r.gain_high)})" if r.gain is not None else "-",

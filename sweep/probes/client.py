@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 import uuid
@@ -11,7 +12,7 @@ from typing import Any
 import httpx
 
 from sweep.engines.base import Engine, ServerReport
-from sweep.results import RequestMeasurement
+from sweep.results import RequestMeasurement, RequestStatus
 
 DEFAULT_MAX_TOKENS = 128
 DEFAULT_SEED = 1234
@@ -69,15 +70,19 @@ async def measure_request(
     nonce: str,
 ) -> RequestMeasurement:
     """Send one streamed chat request and measure it. HTTP errors become a status, never an exception."""
-    where = {"workload": workload, "repeat": repeat, "stream": stream, "nonce": nonce}
+    row = functools.partial(RequestMeasurement, workload=workload, repeat=repeat, stream=stream, nonce=nonce)
     started = time.perf_counter()
     first = last = None
     report: ServerReport | None = None
     try:
-        async with client.stream("POST", engine.chat_path, json=request_body(engine, content, settings)) as resp:
+        async with client.stream(
+            "POST", engine.chat_path, json=request_body(engine, content, settings)
+        ) as resp:
             if resp.status_code != 200:
-                status, reason = engine.classify_error(resp.status_code, (await resp.aread()).decode(errors="replace"))
-                return RequestMeasurement(**where, status=status, reason=reason, wall_s=time.perf_counter() - started)
+                status, reason = engine.classify_error(
+                    resp.status_code, (await resp.aread()).decode(errors="replace")
+                )
+                return row(status=status, reason=reason, wall_s=time.perf_counter() - started)
             async for line in resp.aiter_lines():
                 data = line.removeprefix("data:").strip() if line.startswith("data:") else ""
                 if not data or data == "[DONE]":
@@ -85,34 +90,42 @@ async def measure_request(
                 chunk = json.loads(data)
                 if "error" in chunk:
                     status, reason = engine.classify_error(400, data)
-                    return RequestMeasurement(**where, status=status, reason=reason)
+                    return row(status=status, reason=reason)
                 if _has_token(chunk):
                     last = time.perf_counter()
                     first = first or last
                 report = engine.read_final(chunk) or report
     except (httpx.HTTPError, json.JSONDecodeError) as exc:
-        return RequestMeasurement(**where, status="error", reason=f"{exc.__class__.__name__}: {exc}")
+        return row(status="error", reason=f"{exc.__class__.__name__}: {exc}")
     wall = time.perf_counter() - started
     if report is None:
-        return RequestMeasurement(**where, status="error", reason="the stream ended without the server's report")
-    return _measurement(where, report, started, first, last, wall)
+        return row(status="error", reason="the stream ended without the server's report")
+    return _measurement(row, report, started, first, last, wall)
 
 
 def _measurement(
-    where: dict[str, Any], report: ServerReport, started: float, first: float | None, last: float | None, wall: float
+    row: functools.partial[RequestMeasurement],
+    report: ServerReport,
+    started: float,
+    first: float | None,
+    last: float | None,
+    wall: float,
 ) -> RequestMeasurement:
     client_tps = None
     if first is not None and last is not None and last > first and report.completion_tokens > 1:
         client_tps = (report.completion_tokens - 1) / (last - first)
+    status: RequestStatus
     if report.cached_tokens is None:
-        status, reason = "invalid", "the server did not report its cached-token count, so a cache hit cannot be ruled out"
+        status, reason = (
+            "invalid",
+            "the server did not report its cached-token count, so a cache hit cannot be ruled out",
+        )
     elif report.cached_tokens > 0:
         status, reason = "invalid", f"{report.cached_tokens} prompt tokens came from the prefix cache"
     else:
         status, reason = "ok", ""
-    return RequestMeasurement(
-        **where,
-        status=status,  # type: ignore[arg-type]
+    return row(
+        status=status,
         reason=reason,
         prompt_tokens=report.prompt_tokens,
         completion_tokens=report.completion_tokens,

@@ -47,7 +47,9 @@ async def probe(
 ) -> ProbeResult:
     """Run every workload in order against the server at `base_url`."""
     result = ProbeResult({}, [])
-    async with httpx.AsyncClient(base_url=base_url, timeout=settings.timeout_s, transport=transport) as client:
+    async with httpx.AsyncClient(
+        base_url=base_url, timeout=settings.timeout_s, transport=transport
+    ) as client:
         if settings.warmup:
             # The first request after start pays one-off costs; its numbers are not kept.
             warm = dataclasses.replace(settings.request, max_tokens=8)
@@ -66,7 +68,9 @@ async def probe(
                 if aggregate is not None:
                     aggregates.append(aggregate)
             result.requests += rows
-            result.summaries[workload.key] = summarize(workload.key, rows, aggregates if workload.streams > 1 else [])
+            result.summaries[workload.key] = summarize(
+                workload.key, rows, aggregates if workload.streams > 1 else []
+            )
     return result
 
 
@@ -79,7 +83,9 @@ async def _batch(
         index = repeat * workload.streams + stream
         task = workload.prompt(index)
         if workload.context_tokens:
-            task, _ = await fill_to(workload.context_tokens, task, index, lambda t: engine.count_tokens(client, t))
+            task, _ = await fill_to(
+                workload.context_tokens, task, index, lambda t: engine.count_tokens(client, t)
+            )
         nonce = new_nonce()
         contents.append(unique_content(nonce, task))
         nonces.append(nonce)
@@ -89,9 +95,15 @@ async def _batch(
         await asyncio.gather(
             *(
                 measure_request(
-                    client, engine, content, settings,
-                    workload=workload.key, repeat=repeat, stream=stream, nonce=nonce,
-                )  # fmt: skip
+                    client,
+                    engine,
+                    content,
+                    settings,
+                    workload=workload.key,
+                    repeat=repeat,
+                    stream=stream,
+                    nonce=nonce,
+                )
                 for stream, (content, nonce) in enumerate(zip(contents, nonces, strict=True))
             )
         )
@@ -116,7 +128,10 @@ async def _with_acceptance_length(
             length = after.acceptance_length_since(before)
             break
         await asyncio.sleep(COUNTER_SETTLE_S)
-    return [r if r.acceptance_length is not None else dataclasses.replace(r, acceptance_length=length) for r in rows]
+    return [
+        r if r.acceptance_length is not None else dataclasses.replace(r, acceptance_length=length)
+        for r in rows
+    ]
 
 
 def summarize(key: str, rows: list[RequestMeasurement], aggregates: list[float]) -> WorkloadSummary:

@@ -19,10 +19,28 @@ from sweep.errors import UserError
 _ORDERS = json.dumps(
     {
         "orders": [
-            {"id": "A-1042", "customer": "Lina Park", "city": "Busan", "items": ["usb-c cable", "charger"], "total": 38.5},
+            {
+                "id": "A-1042",
+                "customer": "Lina Park",
+                "city": "Busan",
+                "items": ["usb-c cable", "charger"],
+                "total": 38.5,
+            },
             {"id": "A-1043", "customer": "Tomas Novak", "city": "Brno", "items": ["keyboard"], "total": 74.0},
-            {"id": "A-1044", "customer": "Amara Obi", "city": "Lagos", "items": ["monitor", "hdmi cable"], "total": 219.9},
-            {"id": "A-1045", "customer": "Kenji Sato", "city": "Osaka", "items": ["mouse", "mouse pad"], "total": 31.2},
+            {
+                "id": "A-1044",
+                "customer": "Amara Obi",
+                "city": "Lagos",
+                "items": ["monitor", "hdmi cable"],
+                "total": 219.9,
+            },
+            {
+                "id": "A-1045",
+                "customer": "Kenji Sato",
+                "city": "Osaka",
+                "items": ["mouse", "mouse pad"],
+                "total": 31.2,
+            },
         ]
     },
     indent=2,
@@ -57,7 +75,7 @@ BUILTIN_PROMPTS: dict[str, list[str]] = {
         "and a small main() that prints the list before and after.",
         "Write a TypeScript class `LruCache<K, V>` with get, set and a capacity limit, using a Map, and "
         "a short usage example.",
-        "Write a Go HTTP handler that accepts JSON {\"a\": int, \"b\": int}, returns their sum as JSON, and "
+        'Write a Go HTTP handler that accepts JSON {"a": int, "b": int}, returns their sum as JSON, and '
         "rejects bad input with status 400.",
         "Write a SQL schema for a library (books, members, loans) with foreign keys, then a query listing "
         "overdue loans with the member's name.",
@@ -69,7 +87,8 @@ BUILTIN_PROMPTS: dict[str, list[str]] = {
         "(description, quantity, unit_price, amount) and total. Copy the values exactly.\n\n" + _INVOICE,
         "Here is a Python function:\n" + _SERVICE + "\nRewrite it with type hints added to the signature and "
         "every other line unchanged. Output only the code.",
-        "Copy this JSON exactly, then add a field `count` with the number of items to each order:\n" + _ORDERS,
+        "Copy this JSON exactly, then add a field `count` with the number of items to each order:\n"
+        + _ORDERS,
         "From this invoice, list each line as `description | quantity | amount`, one per line, copying the "
         "text exactly:\n\n" + _INVOICE,
     ],
@@ -122,11 +141,15 @@ def load_prompts(path: Path) -> tuple[str, ...]:
             loaded = yaml.safe_load(text)
             rows = loaded if isinstance(loaded, list) else []
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise UserError(f"workload file {path} cannot be parsed ({exc.__class__.__name__})", "fix its syntax") from None
-    prompts = [row if isinstance(row, str) else row.get("prompt") if isinstance(row, dict) else None for row in rows]
+        raise UserError(
+            f"workload file {path} cannot be parsed ({exc.__class__.__name__})", "fix its syntax"
+        ) from None
+    prompts = [
+        row if isinstance(row, str) else row.get("prompt") if isinstance(row, dict) else None for row in rows
+    ]
     if not prompts or not all(isinstance(p, str) and p.strip() for p in prompts):
         raise UserError(
             f"workload file {path} holds no prompts",
-            "give a list of strings or of {prompt: ...} (YAML), or one {\"prompt\": ...} per line (JSONL)",
+            'give a list of strings or of {prompt: ...} (YAML), or one {"prompt": ...} per line (JSONL)',
         )
     return tuple(p for p in prompts if isinstance(p, str))

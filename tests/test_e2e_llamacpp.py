@@ -1,0 +1,148 @@
+"""End to end on the real llama-server and Gemma 3 270M (CPU): a 3-trial study, resumed, reported, and bad input."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+
+from sweep.cli import main
+from tests.conftest import server_processes
+
+SPACE = """
+engine: llamacpp
+server: {startup_timeout: 120}
+fixed: {ctx-size: 2048, parallel: 1, threads: 2}
+params:
+  spec-type: {choices: [ngram-simple, ngram-mod]}
+  spec-ngram-simple-size-n: {int: [2, 6], when: {spec-type: ngram-simple}}
+enqueue:
+  - {spec-type: ngram-simple, spec-ngram-simple-size-n: 3}
+workloads:
+  - {class: tool}
+  - {class: prose}
+probe: {repeats: 2, max_tokens: 48}
+trials: 3
+seed: 1
+"""
+
+
+@pytest.fixture(scope="module")
+def study_dir(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    root = tmp_path_factory.mktemp("e2e")
+    space = root / "space.yaml"
+    space.write_text(SPACE)
+    argv = ["run", "--space", str(space), "--study", "e2e", "--runs", str(root / "runs")]
+    assert main(argv) == 0
+    return {"root": root, "argv": argv, "run_dir": root / "runs" / "e2e"}
+
+
+def records(run_dir: Path) -> dict[int, dict[str, Any]]:
+    return {
+        int(p.parent.name): json.loads(p.read_text()) for p in sorted((run_dir / "trials").glob("*/record.json"))
+    }
+
+
+def load(run_dir: Path) -> optuna.Study:
+    return optuna.load_study(study_name="e2e", storage=f"sqlite:///{run_dir / 'study.db'}")
+
+
+def test_three_trials_baseline_first(study_dir: dict[str, Any]) -> None:
+    study = load(study_dir["run_dir"])
+    assert [t.state.name for t in study.trials] == ["COMPLETE"] * 3
+    assert study.trials[0].user_attrs["role"] == "baseline"
+    assert study.metric_names == ["tool", "prose"]
+    recs = records(study_dir["run_dir"])
+    assert recs[0]["params"]["spec-type"] == "none"
+    assert recs[1]["params"] == {"ctx-size": 2048, "parallel": 1, "threads": 2, "spec-type": "ngram-simple", "spec-ngram-simple-size-n": 3}
+    for number, rec in recs.items():
+        assert (study_dir["run_dir"] / "trials" / str(number) / "server.log").stat().st_size > 0
+        assert rec["facts"]["n_ctx_slot"] == 2048
+
+
+def test_baseline_has_no_drafts_and_ngram_drafts_on_tool(study_dir: dict[str, Any]) -> None:
+    recs = records(study_dir["run_dir"])
+    baseline = recs[0]
+    assert baseline["facts"]["speculation_active"] is False
+    assert all(w["draft_tokens"] == 0 for w in baseline["workloads"].values())
+    ngram = recs[1]
+    assert ngram["facts"]["speculation_active"] is True
+    tool = ngram["workloads"]["tool"]
+    assert tool["status"] == "ok"
+    assert tool["draft_tokens"] > 0 and tool["accepted_tokens"] > 0
+    assert 0 < tool["acceptance_rate"]["median"] <= 1
+    assert tool["acceptance_length"]["median"] > 1
+
+
+def test_every_measured_request_was_cold_and_unique(study_dir: dict[str, Any]) -> None:
+    rows = [
+        json.loads(line)
+        for path in (study_dir["run_dir"] / "trials").glob("*/requests.jsonl")
+        for line in path.read_text().splitlines()
+    ]
+    assert len(rows) == 3 * 2 * 2  # trials x workloads x repeats
+    assert all(r["cached_tokens"] == 0 and r["status"] == "ok" for r in rows)
+    assert len({r["nonce"] for r in rows}) == len(rows)
+    assert all(r["server_decode_tps"] > 0 and r["ttft_s"] > 0 for r in rows)
+
+
+def test_no_server_is_left_running(study_dir: dict[str, Any]) -> None:
+    for rec in records(study_dir["run_dir"]).values():
+        port = rec["argv"][rec["argv"].index("--port") + 1]
+        assert server_processes(f"--port {port}") == []
+
+
+def test_second_run_resumes_without_repeating(study_dir: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    before = {p: p.stat().st_mtime_ns for p in (study_dir["run_dir"] / "trials").glob("*/record.json")}
+    assert main(study_dir["argv"]) == 0
+    after = {p: p.stat().st_mtime_ns for p in (study_dir["run_dir"] / "trials").glob("*/record.json")}
+    assert after == before
+    assert len(load(study_dir["run_dir"]).trials) == 3
+    assert "study e2e: 3 trials, 3 complete, 0 failed" in capsys.readouterr().out
+
+
+def test_report_json_has_a_recommendation_per_workload(study_dir: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["report", "--study", "e2e", "--runs", str(study_dir["root"] / "runs"), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    recs = {r["workload"]: r for r in report["recommendations"]}
+    assert set(recs) == {"tool", "prose"}
+    assert recs["tool"]["baseline_tps"]["median"] > 0
+    assert recs["tool"]["decode_tps"]["median"] >= recs["tool"]["baseline_tps"]["median"]
+
+
+def test_port_in_use_is_one_line_and_leaves_the_study_intact(
+    study_dir: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        space = study_dir["root"] / "port.yaml"
+        space.write_text(SPACE.replace("server: {startup_timeout: 120}", f"server: {{port: {port}}}"))
+        argv = ["run", "--space", str(space), "--study", "e2e", "--runs", str(study_dir["root"] / "runs"), "--trials", "5"]
+        assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"specsweep: error: port {port} on 127.0.0.1 is in use (Address already in use); fix: stop what listens there, or drop `port:` from the space file so a free port is chosen"]
+    assert len(load(study_dir["run_dir"]).trials) == 3
+
+
+def test_server_that_exits_at_start_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    space = tmp_path / "dies.yaml"
+    space.write_text(SPACE.replace("server: {startup_timeout: 120}", "server: {extra_args: [--spec-type, draft]}"))
+    assert main(["run", "--space", str(space), "--runs", str(tmp_path / "runs")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("specsweep: error: the server exits at start even with speculation off: bad value for --spec-type: unknown speculative type: draft")
+    assert err.endswith("fix: fix the fixed flags, the model or server.extra_args in the space file")
+    study = optuna.load_study(study_name="dies", storage=f"sqlite:///{tmp_path / 'runs' / 'dies' / 'study.db'}")
+    assert [t.state.name for t in study.trials] == ["FAIL", "WAITING"]  # the sweep stopped after the baseline
+    assert "unknown speculative type: draft" in study.trials[0].user_attrs["record"]["failure"]
+    # Fixed and run again: the study gets a new baseline, since the old one never ran.
+    space.write_text(SPACE.replace("repeats: 2, max_tokens: 48", "repeats: 1, max_tokens: 16"))
+    assert main(["run", "--space", str(space), "--runs", str(tmp_path / "runs")]) == 0
+    study = optuna.load_study(study_name="dies", storage=f"sqlite:///{tmp_path / 'runs' / 'dies' / 'study.db'}")
+    assert [t.state.name for t in study.trials] == ["FAIL", "COMPLETE", "COMPLETE"]
+    assert [t.user_attrs["role"] for t in study.trials] == ["baseline", "enqueued", "baseline"]

@@ -1,0 +1,80 @@
+"""ServerProcess on real processes: ready, fail fast on exit, stop the whole group."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from sweep.errors import LaunchError
+from sweep.server import ServerProcess, free_port
+
+# A server that forks a child which ignores TERM, so only a group KILL ends both.
+STUBBORN = """
+import os, signal, sys, time, http.server, threading
+child = os.fork()
+if child == 0:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    while True: time.sleep(1)
+open(sys.argv[2], "w").write(str(child))
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), http.server.SimpleHTTPRequestHandler).serve_forever()
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_ready_then_group_stop_kills_children_that_ignore_term(tmp_path: Path) -> None:
+    port = free_port()
+    child_file = tmp_path / "child.pid"
+    argv = [sys.executable, "-c", STUBBORN, str(port), str(child_file)]
+    with ServerProcess(argv, tmp_path / "server.log", os.environ) as server:
+        waited = server.wait_ready(f"http://127.0.0.1:{port}/", timeout_s=20)
+        assert waited < 20
+        assert server.pid is not None and os.getpgid(server.pid) == server.pid  # its own session and group
+        child = int(child_file.read_text())
+        assert os.getpgid(child) == server.pid
+        started = time.monotonic()
+        server.stop(grace_s=1.0)
+        assert time.monotonic() - started < 8
+    assert not _alive(server.pid)
+    assert not _alive(child)
+
+
+def test_exit_during_start_fails_fast_with_the_reason(tmp_path: Path) -> None:
+    argv = [sys.executable, "-c", "import sys; print('fatal: no such model', file=sys.stderr); sys.exit(3)"]
+    server = ServerProcess(
+        argv, tmp_path / "server.log", os.environ, exit_reason=lambda log, rc: f"rc={rc}: {log.strip()}"
+    )
+    started = time.monotonic()
+    with server, pytest.raises(LaunchError, match="rc=3: fatal: no such model"):
+        server.wait_ready(f"http://127.0.0.1:{free_port()}/health", timeout_s=60)
+    assert time.monotonic() - started < 10
+    assert "fatal: no such model" in (tmp_path / "server.log").read_text()
+
+
+def test_missing_binary_is_a_launch_error(tmp_path: Path) -> None:
+    with (
+        ServerProcess(["/nonexistent/llama-server"], tmp_path / "s.log", os.environ) as server,
+        pytest.raises(LaunchError, match="cannot start /nonexistent/llama-server"),
+    ):
+        server.wait_ready(f"http://127.0.0.1:{free_port()}/health", timeout_s=30)
+
+
+def test_not_ready_in_time(tmp_path: Path) -> None:
+    argv = [sys.executable, "-c", "import time; time.sleep(60)"]
+    with (
+        ServerProcess(argv, tmp_path / "s.log", os.environ) as server,
+        pytest.raises(LaunchError, match="not ready after"),
+    ):
+        server.wait_ready(f"http://127.0.0.1:{free_port()}/health", timeout_s=1)
+    assert server.pid is not None and not _alive(server.pid)
