@@ -8,9 +8,22 @@ Usage: python -m sweep._session_exec PIDFILE -- ARGV...
 
 from __future__ import annotations
 
+import ctypes
 import os
+import signal
 import sys
 from pathlib import Path
+
+PR_SET_PDEATHSIG = 1
+
+
+def _terminate_with_parent() -> None:
+    """Ask Linux to send SIGTERM if specsweep dies (even by SIGKILL), so no server outlives its sweep."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass  # not Linux: the sweep's own stop() is the only guard
 
 
 def main(args: list[str]) -> int:
@@ -19,6 +32,7 @@ def main(args: list[str]) -> int:
         print("usage: python -m sweep._session_exec PIDFILE -- ARGV...", file=sys.stderr)
         return 2
     os.setsid()
+    _terminate_with_parent()
     Path(pidfile).write_text(str(os.getpid()))
     try:
         os.execvp(argv[0], argv)

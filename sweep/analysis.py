@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +28,9 @@ class TrialView:
         return ""
 
 
+NOISE = 0.05  # a median gain smaller than this is not a gain worth a configuration
+
+
 @dataclass(frozen=True)
 class Recommendation:
     """The best measured configuration for one workload, against the baseline."""
@@ -39,21 +43,28 @@ class Recommendation:
     gain: float | None
     gain_low: float | None
     gain_high: float | None
-    within_noise: bool
+    verdict: str
     summary: WorkloadSummary
+
+    @property
+    def within_noise(self) -> bool:
+        return self.verdict.startswith("within noise")
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "workload": self.workload,
             "trial": self.trial,
             "params": self.params,
-            "decode_tps": vars(self.decode_tps),
-            "baseline_tps": vars(self.baseline_tps) if self.baseline_tps else None,
+            "decode_tps": dataclasses.asdict(self.decode_tps),
+            "baseline_tps": dataclasses.asdict(self.baseline_tps) if self.baseline_tps else None,
             "gain": self.gain,
             "gain_interval": [self.gain_low, self.gain_high],
+            "verdict": self.verdict,
             "within_noise": self.within_noise,
-            "acceptance_rate": vars(self.summary.acceptance_rate) if self.summary.acceptance_rate else None,
-            "acceptance_length": vars(self.summary.acceptance_length)
+            "acceptance_rate": dataclasses.asdict(self.summary.acceptance_rate)
+            if self.summary.acceptance_rate
+            else None,
+            "acceptance_length": dataclasses.asdict(self.summary.acceptance_length)
             if self.summary.acceptance_length
             else None,
             "draft_tokens": self.summary.draft_tokens,
@@ -131,14 +142,34 @@ def recommendations(study: optuna.Study) -> list[Recommendation]:
     return out
 
 
+def paired_gains(tps: Spread, base: Spread) -> list[float]:
+    """Per-prompt gains: repeat i used the same prompt in both trials. Unpaired, the extremes are compared."""
+    if len(tps.values) == len(base.values) and tps.values:
+        return [a / b - 1 for a, b in zip(tps.values, base.values, strict=True) if b > 0]
+    return [tps.low / base.high - 1, tps.high / max(base.low, 1e-9) - 1]
+
+
+def verdict(gain: float, gains: list[float]) -> str:
+    if abs(gain) < NOISE or (min(gains) <= 0 <= max(gains) and gain < 2 * NOISE):
+        return "within noise: keep the cheaper config"
+    if min(gains) > 0:
+        return "faster"
+    if max(gains) < 0:
+        return "slower"
+    return f"mixed: faster on {sum(g > 0 for g in gains)} of {len(gains)} prompts"
+
+
 def _recommend(
     key: str, trial: int, params: dict[str, Any], summary: WorkloadSummary, base: Spread | None
 ) -> Recommendation:
     assert summary.decode_tps is not None
     tps = summary.decode_tps
     if base is None or base.median <= 0:
-        return Recommendation(key, trial, params, tps, base, None, None, None, False, summary)
+        return Recommendation(
+            key, trial, params, tps, base, None, None, None, "no baseline to compare with", summary
+        )
     gain = tps.median / base.median - 1
-    # The interval compares the worst repeat of one with the best of the other: overlap means noise.
-    low, high = tps.low / base.high - 1, tps.high / max(base.low, 1e-9) - 1
-    return Recommendation(key, trial, params, tps, base, gain, low, high, low <= 0, summary)
+    gains = paired_gains(tps, base)
+    return Recommendation(
+        key, trial, params, tps, base, gain, min(gains), max(gains), verdict(gain, gains), summary
+    )

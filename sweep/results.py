@@ -53,18 +53,20 @@ class RequestMeasurement:
 
 @dataclass(frozen=True)
 class Spread:
-    """Median and range of one metric over a workload's repeats."""
+    """Median and range of one metric over a workload's repeats, with the values in repeat order (repeat i
+    uses the same prompt in every trial, so two trials' values pair up)."""
 
     median: float
     low: float
     high: float
     n: int
+    values: tuple[float, ...] = ()
 
     @classmethod
     def of(cls, values: list[float]) -> Spread | None:
         if not values:
             return None
-        return cls(statistics.median(values), min(values), max(values), len(values))
+        return cls(statistics.median(values), min(values), max(values), len(values), tuple(values))
 
 
 @dataclass(frozen=True)
@@ -91,7 +93,9 @@ class WorkloadSummary:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Self:
         spreads = {
-            f.name: Spread(**data[f.name]) if data.get(f.name) else None
+            f.name: Spread(**{**data[f.name], "values": tuple(data[f.name].get("values", ()))})
+            if data.get(f.name)
+            else None
             for f in dataclasses.fields(cls)
             if "Spread" in str(f.type)
         }

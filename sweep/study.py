@@ -31,6 +31,9 @@ INTERRUPTED = "interrupted: the sweep stopped during this trial"
 
 Progress = Callable[[str], None]
 
+# Heartbeats and metric names are marked experimental; they are what resuming and per-workload objectives use.
+warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+
 
 class TrialFailed(Exception):
     """A trial that produced a result: the failure and its reason (stored on the trial)."""
@@ -120,7 +123,6 @@ def open_study(space: Space, paths: StudyPaths) -> optuna.Study:
     storage = make_storage(paths.storage_url)
     # Failed trials are reported by the sweep in one line each; Optuna would add a traceback per failure.
     optuna.logging.set_verbosity(logging.ERROR)
-    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     study = optuna.create_study(
         study_name=paths.name,
         storage=storage,
@@ -148,12 +150,16 @@ def open_study(space: Space, paths: StudyPaths) -> optuna.Study:
 
 
 def finished_trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
-    """Trials that are results: completed, or failed for a recorded reason (not interrupted)."""
-    return [
-        t for t in study.get_trials(deepcopy=False)
-        if t.state == TrialState.COMPLETE
-        or (t.state == TrialState.FAIL and t.user_attrs.get(RECORD_ATTR, {}).get("failure", INTERRUPTED) != INTERRUPTED)
-    ]  # fmt: skip
+    """Trials that are results: completed, or failed for a recorded reason. An interrupted trial (Ctrl-C, or a
+    process that died: Optuna's heartbeat marks it failed, with no record) is not, and is run again."""
+    return [t for t in study.get_trials(deepcopy=False) if is_result(t)]
+
+
+def is_result(trial: optuna.trial.FrozenTrial) -> bool:
+    if trial.state == TrialState.COMPLETE:
+        return True
+    record = trial.user_attrs.get(RECORD_ATTR)
+    return trial.state == TrialState.FAIL and record is not None and record.get("stage") != "interrupted"
 
 
 class Sweep:
@@ -163,12 +169,14 @@ class Sweep:
         self.space, self.engine, self.paths, self.progress = space, engine, paths, progress
         self._durations: list[float] = []
         self._target = space.trials
+        self._finished_before = 0
         self.baseline_launch_failure = ""
 
     def run(self, trials: int | None = None) -> optuna.Study:
         study = open_study(self.space, self.paths)
         self._target = trials or self.space.trials
-        remaining = self._target - len(finished_trials(study))
+        self._finished_before = len(finished_trials(study))
+        remaining = self._target - self._finished_before
         if remaining > 0:
             study.optimize(self.objective, n_trials=remaining, catch=(TrialFailed,), gc_after_trial=False)
         if self.baseline_launch_failure:
@@ -184,7 +192,7 @@ class Sweep:
         swept = self.engine.baseline_params() if role == "baseline" else self.space.suggest(trial)
         params = self.space.launch_params(swept)
         record = TrialRecord(trial.number, params)
-        say = self._sayer(trial.number, started)
+        say = self._sayer(started)
         try:
             duplicate = self._same_params(trial, params)
             if duplicate is not None:
@@ -197,7 +205,7 @@ class Sweep:
             say(f"{role}: " + " ".join(f"{k}={v}" for k, v in swept.items()))
             record = self.run_trial(record, say)
         except KeyboardInterrupt:
-            record.failure = "interrupted by the user (Ctrl-C)"
+            record.failure, record.stage = "interrupted by the user (Ctrl-C)", "interrupted"
             self._save(trial, record)
             raise
         self._save(trial, record)
@@ -248,8 +256,17 @@ class Sweep:
                 record.facts = self.engine.facts_from_log(server.log_text())
                 record.failure, record.stage = str(exc), "launch"
                 return record
+            except httpx.HTTPError as exc:
+                record.failure, record.stage = self._lost_server(server, exc), "launch"
+                return record
             say(f"ready in {startup:.1f} s; probing")
-            result = asyncio.run(probe(base_url, self.engine, self.space.workloads, self.space.probe, say))
+            try:
+                result = asyncio.run(
+                    probe(base_url, self.engine, self.space.workloads, self.space.probe, say)
+                )
+            except httpx.HTTPError as exc:
+                record.failure, record.stage = self._lost_server(server, exc), "probe"
+                return record
             record.workloads = result.summaries
             _write_jsonl(trial_dir / "requests.jsonl", [r.to_dict() for r in result.requests])
             if server.returncode is not None:
@@ -258,6 +275,13 @@ class Sweep:
                 first = next(iter(result.summaries.values()))
                 record.failure, record.stage = f"every request failed: {first.reason}", "probe"
         return record
+
+    @staticmethod
+    def _lost_server(server: ServerProcess, exc: Exception) -> str:
+        time.sleep(0.5)  # a dying server closes its socket a moment before it exits
+        if server.returncode is not None:
+            return f"server died while probing: {server.exit_reason()}"
+        return f"server stopped answering while probing ({exc.__class__.__name__}: {exc})"
 
     def _objective_value(self, record: TrialRecord, workload: str) -> float:
         summary = record.workloads.get(workload)
@@ -279,15 +303,16 @@ class Sweep:
         trial_dir.mkdir(parents=True, exist_ok=True)
         (trial_dir / "record.json").write_text(json.dumps(data, indent=2, ensure_ascii=False))
 
-    def _sayer(self, number: int, started: float) -> Progress:
+    def _sayer(self, started: float) -> Progress:
+        index = self._finished_before + len(self._durations)  # trials finished before this one
+
         def say(message: str) -> None:
-            elapsed = time.monotonic() - started
             eta = ""
             if self._durations:
-                left = max(0, self._target - number - 1)
                 per_trial = sum(self._durations) / len(self._durations)
-                eta = f" · ETA {_minutes(left * per_trial + max(0.0, per_trial - elapsed))}"
-            self.progress(f"[trial {number + 1}/{self._target}{eta}] {message}")
+                left = max(0, self._target - index - 1) * per_trial
+                eta = f" · ETA {_minutes(left + max(0.0, per_trial - (time.monotonic() - started)))}"
+            self.progress(f"[trial {index + 1}/{self._target}{eta}] {message}")
 
         return say
 

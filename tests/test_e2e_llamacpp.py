@@ -43,7 +43,8 @@ def study_dir(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 def records(run_dir: Path) -> dict[int, dict[str, Any]]:
     return {
-        int(p.parent.name): json.loads(p.read_text()) for p in sorted((run_dir / "trials").glob("*/record.json"))
+        int(p.parent.name): json.loads(p.read_text())
+        for p in sorted((run_dir / "trials").glob("*/record.json"))
     }
 
 
@@ -58,7 +59,13 @@ def test_three_trials_baseline_first(study_dir: dict[str, Any]) -> None:
     assert study.metric_names == ["tool", "prose"]
     recs = records(study_dir["run_dir"])
     assert recs[0]["params"]["spec-type"] == "none"
-    assert recs[1]["params"] == {"ctx-size": 2048, "parallel": 1, "threads": 2, "spec-type": "ngram-simple", "spec-ngram-simple-size-n": 3}
+    assert recs[1]["params"] == {
+        "ctx-size": 2048,
+        "parallel": 1,
+        "threads": 2,
+        "spec-type": "ngram-simple",
+        "spec-ngram-simple-size-n": 3,
+    }
     for number, rec in recs.items():
         assert (study_dir["run_dir"] / "trials" / str(number) / "server.log").stat().st_size > 0
         assert rec["facts"]["n_ctx_slot"] == 2048
@@ -96,7 +103,9 @@ def test_no_server_is_left_running(study_dir: dict[str, Any]) -> None:
         assert server_processes(f"--port {port}") == []
 
 
-def test_second_run_resumes_without_repeating(study_dir: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+def test_second_run_resumes_without_repeating(
+    study_dir: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
     before = {p: p.stat().st_mtime_ns for p in (study_dir["run_dir"] / "trials").glob("*/record.json")}
     assert main(study_dir["argv"]) == 0
     after = {p: p.stat().st_mtime_ns for p in (study_dir["run_dir"] / "trials").glob("*/record.json")}
@@ -105,7 +114,9 @@ def test_second_run_resumes_without_repeating(study_dir: dict[str, Any], capsys:
     assert "study e2e: 3 trials, 3 complete, 0 failed" in capsys.readouterr().out
 
 
-def test_report_json_has_a_recommendation_per_workload(study_dir: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+def test_report_json_has_a_recommendation_per_workload(
+    study_dir: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["report", "--study", "e2e", "--runs", str(study_dir["root"] / "runs"), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     recs = {r["workload"]: r for r in report["recommendations"]}
@@ -123,26 +134,46 @@ def test_port_in_use_is_one_line_and_leaves_the_study_intact(
         port = taken.getsockname()[1]
         space = study_dir["root"] / "port.yaml"
         space.write_text(SPACE.replace("server: {startup_timeout: 120}", f"server: {{port: {port}}}"))
-        argv = ["run", "--space", str(space), "--study", "e2e", "--runs", str(study_dir["root"] / "runs"), "--trials", "5"]
+        argv = [
+            "run",
+            "--space",
+            str(space),
+            "--study",
+            "e2e",
+            "--runs",
+            str(study_dir["root"] / "runs"),
+            "--trials",
+            "5",
+        ]
         assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"specsweep: error: port {port} on 127.0.0.1 is in use (Address already in use); fix: stop what listens there, or drop `port:` from the space file so a free port is chosen"]
+    assert err == [
+        f"specsweep: error: port {port} on 127.0.0.1 is in use (Address already in use); fix: stop what listens there, or drop `port:` from the space file so a free port is chosen"
+    ]
     assert len(load(study_dir["run_dir"]).trials) == 3
 
 
 def test_server_that_exits_at_start_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     space = tmp_path / "dies.yaml"
-    space.write_text(SPACE.replace("server: {startup_timeout: 120}", "server: {extra_args: [--spec-type, draft]}"))
+    space.write_text(
+        SPACE.replace("server: {startup_timeout: 120}", "server: {extra_args: [--spec-type, draft]}")
+    )
     assert main(["run", "--space", str(space), "--runs", str(tmp_path / "runs")]) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
-    assert err.startswith("specsweep: error: the server exits at start even with speculation off: bad value for --spec-type: unknown speculative type: draft")
+    assert err.startswith(
+        "specsweep: error: the server exits at start even with speculation off: bad value for --spec-type: unknown speculative type: draft"
+    )
     assert err.endswith("fix: fix the fixed flags, the model or server.extra_args in the space file")
-    study = optuna.load_study(study_name="dies", storage=f"sqlite:///{tmp_path / 'runs' / 'dies' / 'study.db'}")
+    study = optuna.load_study(
+        study_name="dies", storage=f"sqlite:///{tmp_path / 'runs' / 'dies' / 'study.db'}"
+    )
     assert [t.state.name for t in study.trials] == ["FAIL", "WAITING"]  # the sweep stopped after the baseline
     assert "unknown speculative type: draft" in study.trials[0].user_attrs["record"]["failure"]
     # Fixed and run again: the study gets a new baseline, since the old one never ran.
     space.write_text(SPACE.replace("repeats: 2, max_tokens: 48", "repeats: 1, max_tokens: 16"))
     assert main(["run", "--space", str(space), "--runs", str(tmp_path / "runs")]) == 0
-    study = optuna.load_study(study_name="dies", storage=f"sqlite:///{tmp_path / 'runs' / 'dies' / 'study.db'}")
+    study = optuna.load_study(
+        study_name="dies", storage=f"sqlite:///{tmp_path / 'runs' / 'dies' / 'study.db'}"
+    )
     assert [t.state.name for t in study.trials] == ["FAIL", "COMPLETE", "COMPLETE"]
     assert [t.user_attrs["role"] for t in study.trials] == ["baseline", "enqueued", "baseline"]

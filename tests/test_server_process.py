@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -78,3 +79,30 @@ def test_not_ready_in_time(tmp_path: Path) -> None:
     ):
         server.wait_ready(f"http://127.0.0.1:{free_port()}/health", timeout_s=1)
     assert server.pid is not None and not _alive(server.pid)
+
+
+def test_server_does_not_outlive_a_killed_sweep(tmp_path: Path) -> None:
+    """Even a SIGKILLed specsweep leaves no server behind (the server gets SIGTERM when its parent dies)."""
+    port = free_port()
+    script = f"""
+import os, sys, time
+from pathlib import Path
+from sweep.server import ServerProcess
+server = ServerProcess([sys.executable, "-m", "http.server", "--bind", "127.0.0.1", "{port}"], Path(r"{tmp_path}") / "s.log", os.environ)
+server.start()
+server.wait_ready("http://127.0.0.1:{port}/", timeout_s=20)
+Path(r"{tmp_path}/pid").write_text(str(server.pid))
+time.sleep(60)
+"""
+    sweep = subprocess.Popen([sys.executable, "-c", script])
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "pid").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    server_pid = int((tmp_path / "pid").read_text())
+    assert _alive(server_pid)
+    sweep.kill()
+    sweep.wait()
+    deadline = time.monotonic() + 10
+    while _alive(server_pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(server_pid)

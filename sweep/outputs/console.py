@@ -45,17 +45,11 @@ def report_text(study_name: str, views: list[TrialView], recs: list[Recommendati
     )
     rows = [header]
     for r in recs:
-        rate = r.summary.acceptance_rate
-        length = r.summary.acceptance_length
-        verdict = (
-            "within noise: keep the cheaper config"
-            if r.within_noise
-            else ("faster" if (r.gain or 0) > 0 else "-")
-        )
+        rate, length = r.summary.acceptance_rate, r.summary.acceptance_length
         rows.append((
             r.workload, str(r.trial), _spread(r.decode_tps), _spread(r.baseline_tps),
             f"{_pct(r.gain)} ({_pct(r.gain_low)}..{_pct(r.gain_high)})" if r.gain is not None else "-",
-            _spread(rate, "{:.2f}"), _spread(length, "{:.2f}"), verdict,
+            _spread(rate, "{:.2f}"), _spread(length, "{:.2f}"), r.verdict,
         ))  # fmt: skip
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines += ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]

@@ -47,8 +47,12 @@ async def probe(
 ) -> ProbeResult:
     """Run every workload in order against the server at `base_url`."""
     result = ProbeResult({}, [])
+    # No keep-alive: llama-server closes a connection idle for 5 s, and a request sent on a pooled connection
+    # the server is closing fails with "Server disconnected without sending a response". Loopback connects
+    # cost well under a millisecond.
+    limits = httpx.Limits(max_keepalive_connections=0)
     async with httpx.AsyncClient(
-        base_url=base_url, timeout=settings.timeout_s, transport=transport
+        base_url=base_url, timeout=settings.timeout_s, transport=transport, limits=limits
     ) as client:
         if settings.warmup:
             # The first request after start pays one-off costs; its numbers are not kept.
