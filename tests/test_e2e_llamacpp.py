@@ -177,3 +177,27 @@ def test_server_that_exits_at_start_is_one_line(tmp_path: Path, capsys: pytest.C
     )
     assert [t.state.name for t in study.trials] == ["FAIL", "COMPLETE", "COMPLETE"]
     assert [t.user_attrs["role"] for t in study.trials] == ["baseline", "enqueued", "baseline"]
+
+
+def test_speculation_that_does_not_start_is_a_failed_trial_not_a_baseline(tmp_path: Path) -> None:
+    # A leftover draft-simple without a draft model makes llama-server run with no speculation at all
+    # (non-fatal: `failed to initialize speculative decoding context`); the ngram-mod trial must say so.
+    space = tmp_path / "nospec.yaml"
+    space.write_text(
+        SPACE.replace("server: {startup_timeout: 120}", "server: {extra_args: [--spec-type, draft-simple]}")
+        .replace("- {spec-type: ngram-simple, spec-ngram-simple-size-n: 3}", "- {spec-type: ngram-mod}")
+        .replace("repeats: 2, max_tokens: 48", "repeats: 1, max_tokens: 16")
+    )
+    assert main(["run", "--space", str(space), "--runs", str(tmp_path / "runs"), "--trials", "2"]) == 0
+    study = optuna.load_study(
+        study_name="nospec", storage=f"sqlite:///{tmp_path / 'runs' / 'nospec' / 'study.db'}"
+    )
+    assert [t.state.name for t in study.trials] == ["COMPLETE", "FAIL"]
+    record = study.trials[1].user_attrs["record"]
+    assert record["stage"] == "speculation"
+    assert record["facts"]["speculation_requested"] is True and record["facts"]["speculation_active"] is False
+    assert (
+        record["failure"]
+        == "asked for speculation (ngram-mod) but it is off: draft-simple requires a draft context"
+    )
+    assert record["workloads"] == {}

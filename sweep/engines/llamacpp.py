@@ -82,6 +82,10 @@ EXIT_REASONS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"failed to load draft model, '([^']+)'"), "draft model failed to load: {0}"),
     (re.compile(r"error loading model: (.*)"), "model failed to load: {0}"),
     (
+        re.compile(r"failed to create MTP context"),
+        "draft-mtp needs a target with MTP heads: failed to create MTP context",
+    ),
+    (
         re.compile(r"couldn't bind HTTP server socket, hostname: (\S+), port: (\d+)"),
         "port {1} on {0} is in use",
     ),
