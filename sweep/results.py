@@ -110,6 +110,21 @@ class LaunchFacts:
     kv_cells: int | None = None
     n_ctx_slot: int | None = None
     n_slots: int | None = None
+    # Engine-neutral memory facts (GB and tokens as the engine logged them; None where it did not).
+    kv_pool_tokens: int | None = None
+    draft_kv_pool_tokens: int | None = None
+    kv_cache_gb: float | None = None
+    weight_gb: float | None = None
+    free_after_pool_gb: float | None = None
+    graph_capture_gb: float | None = None
+    free_after_graphs_gb: float | None = None
+    context_length: int | None = None
+    max_running_requests: int | None = None
+    # Lines in which the engine capped or reset a limit, each with its reason, in log order.
+    limit_changes: list[str] = field(default_factory=list)
+    # Resolved server arguments next to the requested ones, and what the engine silently changed.
+    resolved_args: dict[str, Any] = field(default_factory=dict)
+    overrides: list[str] = field(default_factory=list)
     speculation_requested: bool = False
     speculation_active: bool | None = None
     speculation_problem: str = ""

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import signal
 import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -201,3 +205,52 @@ def test_speculation_that_does_not_start_is_a_failed_trial_not_a_baseline(tmp_pa
         == "asked for speculation (ngram-mod) but it is off: draft-simple requires a draft context"
     )
     assert record["workloads"] == {}
+
+
+def test_prompt_longer_than_the_context_does_not_fit(tmp_path: Path) -> None:
+    space = tmp_path / "long.yaml"
+    space.write_text(
+        SPACE.replace("- {class: tool}\n  - {class: prose}", "- {class: tool, context: [3000]}").replace(
+            "repeats: 2, max_tokens: 48", "repeats: 1, max_tokens: 16"
+        )
+    )
+    assert main(["run", "--space", str(space), "--runs", str(tmp_path / "runs"), "--trials", "1"]) == 0
+    study = optuna.load_study(
+        study_name="long", storage=f"sqlite:///{tmp_path / 'runs' / 'long' / 'study.db'}"
+    )
+    trial = study.trials[0]  # the baseline; the enqueued trial waits for a later run
+    assert trial.state.name == "COMPLETE" and trial.values == [0.0]
+    summary = trial.user_attrs["record"]["workloads"]["tool@3000"]
+    assert summary["status"] == "does_not_fit"
+    assert "exceeds the available context size (2048 tokens)" in summary["reason"]
+
+
+def test_interrupted_trial_is_marked_and_run_again(tmp_path: Path) -> None:
+    space = tmp_path / "stop.yaml"
+    space.write_text(SPACE.replace("max_tokens: 48", "max_tokens: 64"))
+    argv = [sys.executable, "-m", "sweep", "run", "--space", str(space), "--runs", str(tmp_path / "runs")]
+    sweep = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
+    log = tmp_path / "runs" / "stop" / "trials" / "1" / "server.log"
+    deadline = time.monotonic() + 300
+    while not (log.exists() and "listening on" in log.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    sweep.send_signal(signal.SIGINT)
+    _, err = sweep.communicate(timeout=60)
+    assert sweep.returncode == 130
+    assert (
+        err.strip().splitlines()[-1].startswith("specsweep: interrupted; the study keeps its finished trials")
+    )
+    assert "Traceback" not in err
+    study = optuna.load_study(
+        study_name="stop", storage=f"sqlite:///{tmp_path / 'runs' / 'stop' / 'study.db'}"
+    )
+    assert [t.state.name for t in study.trials[:2]] == ["COMPLETE", "FAIL"]
+    assert study.trials[1].user_attrs["record"]["stage"] == "interrupted"
+    port = study.trials[1].user_attrs["record"]["argv"][-1]
+    assert server_processes(f"--port {port}") == []
+    # Resumed with a target of 2: the interrupted trial does not count, so one more trial runs.
+    assert main(["run", "--space", str(space), "--runs", str(tmp_path / "runs"), "--trials", "2"]) == 0
+    study = optuna.load_study(
+        study_name="stop", storage=f"sqlite:///{tmp_path / 'runs' / 'stop' / 'study.db'}"
+    )
+    assert [t.state.name for t in study.trials] == ["COMPLETE", "FAIL", "COMPLETE"]

@@ -6,10 +6,10 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from sweep.cli import demo, report, run
+from sweep.cli import demo, inspect_log, report, run
 from sweep.errors import UserError
 
-COMMANDS = (run, report, demo)
+COMMANDS = (run, report, demo, inspect_log)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from sweep.engines import llamacpp, sglang
 from sweep.engines.base import DraftCounters, Engine, ServerReport, ServerSetup
 from sweep.engines.llamacpp import LlamaCppEngine
 from sweep.errors import UserError
+from sweep.results import LaunchFacts
 
 ENGINES: dict[str, type[Engine]] = {LlamaCppEngine.name: LlamaCppEngine}
+# What each engine's log says about a launch, for any log file (`specsweep inspect-log`).
+LOG_READERS: dict[str, Callable[[str], LaunchFacts]] = {
+    "llamacpp": llamacpp.facts_from_log,
+    "sglang": sglang.facts_from_log,
+}
 
 __all__ = [
     "ENGINES",
+    "LOG_READERS",
     "DraftCounters",
     "Engine",
     "LlamaCppEngine",

@@ -183,24 +183,10 @@ class LlamaCppEngine(Engine):
         return "/health"
 
     def facts_from_log(self, log: str) -> LaunchFacts:
-        facts = LaunchFacts()
-        # The first KV line is the target's; a draft model adds its own after it.
-        if kv := KV_SIZE.search(log):
-            facts.kv_cache_mib, facts.kv_cells = float(kv.group(1)), int(kv.group(2))
-        if slots := SLOTS.search(log):
-            facts.n_slots, facts.n_ctx_slot = int(slots.group(1)), int(slots.group(2))
-        if failed := SPEC_INIT_FAILED.search(log):
-            facts.speculation_problem = failed.group(1).strip()
-        elif SPEC_UNSUPPORTED in log:
-            facts.speculation_problem = SPEC_UNSUPPORTED
-        return facts
+        return facts_from_log(log)
 
     def exit_reason(self, log: str, returncode: int) -> str:
-        for pattern, template in EXIT_REASONS:
-            if found := pattern.search(log):
-                return template.format(*found.groups()) if found.groups() else template
-        last = [line for line in log.splitlines() if line.strip()][-1:] or ["(empty log)"]
-        return f"llama-server exited with code {returncode} during start; last log line: {last[0].strip()}"
+        return exit_reason(log, returncode)
 
     def inspect_running(self, client: httpx.Client, facts: LaunchFacts, params: Params, log: str) -> None:
         slots = client.get("/slots").json()
@@ -279,3 +265,27 @@ def parse_prometheus(text: str, prefix: str) -> dict[str, float]:
         except (ValueError, IndexError):
             continue
     return values
+
+
+def facts_from_log(log: str) -> LaunchFacts:
+    facts = LaunchFacts()
+    # The first KV line is the target's; a draft model adds its own after it. Verbosity 3 prints none.
+    if kv := KV_SIZE.search(log):
+        facts.kv_cache_mib, facts.kv_cells = float(kv.group(1)), int(kv.group(2))
+        facts.kv_pool_tokens, facts.kv_cache_gb = facts.kv_cells, round(facts.kv_cache_mib / 1024, 3)
+    if slots := SLOTS.search(log):
+        facts.n_slots, facts.n_ctx_slot = int(slots.group(1)), int(slots.group(2))
+        facts.context_length, facts.max_running_requests = facts.n_ctx_slot, facts.n_slots
+    if failed := SPEC_INIT_FAILED.search(log):
+        facts.speculation_problem = failed.group(1).strip()
+    elif SPEC_UNSUPPORTED in log:
+        facts.speculation_problem = SPEC_UNSUPPORTED
+    return facts
+
+
+def exit_reason(log: str, returncode: int) -> str:
+    for pattern, template in EXIT_REASONS:
+        if found := pattern.search(log):
+            return template.format(*found.groups()) if found.groups() else template
+    last = [line for line in log.splitlines() if line.strip()][-1:] or ["(empty log)"]
+    return f"llama-server exited with code {returncode} during start; last log line: {last[0].strip()}"

@@ -24,8 +24,11 @@ def report_text(study_name: str, views: list[TrialView], recs: list[Recommendati
     done = sum(v.state == "COMPLETE" for v in views)
     failed = [v for v in views if v.state == "FAIL"]
     baseline = next((v.number for v in views if v.role == "baseline" and v.state == "COMPLETE"), None)
+    queued = sum(v.state == "WAITING" for v in views)
     lines = [
-        f"study {study_name}: {len(views)} trials, {done} complete, {len(failed)} failed; "
+        f"study {study_name}: {len(views) - queued} trials, {done} complete, {len(failed)} failed"
+        + (f", {queued} queued" if queued else "")
+        + "; "
         + (
             f"baseline (speculation off) = trial {baseline}"
             if baseline is not None

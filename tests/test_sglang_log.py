@@ -1,0 +1,91 @@
+"""SGLang log facts on sample logs in each format the reference lists (0.5.23, older releases, failures)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sweep.engines import sglang
+
+LOGS = Path(__file__).parent / "logs"
+
+
+def test_new_format_with_draft_pool_caps_and_graphs() -> None:
+    facts = sglang.facts_from_log((LOGS / "sglang-0.5.23-nextn-hybrid.log").read_text())
+    assert facts.kv_pool_tokens == 44913 and facts.draft_kv_pool_tokens == 44913
+    assert facts.kv_cache_gb == pytest.approx(1.38)
+    assert (facts.weight_gb, facts.free_after_pool_gb) == (17.70, 7.90)
+    assert facts.graph_capture_gb == pytest.approx(0.57) and facts.free_after_graphs_gb == 7.23
+    assert [g["graph"] for g in facts.extra["graph_captures"]] == ["target verify", "draft decode"]
+    assert (facts.max_running_requests, facts.context_length) == (1, 262144)
+    assert facts.extra["max_total_num_tokens"] == 44913
+    assert [c.split(" ")[0] for c in facts.limit_changes] == [
+        "Max",
+        "speculative_num_draft_tokens",
+        "max_running_requests",
+        "KV",
+    ]
+    assert (
+        "capped to 1 by the mamba state cache (max_mamba_cache_size=10, 5 state slots per request)"
+        in facts.limit_changes[2]
+    )
+
+
+def test_old_format_without_dtype_and_old_capture_lines() -> None:
+    facts = sglang.facts_from_log((LOGS / "sglang-0.5.19-old-format.log").read_text())
+    assert facts.kv_pool_tokens == 211357 and facts.draft_kv_pool_tokens is None
+    assert facts.kv_cache_gb == pytest.approx(6.46)
+    assert facts.graph_capture_gb == pytest.approx(1.13) and facts.free_after_graphs_gb == 2.97
+    assert (facts.max_running_requests, facts.context_length, facts.weight_gb) == (3, 153600, 10.20)
+
+
+@pytest.mark.parametrize(
+    ("line", "tokens", "gb", "draft"),
+    [
+        ("KV Cache is allocated. dtype: torch.bfloat16, #tokens: 500000, KV size: 32.10 GB", 500000, 32.10, None),
+        ("Full KV Cache is allocated. dtype: torch.bfloat16, #tokens: 90000, K size: 1.00 GB, V size: 1.00 GB\n"
+         "SWA KV Cache is allocated. dtype: torch.bfloat16, #tokens: 30000, K size: 0.30 GB, V size: 0.30 GB", 90000, 2.0, None),
+        ("Post-capture KV sizing: KV cache allocated. dtype: torch.bfloat16, #tokens: 120000, KV size: 5.50 GB, avail mem=1.50 GB", 120000, 5.50, None),
+    ],
+)  # fmt: skip
+def test_mla_swa_and_post_capture_pools(line: str, tokens: int, gb: float, draft: int | None) -> None:
+    facts = sglang.facts_from_log(line)
+    assert (facts.kv_pool_tokens, facts.kv_cache_gb, facts.draft_kv_pool_tokens) == (
+        tokens,
+        pytest.approx(gb),
+        draft,
+    )
+
+
+@pytest.mark.parametrize(
+    ("log", "reason"),
+    [
+        ((LOGS / "sglang-capture-oom.log").read_text(), "CUDA-graph capture ran out of memory: CUDA out of memory. Tried to allocate 1.69 GiB"),
+        ("Not enough memory. Please try to increase --mem-fraction-static. Current value: mem_fraction_static=0.5", "Not enough memory. Please try to increase --mem-fraction-static"),
+        ("Traceback...\nAssertionError: Can not alloc mamba cache\n", "mamba state allocation failed: Can not alloc mamba cache"),
+        ("sglang serve: error: unrecognized arguments: --speculative-ngram-branch-length 18", "SGLang rejected the arguments: unrecognized arguments: --speculative-ngram-branch-length 18"),
+        ("sglang serve: error: ambiguous option: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode, --cuda-graph-max-bs-prefill", "ambiguous option: --cuda-graph-max-bs"),
+        ("ValueError: Unknown speculative algorithm name: MEDUSA", "Unknown speculative algorithm name: MEDUSA"),
+        ("speculative_hook.py\", line 1160\n    assert speculative_eagle_topk is None\nAssertionError", "without --speculative-num-steps"),
+    ],
+)  # fmt: skip
+def test_exit_reasons(log: str, reason: str) -> None:
+    assert reason in sglang.exit_reason(log, 1)
+
+
+def test_inspect_log_command(capsys: pytest.CaptureFixture[str]) -> None:
+    from sweep.cli import main
+
+    assert main(["inspect-log", "--engine", "sglang", str(LOGS / "sglang-0.5.23-nextn-hybrid.log")]) == 0
+    out = capsys.readouterr().out
+    assert "kv_pool_tokens: 44913" in out and "free_after_pool_gb: 7.9" in out
+    assert (
+        main(["inspect-log", "--engine", "llamacpp", "--json", str(LOGS / "llamacpp-11434-ngram-mod.log")])
+        == 0
+    )
+    facts = json.loads(capsys.readouterr().out)
+    assert (facts["n_slots"], facts["n_ctx_slot"]) == (1, 4096)
+    assert main(["inspect-log", "--engine", "sglang", str(LOGS / "missing.log")]) == 2
+    assert "log file" in capsys.readouterr().err
