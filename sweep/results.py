@@ -31,6 +31,8 @@ class RequestMeasurement:
     client_decode_tps: float | None = None
     server_decode_tps: float | None = None
     server_prefill_tps: float | None = None
+    server_ttft_s: float | None = None
+    server_e2e_s: float | None = None
     draft_tokens: int = 0
     accepted_tokens: int = 0
     acceptance_rate: float | None = None

@@ -21,6 +21,7 @@ trials: 20
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,8 +30,8 @@ from typing import Any
 import optuna
 import yaml
 
+from sweep.engines.base import RequestSettings
 from sweep.errors import UserError
-from sweep.probes.client import RequestSettings
 from sweep.probes.runner import ProbeSettings
 from sweep.probes.workloads import BUILTIN_CLASSES, BUILTIN_PROMPTS, Workload, load_prompts
 
@@ -79,6 +80,12 @@ class ParamSpec:
                 self.name, int(self.low), int(self.high), step=int(self.step or 1), log=self.log
             )
         return trial.suggest_float(self.name, self.low, self.high, step=self.step, log=self.log)
+
+    def contains(self, value: Any) -> bool:
+        if self.choices:
+            return value in self.choices
+        assert self.low is not None and self.high is not None
+        return isinstance(value, int | float) and self.low <= value <= self.high
 
     def values(self) -> list[Any]:
         """The values to check against the engine: every choice, or the two ends of a range."""
@@ -270,7 +277,11 @@ def parse_space(data: Any, base: Path, source: Path | None = None) -> Space:
             engine=str(data["engine"]),
             server=ServerSpec(
                 binary=str(server.get("binary", "embedded")),
-                launcher=tuple(str(a) for a in _as_tuple(server.get("launcher", ()))),
+                # "{python}" is the Python running specsweep (e.g. [{python}, -m, sweep.sim] for the simulator).
+                launcher=tuple(
+                    sys.executable if str(a) == "{python}" else str(a)
+                    for a in _as_tuple(server.get("launcher", ()))
+                ),
                 model=str(server.get("model", "embedded")),
                 port=int(server.get("port", 0)),
                 host=str(server.get("host", "127.0.0.1")),

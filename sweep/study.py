@@ -68,27 +68,11 @@ def make_storage(url: str) -> optuna.storages.BaseStorage:
 
 
 def build_engine(space: Space) -> Engine:
-    """The space's engine with its binary and model resolved (the embedded ones by default)."""
+    """The space's engine with its launcher and model resolved (the embedded ones by default)."""
     cls = engine_class(space.engine)
     server = space.server
-    if server.launcher:
-        launcher = list(server.launcher)
-    elif server.binary == "embedded":
-        from sweep.embedded import llama_server_binary
-
-        launcher = [str(llama_server_binary())]
-    else:
-        launcher = [server.binary]
-    if len(launcher) == 1 and not Path(launcher[0]).is_file():
-        raise UserError(f"server binary {launcher[0]} does not exist", "fix server.binary in the space file")
-    if server.model == "embedded":
-        from sweep.embedded import gemma_model
-
-        model = str(gemma_model())
-    else:
-        model = server.model
-        if not Path(model).is_file():
-            raise UserError(f"model file {model} does not exist", "fix server.model in the space file")
+    launcher = list(server.launcher) or cls.default_launcher(server.binary)
+    model = cls.resolve_model(server.model)
     return cls(
         ServerSetup(launcher=launcher, model=model, extra_args=list(server.extra_args), host=server.host)
     )
@@ -96,6 +80,7 @@ def build_engine(space: Space) -> Engine:
 
 def validate(space: Space, engine: Engine) -> None:
     """Check every name and value the space can produce before anything is launched."""
+    engine.prepare()
     for name, value in space.fixed.items():
         engine.check_value(name, value)
     names = set(space.fixed)
@@ -113,6 +98,19 @@ def validate(space: Space, engine: Engine) -> None:
                     "a condition may only name a fixed parameter or one swept above it",
                 )
         names.add(spec.name)
+    specs = {spec.name: spec for spec in space.params}
+    for params in space.enqueue:
+        for name, value in params.items():
+            if name not in specs:
+                raise UserError(
+                    f"enqueue: '{name}' is not a swept parameter",
+                    f"add params.{name} (or drop it from enqueue)",
+                )
+            if not specs[name].contains(value):
+                raise UserError(
+                    f"enqueue: {name} = {value} is outside params.{name}",
+                    f"widen params.{name} to include it",
+                )
     for params in (engine.baseline_params(), *space.enqueue):
         engine.check_params(space.launch_params(params))
     if space.server.port:
@@ -190,9 +188,22 @@ class Sweep:
         started = time.monotonic()
         role = trial.user_attrs.get(ROLE_ATTR, "search")
         swept = self.engine.baseline_params() if role == "baseline" else self.space.suggest(trial)
-        params = self.space.launch_params(swept)
+        params = self.engine.derive(self.space.launch_params(swept))
         record = TrialRecord(trial.number, params)
         say = self._sayer(started)
+        violations = self.engine.constraints(params)
+        for key, value in violations.items():
+            trial.set_constraint(key, value)
+        if any(value > 0 for value in violations.values()):
+            # Infeasible for the engine: never launched. The sampler learns from the constraint value.
+            record.stage = "infeasible"
+            record.facts.extra["constraints"] = violations
+            self._save(trial, record)
+            say(
+                "infeasible combination, not launched: "
+                + ", ".join(f"{k} over by {v:g}" for k, v in violations.items())
+            )
+            return [0.0] * len(self.space.objective_names)
         try:
             duplicate = self._same_params(trial, params)
             if duplicate is not None:

@@ -11,7 +11,8 @@ import httpx
 import pytest
 
 from sweep.engines import LlamaCppEngine, ServerSetup
-from sweep.probes.client import RequestSettings, measure_request, unique_content
+from sweep.engines.base import RequestSettings
+from sweep.probes.client import measure_request, unique_content
 from sweep.probes.runner import ProbeSettings, probe
 from sweep.probes.workloads import Workload
 

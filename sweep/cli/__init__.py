@@ -6,10 +6,10 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from sweep.cli import demo, inspect_log, report, run
+from sweep.cli import demo, inspect_log, report, run, sim
 from sweep.errors import UserError
 
-COMMANDS = (run, report, demo, inspect_log)
+COMMANDS = (run, report, demo, inspect_log, sim)
 
 
 class _Parser(argparse.ArgumentParser):

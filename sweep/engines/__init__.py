@@ -7,10 +7,11 @@ from collections.abc import Callable
 from sweep.engines import llamacpp, sglang
 from sweep.engines.base import DraftCounters, Engine, ServerReport, ServerSetup
 from sweep.engines.llamacpp import LlamaCppEngine
+from sweep.engines.sglang import SGLangEngine
 from sweep.errors import UserError
 from sweep.results import LaunchFacts
 
-ENGINES: dict[str, type[Engine]] = {LlamaCppEngine.name: LlamaCppEngine}
+ENGINES: dict[str, type[Engine]] = {LlamaCppEngine.name: LlamaCppEngine, SGLangEngine.name: SGLangEngine}
 # What each engine's log says about a launch, for any log file (`specsweep inspect-log`).
 LOG_READERS: dict[str, Callable[[str], LaunchFacts]] = {
     "llamacpp": llamacpp.facts_from_log,
@@ -23,6 +24,7 @@ __all__ = [
     "DraftCounters",
     "Engine",
     "LlamaCppEngine",
+    "SGLangEngine",
     "ServerReport",
     "ServerSetup",
     "engine_class",

@@ -16,14 +16,26 @@ Params = Mapping[str, Any]
 
 
 @dataclass(frozen=True)
+class RequestSettings:
+    """Sampling is fixed so that trials differ only in the server's settings."""
+
+    max_tokens: int = 128
+    seed: int = 1234
+    temperature: float = 0.0
+    ignore_eos: bool = False
+
+
+@dataclass(frozen=True)
 class ServerReport:
-    """What a server said about one finished request (the final streamed chunk)."""
+    """What a server said about one finished request (the final streamed chunk). Times are the server's own."""
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int | None = None
     decode_tps: float | None = None
     prefill_tps: float | None = None
+    ttft_s: float | None = None
+    e2e_s: float | None = None
     draft_tokens: int = 0
     accepted_tokens: int = 0
     acceptance_length: float | None = None
@@ -63,6 +75,20 @@ class Engine(ABC):
     def __init__(self, setup: ServerSetup) -> None:
         self.setup = setup
 
+    # --- set-up ------------------------------------------------------------------------------------------
+    @classmethod
+    @abstractmethod
+    def default_launcher(cls, binary: str) -> list[str]:
+        """The argv prefix that starts the server when the space gives no launcher (`binary` may be "embedded")."""
+
+    @classmethod
+    @abstractmethod
+    def resolve_model(cls, model: str) -> str:
+        """The model argument for the server, checked ("embedded" means the demo's own model where there is one)."""
+
+    def prepare(self) -> None:
+        """Once per study, before any launch: learn what the installed server accepts."""
+
     # --- parameters and launch -------------------------------------------------------------------------
     @abstractmethod
     def known_params(self) -> list[str]:
@@ -76,6 +102,14 @@ class Engine(ABC):
         """Check a whole trial's parameters: each value, then combinations."""
         for name, value in params.items():
             self.check_value(name, value)
+
+    def derive(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Set values the server would force anyway (so no two trials differ only in an ignored value)."""
+        return params
+
+    def constraints(self, params: Params) -> dict[str, float]:
+        """Optuna constraints on a combination (feasible when every value <= 0); infeasible ones are not launched."""
+        return {}
 
     @abstractmethod
     def baseline_params(self) -> dict[str, Any]:
@@ -106,11 +140,13 @@ class Engine(ABC):
         and is not on."""
 
     # --- requests ------------------------------------------------------------------------------------------
-    chat_path: ClassVar[str] = "/v1/chat/completions"
+    @abstractmethod
+    def request(self, content: str, settings: RequestSettings) -> tuple[str, dict[str, Any]]:
+        """The path and streamed body of one measured request (prompt cache off, reports on, fixed sampling)."""
 
     @abstractmethod
-    def request_fields(self) -> dict[str, Any]:
-        """Extra body fields for every measured request (prompt cache off, timings on, ...)."""
+    def has_token(self, chunk: dict[str, Any]) -> bool:
+        """Whether a streamed chunk carries generated text (for the client's time to first token)."""
 
     @abstractmethod
     def read_final(self, chunk: dict[str, Any]) -> ServerReport | None:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
 
-from sweep.engines.base import DraftCounters, Engine, Params, ServerReport
+from sweep.engines.base import DraftCounters, Engine, Params, RequestSettings, ServerReport
 from sweep.errors import SpeculationInactive, UserError
 from sweep.results import LaunchFacts, RequestStatus
 
@@ -112,6 +113,26 @@ class LlamaCppEngine(Engine):
     # Read before the CLI; a leftover LLAMA_ARG_SPEC_TYPE even appends speculative types.
     env_prefixes = ("LLAMA_ARG_",)
 
+    @classmethod
+    def default_launcher(cls, binary: str) -> list[str]:
+        if binary == "embedded":
+            from sweep.embedded import llama_server_binary
+
+            return [str(llama_server_binary())]
+        if not Path(binary).is_file():
+            raise UserError(f"server binary {binary} does not exist", "fix server.binary in the space file")
+        return [binary]
+
+    @classmethod
+    def resolve_model(cls, model: str) -> str:
+        if model == "embedded":
+            from sweep.embedded import gemma_model
+
+            return str(gemma_model())
+        if not Path(model).is_file():
+            raise UserError(f"model file {model} does not exist", "fix server.model in the space file")
+        return model
+
     def known_params(self) -> list[str]:
         return sorted(FLAGS)
 
@@ -204,9 +225,22 @@ class LlamaCppEngine(Engine):
                 f"asked for speculation ({params.get('spec-type')}) but it is off: {why}"
             )
 
-    def request_fields(self) -> dict[str, Any]:
+    def request(self, content: str, settings: RequestSettings) -> tuple[str, dict[str, Any]]:
         # cache_prompt false: every prompt token is processed (cache_n 0); timings come on the last chunk.
-        return {"cache_prompt": False, "stream_options": {"include_usage": True}}
+        return "/v1/chat/completions", {
+            "messages": [{"role": "user", "content": content}],
+            "max_tokens": settings.max_tokens,
+            "temperature": settings.temperature,
+            "seed": settings.seed,
+            "ignore_eos": settings.ignore_eos,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "cache_prompt": False,
+        }
+
+    def has_token(self, chunk: dict[str, Any]) -> bool:
+        return any((c.get("delta") or {}).get("content") or (c.get("delta") or {}).get("reasoning_content")
+                   for c in chunk.get("choices") or [])  # fmt: skip
 
     def read_final(self, chunk: dict[str, Any]) -> ServerReport | None:
         timings = chunk.get("timings")

@@ -6,9 +6,17 @@ between releases (`Decode batch.` became `Decode batch,`, KV lines gained `dtype
 
 from __future__ import annotations
 
+import asyncio
+import json
 import re
+import subprocess
+from typing import Any
 
-from sweep.results import LaunchFacts
+import httpx
+
+from sweep.engines.base import Engine, Params, RequestSettings, ServerReport, ServerSetup
+from sweep.errors import SpeculationInactive, UserError
+from sweep.results import LaunchFacts, RequestStatus
 
 NUM = r"([\d.]+)"
 # Target pool first; with EAGLE the draft pool logs a second line. SWA models prefix `Full `/`SWA `.
@@ -102,3 +110,291 @@ def exit_reason(log: str, returncode: int) -> str:
         return "AssertionError during argument resolution (topk or draft tokens set without --speculative-num-steps?)"
     last = [line for line in log.splitlines() if line.strip()][-1:] or ["(empty log)"]
     return f"SGLang exited with code {returncode} during start; last log line: {last[0].strip()}"
+
+
+# --- the engine -------------------------------------------------------------------------------------------
+
+DEFAULT_LAUNCHER = ("python3", "-m", "sglang.launch_server")
+# Flags specsweep sets itself on every launch.
+MANAGED = {
+    "model-path",
+    "model",
+    "host",
+    "port",
+    "enable-metrics",
+    "enable-cache-report",
+    "decode-log-interval",
+    "help",
+}
+# 0.5.23 renamed the CUDA-graph flags (PR #23906); each name maps to the other release's spelling.
+RENAMED = {
+    "cuda-graph-max-bs-decode": "cuda-graph-max-bs",
+    "cuda-graph-bs-decode": "cuda-graph-bs",
+    "cuda-graph-max-bs": "cuda-graph-max-bs-decode",
+    "cuda-graph-bs": "cuda-graph-bs-decode",
+}
+EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
+HELP_FLAG = re.compile(r"(?<![\w-])--([a-z0-9][a-z0-9-]*)")
+LENGTH_ERRORS = (
+    "longer than the model's context length",
+    "exceeds the maximum allowed length",
+    "maximum context length",
+)
+
+
+def flags_from_help(text: str) -> set[str]:
+    return set(HELP_FLAG.findall(text))
+
+
+def algorithm(params: Params) -> str | None:
+    value = params.get("speculative-algorithm")
+    return None if value in (None, "", "none", "None", "NONE") else str(value).upper()
+
+
+class SGLangEngine(Engine):
+    name = "sglang"
+
+    def __init__(self, setup: ServerSetup) -> None:
+        super().__init__(setup)
+        self.flags: set[str] = set()
+
+    @classmethod
+    def default_launcher(cls, binary: str) -> list[str]:
+        return list(DEFAULT_LAUNCHER) if binary == "embedded" else [binary]
+
+    @classmethod
+    def resolve_model(cls, model: str) -> str:
+        if model == "embedded":
+            raise UserError(
+                "SGLang has no embedded model", "set server.model to a model path or Hugging Face id"
+            )
+        return model  # a directory or a hub id: SGLang resolves it
+
+    def prepare(self) -> None:
+        """Read the installed SGLang's flags from its --help, once per study (renames differ by release)."""
+        try:
+            done = subprocess.run(
+                [*self.setup.launcher, "--help"], capture_output=True, text=True, timeout=600, env=self.env(),
+                stdin=subprocess.DEVNULL, check=False,
+            )  # fmt: skip
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise UserError(
+                f"cannot run `{' '.join(self.setup.launcher)} --help` ({exc})", "fix server.launcher"
+            ) from None
+        self.flags = flags_from_help(done.stdout) - {"help"}
+        if done.returncode != 0 or "speculative-algorithm" not in self.flags:
+            raise UserError(
+                f"`{' '.join(self.setup.launcher)} --help` did not list SGLang's flags (exit {done.returncode})",
+                "set server.launcher to the command that starts SGLang, e.g. [python3, -m, sglang.launch_server]",
+            )
+
+    def flag_for(self, name: str) -> str:
+        """The spelling of `name` the installed release knows (renamed CUDA-graph flags are mapped)."""
+        if not self.flags or name in self.flags:
+            return name
+        if name in RENAMED and RENAMED[name] in self.flags:
+            return RENAMED[name]
+        raise UserError(
+            f"the installed SGLang has no flag --{name}",
+            "remove it from the space (its --help lists the flags; NGRAM window flags were removed in 0.5.23)",
+        )
+
+    def known_params(self) -> list[str]:
+        return sorted(self.flags - MANAGED)
+
+    def check_value(self, name: str, value: Any) -> None:
+        if name in MANAGED:
+            raise UserError(f"--{name} is set by specsweep", f"remove '{name}' from the space")
+        self.flag_for(name)
+        if (
+            name == "speculative-algorithm"
+            and algorithm({name: value}) is not None
+            and not str(value).isidentifier()
+        ):
+            raise UserError(
+                f"speculative algorithm '{value}' is not a name",
+                "e.g. EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM",
+            )
+
+    def check_params(self, params: Params) -> None:
+        super().check_params(params)
+        if (
+            algorithm(params) in EAGLE_FAMILY
+            and "speculative-num-steps" not in params
+            and ("speculative-eagle-topk" in params or "speculative-num-draft-tokens" in params)
+        ):
+            raise UserError(
+                "speculative-eagle-topk or -num-draft-tokens without speculative-num-steps (SGLang dies with AssertionError)",
+                "sweep speculative-num-steps too, or leave all three to SGLang's defaults",
+            )
+
+    def derive(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Values SGLang would force anyway, set before launch so no two trials differ only in an ignored value."""
+        algo = algorithm(params)
+        out = dict(params)
+        if (
+            algo in EAGLE_FAMILY
+            and "speculative-num-steps" in out
+            and int(out.get("speculative-eagle-topk", 1)) == 1
+        ):
+            out["speculative-num-draft-tokens"] = (
+                int(out["speculative-num-steps"]) + 1
+            )  # topk 1 forces steps + 1
+        if algo == "NGRAM":
+            out.pop(
+                "speculative-eagle-topk", None
+            )  # NGRAM overwrites topk with --speculative-ngram-max-bfs-breadth
+        if algo is None:
+            out = {
+                k: v
+                for k, v in out.items()
+                if not k.startswith("speculative-") or k == "speculative-algorithm"
+            }
+        return out
+
+    def constraints(self, params: Params) -> dict[str, float]:
+        """Optuna constraints (feasible when <= 0): the draft tree must hold num_draft_tokens - 1 candidates."""
+        if algorithm(params) not in EAGLE_FAMILY or "speculative-num-draft-tokens" not in params:
+            return {}
+        steps, topk = (
+            int(params.get("speculative-num-steps", 1)),
+            int(params.get("speculative-eagle-topk", 1)),
+        )
+        pool = topk + (steps - 1) * topk * topk
+        return {"draft_tree": float(int(params["speculative-num-draft-tokens"]) - 1 - pool)}
+
+    def baseline_params(self) -> dict[str, Any]:
+        return {"speculative-algorithm": "none"}
+
+    def wants_speculation(self, params: Params) -> bool:
+        return algorithm(params) is not None
+
+    def argv(self, params: Params, port: int) -> list[str]:
+        argv = [*self.setup.launcher, "--model-path", self.setup.model]
+        for name, value in params.items():
+            if name == "speculative-algorithm" and algorithm(params) is None:
+                continue
+            flag = f"--{self.flag_for(name)}"
+            if isinstance(value, bool):
+                argv += [flag] if value else []
+            else:
+                argv += [flag, *(str(v) for v in value)] if isinstance(value, list) else [flag, str(value)]
+        # Metrics and cached-token reports are what the measurements rest on; log every decode batch so the
+        # accept-length counters fold in exact windows.
+        return [*argv, *self.setup.extra_args, "--enable-metrics", "--enable-cache-report",
+                "--decode-log-interval", "1", "--host", self.setup.host, "--port", str(port)]  # fmt: skip
+
+    def health_path(self) -> str:
+        return "/health"
+
+    def facts_from_log(self, log: str) -> LaunchFacts:
+        return facts_from_log(log)
+
+    def exit_reason(self, log: str, returncode: int) -> str:
+        return exit_reason(log, returncode)
+
+    def inspect_running(self, client: httpx.Client, facts: LaunchFacts, params: Params, log: str) -> None:
+        info = client.get("/server_info").json()
+        models = client.get("/v1/models").json()
+        facts.context_length = (
+            int(models["data"][0].get("max_model_len") or facts.context_length or 0) or None
+        )
+        keys = ("speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
+                "speculative_num_draft_tokens", "max_running_requests", "mem_fraction_static",
+                "chunked_prefill_size", "max_total_num_tokens", "max_req_input_len", "version")  # fmt: skip
+        facts.resolved_args = {k: info.get(k) for k in keys}
+        states = info.get("internal_states") or [{}]
+        effective = states[0].get("effective_max_running_requests_per_dp")
+        facts.resolved_args["effective_max_running_requests"] = effective
+        facts.overrides = self._overrides(params, info, effective)
+        facts.speculation_requested = self.wants_speculation(params)
+        facts.speculation_active = info.get("speculative_algorithm") is not None
+        if facts.speculation_requested and not facts.speculation_active:
+            raise SpeculationInactive(
+                f"asked for {algorithm(params)} but /server_info reports no speculative algorithm"
+            )
+
+    def _overrides(self, params: Params, info: dict[str, Any], effective: int | None) -> list[str]:
+        found = []
+        for name in (
+            "speculative-num-steps",
+            "speculative-eagle-topk",
+            "speculative-num-draft-tokens",
+            "max-running-requests",
+        ):
+            resolved = info.get(name.replace("-", "_"))
+            if name in params and resolved is not None and int(params[name]) != int(resolved):
+                found.append(f"{name}: asked {params[name]}, server uses {resolved}")
+        if (
+            "max-running-requests" not in params
+            and self.wants_speculation(params)
+            and info.get("max_running_requests") == 48
+        ):
+            found.append("max-running-requests: not set, speculative decoding reset it to 48")
+        asked = params.get("max-running-requests", info.get("max_running_requests"))
+        if effective is not None and asked is not None and effective < int(asked):
+            found.append(
+                f"max-running-requests: {asked} resolved, but the server runs at most {effective} at once"
+            )
+        return found
+
+    def request(self, content: str, settings: RequestSettings) -> tuple[str, dict[str, Any]]:
+        # /generate, as SGLang's own bench_serving does: meta_info on the last chunk carries cached_tokens,
+        # decode_throughput (with --enable-metrics) and the spec_* fields. The nonce is the first token.
+        return "/generate", {
+            "text": content,
+            "sampling_params": {"max_new_tokens": settings.max_tokens, "temperature": settings.temperature,
+                                "ignore_eos": settings.ignore_eos},
+            "stream": True,
+        }  # fmt: skip
+
+    def has_token(self, chunk: dict[str, Any]) -> bool:
+        return bool(chunk.get("text"))
+
+    def read_final(self, chunk: dict[str, Any]) -> ServerReport | None:
+        meta = chunk.get("meta_info") or {}
+        if not meta.get("finish_reason"):
+            return None
+        completion = int(meta.get("completion_tokens", 0))
+        verify = int(meta.get("spec_verify_ct", 0))
+        # Newer and older names (spec_num_correct_drafts / spec_accept_token_num, ...).
+        correct = int(meta.get("spec_num_correct_drafts", meta.get("spec_accept_token_num", 0)))
+        proposed = int(meta.get("spec_num_proposed_drafts", meta.get("spec_draft_token_num", 0)))
+        prompt, cached = int(meta.get("prompt_tokens", 0)), meta.get("cached_tokens")
+        ttft = meta.get("first_token_latency")
+        return ServerReport(
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            cached_tokens=cached,
+            decode_tps=meta.get("decode_throughput"),
+            prefill_tps=(prompt - (cached or 0)) / ttft if ttft else None,
+            ttft_s=ttft,
+            e2e_s=meta.get("e2e_latency"),
+            draft_tokens=proposed,
+            accepted_tokens=correct,
+            # Tokens per verify step, bonus included; the first token comes from prefill, not a verify step.
+            acceptance_length=(completion - 1) / verify if verify else None,
+        )
+
+    def classify_error(self, status_code: int, body: str) -> tuple[RequestStatus, str]:
+        try:
+            data = json.loads(body)
+            message = str(data.get("message") or (data.get("error") or {}).get("message") or body)
+        except (json.JSONDecodeError, AttributeError):
+            message = body.strip()[:300]
+        if any(text in message for text in LENGTH_ERRORS):
+            return "does_not_fit", message
+        return "error", f"HTTP {status_code}: {message}"
+
+    async def count_tokens(self, client: httpx.AsyncClient, text: str) -> int:
+        response = await client.post("/tokenize", json={"prompt": text})
+        response.raise_for_status()
+        data = response.json()
+        return int(data.get("count", len(data.get("tokens", []))))
+
+    async def flush(self, client: httpx.AsyncClient) -> None:
+        # The radix cache would serve the chat template's prefix from earlier requests: flush before each batch.
+        for _ in range(50):
+            if (await client.post("/flush_cache")).status_code == 200:
+                return
+            await asyncio.sleep(0.1)  # 400 while requests are still running

@@ -6,27 +6,11 @@ import functools
 import json
 import time
 import uuid
-from dataclasses import dataclass
-from typing import Any
 
 import httpx
 
-from sweep.engines.base import Engine, ServerReport
+from sweep.engines.base import Engine, RequestSettings, ServerReport
 from sweep.results import RequestMeasurement, RequestStatus
-
-DEFAULT_MAX_TOKENS = 128
-DEFAULT_SEED = 1234
-REQUEST_TIMEOUT_S = 1800.0
-
-
-@dataclass(frozen=True)
-class RequestSettings:
-    """Sampling is fixed so that trials differ only in the server's settings."""
-
-    max_tokens: int = DEFAULT_MAX_TOKENS
-    seed: int = DEFAULT_SEED
-    temperature: float = 0.0
-    ignore_eos: bool = False
 
 
 def new_nonce() -> str:
@@ -36,26 +20,6 @@ def new_nonce() -> str:
 def unique_content(nonce: str, prompt: str) -> str:
     """The nonce goes first, so no two measured prompts share even their first token after the template."""
     return f"[request {nonce}]\n{prompt}"
-
-
-def request_body(engine: Engine, content: str, settings: RequestSettings) -> dict[str, Any]:
-    return {
-        "messages": [{"role": "user", "content": content}],
-        "max_tokens": settings.max_tokens,
-        "temperature": settings.temperature,
-        "seed": settings.seed,
-        "ignore_eos": settings.ignore_eos,
-        "stream": True,
-        **engine.request_fields(),
-    }
-
-
-def _has_token(chunk: dict[str, Any]) -> bool:
-    for choice in chunk.get("choices") or []:
-        delta = choice.get("delta") or {}
-        if delta.get("content") or delta.get("reasoning_content"):
-            return True
-    return False
 
 
 async def measure_request(
@@ -75,9 +39,8 @@ async def measure_request(
     first = last = None
     report: ServerReport | None = None
     try:
-        async with client.stream(
-            "POST", engine.chat_path, json=request_body(engine, content, settings)
-        ) as resp:
+        path, body = engine.request(content, settings)
+        async with client.stream("POST", path, json=body) as resp:
             if resp.status_code != 200:
                 status, reason = engine.classify_error(
                     resp.status_code, (await resp.aread()).decode(errors="replace")
@@ -91,7 +54,7 @@ async def measure_request(
                 if "error" in chunk:
                     status, reason = engine.classify_error(400, data)
                     return row(status=status, reason=reason)
-                if _has_token(chunk):
+                if engine.has_token(chunk):
                     last = time.perf_counter()
                     first = first or last
                 report = engine.read_final(chunk) or report
@@ -134,6 +97,8 @@ def _measurement(
         client_decode_tps=client_tps,
         server_decode_tps=report.decode_tps,
         server_prefill_tps=report.prefill_tps,
+        server_ttft_s=report.ttft_s,
+        server_e2e_s=report.e2e_s,
         draft_tokens=report.draft_tokens,
         accepted_tokens=report.accepted_tokens,
         acceptance_rate=report.accepted_tokens / report.draft_tokens if report.draft_tokens else None,

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from sweep.engines.base import DraftCounters, Engine
-from sweep.probes.client import RequestSettings, measure_request, new_nonce, unique_content
+from sweep.engines.base import DraftCounters, Engine, RequestSettings
+from sweep.probes.client import measure_request, new_nonce, unique_content
 from sweep.probes.filler import fill_to
 from sweep.probes.workloads import Workload
 from sweep.results import RequestMeasurement, Spread, WorkloadSummary
@@ -62,7 +62,6 @@ async def probe(
                 workload="warmup", repeat=0, stream=0, nonce="warmup",
             )  # fmt: skip
         for workload in workloads:
-            await engine.flush(client)
             rows: list[RequestMeasurement] = []
             aggregates: list[float] = []
             for repeat in range(settings.repeats):
@@ -93,6 +92,7 @@ async def _batch(
         nonce = new_nonce()
         contents.append(unique_content(nonce, task))
         nonces.append(nonce)
+    await engine.flush(client)  # no prefix cached from earlier requests (the template's included)
     before = await engine.draft_counters(client)
     started = time.perf_counter()
     rows = list(
@@ -114,7 +114,10 @@ async def _batch(
     )
     wall = time.perf_counter() - started
     rows = await _with_acceptance_length(client, engine, rows, before)
-    tokens = sum(r.completion_tokens for r in rows if r.status == "ok")
+    ok = [r for r in rows if r.status == "ok"]
+    tokens = sum(r.completion_tokens for r in ok)
+    if ok and all(r.server_e2e_s for r in ok):
+        wall = max(r.server_e2e_s or 0.0 for r in ok)  # the server's clock, where it reports one
     return rows, (tokens / wall if wall > 0 and tokens else None)
 
 

@@ -1,0 +1,21 @@
+"""`specsweep sim [SGLang flags]`: the SGLang-compatible simulator (`specsweep sim --help` lists its flags)."""
+
+from __future__ import annotations
+
+import argparse
+
+from sweep.sim.server import main as sim_main
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = commands.add_parser(
+        "sim", help="run the SGLang-compatible simulator", description=__doc__, add_help=False
+    )
+    parser.add_argument(
+        "args", nargs=argparse.REMAINDER, help="SGLang flags, and --sim-profile/-time-scale/-seed"
+    )
+    parser.set_defaults(handler=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    return sim_main(list(args.args))

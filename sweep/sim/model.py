@@ -1,0 +1,268 @@
+"""The simulator's performance model: SGLang's argument resolution, its memory plan, and step times.
+
+Resolution follows `../shared/reference/sglang_vllm.md` §1-2 (speculative_hook, memory_hook); memory and speed
+follow the profile, fitted to `../shared/reference/seed-figures.md`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+from dataclasses import dataclass, field
+
+from sweep.sim.profile import Profile
+
+EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
+ALGORITHMS = (*EAGLE_FAMILY, "NGRAM", "DFLASH", "DSPARK", "UNO")
+GIB = 1024**3
+CONTEXT_128K = 131072
+SPEC_DEFAULT_MAX_RUNNING = 48
+
+
+class StartupFailure(Exception):
+    """The simulated server exits during start; the message is what SGLang would print last."""
+
+
+@dataclass
+class Resolved:
+    """Server arguments after SGLang's defaults and rules, and what the simulator logs about them."""
+
+    algorithm: str | None
+    steps: int
+    topk: int
+    draft_tokens: int
+    max_running_requests: int
+    chunked_prefill_size: int
+    max_bs_decode: int
+    max_bs_prefill: int
+    mem_fraction_static: float
+    kv_bytes: int
+    context_length: int
+    notices: list[str] = field(default_factory=list)
+
+    @property
+    def speculative(self) -> bool:
+        return self.algorithm is not None
+
+
+@dataclass
+class MemoryPlan:
+    cell_bytes: int
+    cell_bytes_assumed: int
+    pool_tokens: int
+    draft_pool_tokens: int | None
+    pool_gb: float
+    free_after_pool_gb: float
+    mamba_slots: int
+    slots_per_request: int
+    effective_max_running: int
+    decode_buckets: list[int]
+    decode_graph_gb: float
+    prefill_graph_gb: float
+    free_after_graphs_gb: float
+    max_req_input_len: int
+    log: list[str] = field(default_factory=list)
+
+
+def resolve(args: argparse.Namespace, profile: Profile) -> Resolved:
+    """SGLang's defaults and speculative rules, in the order its hooks run (memory before speculative)."""
+    graphs = profile.graphs
+    chunked = args.chunked_prefill_size or graphs.default_chunked_prefill
+    max_bs_decode = args.cuda_graph_max_bs_decode or graphs.default_max_bs_decode
+    max_bs_prefill = (
+        args.cuda_graph_max_bs_prefill
+        if args.cuda_graph_max_bs_prefill is not None
+        else graphs.default_max_bs_prefill
+    )
+    if args.mem_fraction_static is not None:
+        fraction = args.mem_fraction_static
+    else:
+        reserved_mb = 512 + 1.5 * max(chunked, 2048) + 1024 / 8 + 2 * max_bs_decode + 8 * max_bs_prefill / 256
+        fraction = round((profile.gpu.memory_gb * 1024 - reserved_mb) / (profile.gpu.memory_gb * 1024), 3)
+    kv_bytes = 1 if str(args.kv_cache_dtype).startswith("fp8") else 2
+    notices: list[str] = []
+    algorithm = args.speculative_algorithm.upper() if args.speculative_algorithm else None
+    if algorithm is not None and algorithm not in ALGORITHMS:
+        raise StartupFailure(f"ValueError: Unknown speculative algorithm name: {args.speculative_algorithm}")
+    steps, topk, draft_tokens = (
+        args.speculative_num_steps,
+        args.speculative_eagle_topk,
+        args.speculative_num_draft_tokens,
+    )
+    max_running = args.max_running_requests
+    if algorithm is not None and max_running is None:
+        max_running = SPEC_DEFAULT_MAX_RUNNING
+        notices.append(
+            "Max running requests is reset to 48 for speculative decoding. You can override this by explicitly "
+            "setting --max-running-requests."
+        )
+    if algorithm in EAGLE_FAMILY:
+        if steps is None:
+            # speculative_hook: auto parameters only when nothing was given
+            if topk is not None or draft_tokens is not None:
+                raise StartupFailure(
+                    '  File "sglang/srt/arg_groups/speculative_hook.py", line 1160, in _handle_eagle_family\n'
+                    "    assert speculative_eagle_topk is None and speculative_num_draft_tokens is None\nAssertionError"
+                )
+            steps, topk, draft_tokens = 3, 1, 4
+        topk = topk or 1
+        if topk == 1 and draft_tokens != steps + 1:
+            if draft_tokens is not None:
+                notices.append(
+                    "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when speculative_eagle_topk == 1"
+                )
+            draft_tokens = steps + 1
+        draft_tokens = draft_tokens or steps + 1
+    elif algorithm == "NGRAM":
+        topk = args.speculative_ngram_max_bfs_breadth  # NGRAM overwrites topk with its BFS breadth
+        draft_tokens = draft_tokens or 12
+        steps = draft_tokens // max(topk, 1)
+    elif algorithm is not None:
+        steps, topk, draft_tokens = 1, 1, draft_tokens or 16
+    else:
+        steps, topk, draft_tokens = 0, 0, 0
+    return Resolved(
+        algorithm=algorithm, steps=steps or 0, topk=topk or 0, draft_tokens=draft_tokens or 0,
+        max_running_requests=max_running or 0, chunked_prefill_size=chunked, max_bs_decode=max_bs_decode,
+        max_bs_prefill=max_bs_prefill, mem_fraction_static=fraction, kv_bytes=kv_bytes,
+        context_length=args.context_length or profile.model.context_length, notices=notices,
+    )  # fmt: skip
+
+
+def decode_buckets(max_bs: int, cap: int) -> list[int]:
+    """SGLang's decode graph batch sizes up to max_bs, clamped to the running-request limit at capture time."""
+    sizes = [*range(1, 9), *range(10, 33, 2), *range(40, 65, 4), *range(72, 257, 8), *range(272, 4097, 16)]
+    top = min(max_bs, cap)
+    return sorted({s for s in sizes if s <= top} | {top})
+
+
+def plan_memory(r: Resolved, args: argparse.Namespace, profile: Profile) -> MemoryPlan:
+    """The KV pool, the hybrid state slots and the CUDA graphs, or the StartupFailure SGLang would die with."""
+    m, gpu, graphs = profile.model, profile.gpu, profile.graphs
+    cell = m.kv_layers * 2 * m.kv_heads_x_head_dim * r.kv_bytes
+    # SGLang sizes the pool per token for the target and the draft layers together. Reading the draft depth
+    # from num_hidden_layers instead of the MTP layer count (the x5 case in report 000) inflates it.
+    draft_layers = (
+        (m.num_hidden_layers if m.mtp_misread else m.mtp_layers) if r.algorithm in EAGLE_FAMILY else 0
+    )
+    cell_assumed = int(cell * (1 + draft_layers / m.kv_layers))
+    draft_gb = m.vocab_draft_gb if r.algorithm in EAGLE_FAMILY else 0.0
+    budget_gb = r.mem_fraction_static * gpu.memory_gb - m.weight_gb - draft_gb - gpu.other_static_gb
+    if budget_gb <= 0:
+        raise StartupFailure(
+            "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
+            f"Current value: mem_fraction_static={r.mem_fraction_static}"
+        )
+    pool_tokens = int(budget_gb * GIB / cell_assumed)
+    if args.max_total_tokens:
+        pool_tokens = min(pool_tokens, args.max_total_tokens)
+    pool_gb = pool_tokens * cell / GIB
+    free = gpu.memory_gb - gpu.cuda_context_gb - m.weight_gb - draft_gb - gpu.other_static_gb - pool_gb
+    slots = args.max_mamba_cache_size or m.max_mamba_cache_size
+    per_request = m.hybrid_state_slots_per_request + (r.draft_tokens if r.speculative else 0)
+    if slots < per_request:
+        raise StartupFailure(
+            "RuntimeError: Not enough GPU memory for hybrid (mamba/linear-attention) state cache. "
+            f"max_mamba_cache_size={slots} holds fewer than the {per_request} state slots one request needs."
+        )
+    log = []
+    if r.max_running_requests:
+        running = r.max_running_requests
+    else:  # estimated from KV capacity: clamp(tokens/context_len*512, 2048, 4096), at most tokens//2
+        running = min(max(2048, min(4096, pool_tokens * 512 // r.context_length)), pool_tokens // 2)
+    if slots // per_request < running:
+        log.append(
+            f"max_running_requests is capped to {slots // per_request} by the mamba state cache "
+            f"(max_mamba_cache_size={slots}, {per_request} state slots per request). To raise it: set "
+            "--max-mamba-cache-size or lower --mem-fraction-static."
+        )
+        running = slots // per_request
+    if pool_tokens < r.context_length:
+        log.append(
+            f"KV pool holds {pool_tokens} tokens, fewer than --context-length {r.context_length}. "
+            "One full-length request cannot fit, so long inputs are rejected."
+        )
+    buckets = decode_buckets(r.max_bs_decode, running) if not args.disable_cuda_graph else []
+    width = r.draft_tokens if r.speculative else 1
+    decode_gb = len(buckets) * graphs.decode_gb_per_bucket * math.sqrt(width)
+    prefill_gb = 0.0
+    if r.max_bs_prefill > 0 and not args.disable_cuda_graph:
+        prefill_gb = graphs.prefill_gb_base + graphs.prefill_gb_per_1k_tokens * r.max_bs_prefill / 1024
+    return MemoryPlan(
+        cell_bytes=cell, cell_bytes_assumed=cell_assumed, pool_tokens=pool_tokens,
+        draft_pool_tokens=pool_tokens if r.algorithm in EAGLE_FAMILY else None, pool_gb=pool_gb,
+        free_after_pool_gb=free, mamba_slots=slots, slots_per_request=per_request, effective_max_running=running,
+        decode_buckets=buckets, decode_graph_gb=decode_gb, prefill_graph_gb=prefill_gb,
+        free_after_graphs_gb=free - decode_gb - prefill_gb,
+        max_req_input_len=min(r.context_length - 1, pool_tokens - 1) - 5, log=log,
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class StepModel:
+    """Decode of one request: how long a step takes and how many tokens it emits."""
+
+    profile: Profile
+    resolved: Resolved
+    workload: str
+    context_tokens: int
+
+    @property
+    def _t(self) -> float:
+        return min(1.0, self.context_tokens / CONTEXT_128K)
+
+    def acceptance(self) -> float:
+        a = self.profile.acceptance
+        base = a.per_token(self.workload, ngram=self.resolved.algorithm == "NGRAM")
+        base += (
+            a.tree_bonus_per_topk * max(0, self.resolved.topk - 1)
+            if self.resolved.algorithm != "NGRAM"
+            else 0.0
+        )
+        return min(0.99, base + (a.at_128k - base) * self._t) if base > a.at_128k else base
+
+    def step_seconds(self, running: int, rng: random.Random) -> float:
+        return max(0.0, self.mean_step_seconds(running) * (1 + rng.gauss(0, self.profile.noise)))
+
+    def mean_step_seconds(self, running: int) -> float:
+        s, r = self.profile.speed, self.resolved
+        if r.algorithm == "NGRAM":  # no draft model: the verify width is what costs
+            ms = s.step_ms + s.per_draft_ms / 10 * r.draft_tokens + s.step_ms_at_128k_extra * self._t
+        elif r.speculative:
+            ms = (
+                s.step_ms
+                + s.per_draft_ms * r.steps * max(1, r.topk) ** 0.5
+                + s.step_ms_at_128k_extra * self._t * r.steps / 3
+            )
+        else:
+            ms = s.decode_ms + (s.decode_ms_at_128k - s.decode_ms) * self._t
+        return ms * (1 + s.batch_growth * max(0, running - 1)) / 1000
+
+    def accepted_drafts(self, rng: random.Random) -> int:
+        """Chain drafts: the i-th draft token survives only if every one before it did."""
+        if not self.resolved.speculative:
+            return 0
+        r = self.resolved
+        depth = r.draft_tokens - 1 if r.algorithm == "NGRAM" else min(r.steps, r.draft_tokens - 1)
+        a, accepted = self.acceptance(), 0
+        while accepted < depth and rng.random() < a:
+            accepted += 1
+        return accepted
+
+    def expected_accept_length(self) -> float:
+        """Mean tokens per verify step: 1 + a + a^2 + ... + a^depth (chain drafts)."""
+        r = self.resolved
+        if not r.speculative:
+            return 1.0
+        depth = r.draft_tokens - 1 if r.algorithm == "NGRAM" else min(r.steps, r.draft_tokens - 1)
+        a = self.acceptance()
+        return 1.0 + sum(a**i for i in range(1, depth + 1))
+
+    def expected_tps(self, running: int = 1) -> float:
+        """Decode tokens per second per request, noise aside."""
+        return self.expected_accept_length() / self.mean_step_seconds(running)
+
+    def prefill_seconds(self, tokens: int) -> float:
+        s = self.profile.speed
+        return tokens / s.prefill_tok_s + s.prefill_quadratic_s_per_token2 * tokens * tokens

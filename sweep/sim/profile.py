@@ -1,0 +1,142 @@
+"""A simulator profile: model geometry, GPU memory, speeds and acceptance, held in a YAML file."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Self, TypeVar
+
+import yaml
+
+from sweep.errors import UserError
+
+PROFILES = Path(__file__).parent / "profiles"
+DEFAULT_PROFILE = PROFILES / "qwen3.8-27b-int4-32gb.yaml"
+T = TypeVar("T")
+
+
+def _section(cls: type[T], data: Any, where: str) -> T:
+    if not isinstance(data, dict):
+        raise UserError(
+            f"profile section '{where}' is missing or not a mapping", "see sweep/sim/profiles/ for the shape"
+        )
+    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    unknown = sorted(set(data) - names)
+    missing = sorted(n for n in names if n not in data)
+    if unknown or missing:
+        what = f"unknown key '{unknown[0]}'" if unknown else f"missing key '{missing[0]}'"
+        raise UserError(f"profile section '{where}': {what}", f"its keys are: {', '.join(sorted(names))}")
+    return cls(**data)
+
+
+@dataclass(frozen=True)
+class Geometry:
+    path: str
+    architecture: str
+    context_length: int
+    num_hidden_layers: int
+    kv_layers: int
+    kv_heads_x_head_dim: int
+    mtp_layers: int
+    mtp_misread: bool
+    hybrid_state_slots_per_request: int
+    max_mamba_cache_size: int
+    weight_gb: float
+    vocab_draft_gb: float
+
+
+@dataclass(frozen=True)
+class Gpu:
+    memory_gb: float
+    other_static_gb: float
+    runtime_reserve_gb: float
+    cuda_context_gb: float  # used outside PyTorch's view (context, NCCL): SGLang's "avail mem" never sees it
+
+
+@dataclass(frozen=True)
+class Graphs:
+    decode_gb_per_bucket: float
+    prefill_gb_base: float
+    prefill_gb_per_1k_tokens: float
+    default_max_bs_decode: int
+    default_max_bs_prefill: int
+    default_chunked_prefill: int
+
+
+@dataclass(frozen=True)
+class Speed:
+    decode_ms: float
+    decode_ms_at_128k: float
+    step_ms: float
+    per_draft_ms: float
+    step_ms_at_128k_extra: float
+    batch_growth: float
+    prefill_tok_s: float
+    prefill_quadratic_s_per_token2: float
+    startup_s: float
+    capture_s_per_bucket: float
+
+
+@dataclass(frozen=True)
+class Acceptance:
+    code: float
+    tool: float
+    prose: float
+    at_128k: float
+    tree_bonus_per_topk: float
+    ngram_code: float
+    ngram_tool: float
+    ngram_prose: float
+
+    def per_token(self, workload: str, ngram: bool) -> float:
+        return float(getattr(self, f"ngram_{workload}" if ngram else workload))
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    # The release whose flags the simulator accepts: "0.5.23" (renamed CUDA-graph flags, no old NGRAM flags)
+    # or an older one such as "0.5.19" (`--cuda-graph-max-bs`, the NGRAM window flags).
+    sglang_version: str
+    model: Geometry
+    gpu: Gpu
+    graphs: Graphs
+    speed: Speed
+    acceptance: Acceptance
+    noise: float
+    source: Path | None = None
+
+    @classmethod
+    def load(cls, path: Path) -> Self:
+        if not path.is_file():
+            raise UserError(
+                f"simulator profile {path} does not exist",
+                f"pass --sim-profile a file like {DEFAULT_PROFILE}",
+            )
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except yaml.YAMLError as exc:
+            raise UserError(
+                f"simulator profile {path} is not valid YAML ({exc.__class__.__name__})", "fix its syntax"
+            ) from None
+        if not isinstance(data, dict):
+            raise UserError(
+                f"simulator profile {path} is not a mapping", "see sweep/sim/profiles/ for the shape"
+            )
+        try:
+            return cls(
+                name=str(data["name"]),
+                sglang_version=str(data["sglang_version"]),
+                model=_section(Geometry, data.get("model"), "model"),
+                gpu=_section(Gpu, data.get("gpu"), "gpu"),
+                graphs=_section(Graphs, data.get("graphs"), "graphs"),
+                speed=_section(Speed, data.get("speed"), "speed"),
+                acceptance=_section(Acceptance, data.get("acceptance"), "acceptance"),
+                noise=float(data.get("noise", 0.0)),
+                source=path,
+            )
+        except KeyError as exc:
+            raise UserError(
+                f"simulator profile {path} has no '{exc.args[0]}'", "add it (see the default profile)"
+            ) from None

@@ -1,0 +1,520 @@
+"""The SGLang-compatible simulator: SGLang's start-up log lines, its HTTP API, tokens at the model's rates.
+
+Endpoints: /health, /health_generate, /server_info (/get_server_info), /model_info, /v1/models, /generate,
+/v1/chat/completions (SSE too), /flush_cache, /metrics (with --enable-metrics), /tokenize.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from datetime import datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from sweep.sim.flags import build_parser, normalize
+from sweep.sim.model import (
+    EAGLE_FAMILY,
+    MemoryPlan,
+    Resolved,
+    StartupFailure,
+    StepModel,
+    plan_memory,
+    resolve,
+)
+from sweep.sim.profile import DEFAULT_PROFILE, Profile
+
+TOKEN = re.compile(r"[\u3000-\u9fff]|\w{1,6}|[^\w\s]|\s+")
+CHAT_TEMPLATE = "<|im_start|>user\n{content}<|im_end|>\n<|im_start|>assistant\n"
+WORDS = [
+    "the",
+    "a",
+    "of",
+    "to",
+    "and",
+    "in",
+    "is",
+    "it",
+    "that",
+    "for",
+    "on",
+    "with",
+    "as",
+    "this",
+    "was",
+    "by",
+    "be",
+    "at",
+    "from",
+    "are",
+    "or",
+    "an",
+    "which",
+    "we",
+    "can",
+]
+TOOL_WORDS = re.compile(r"\b(copy|copying|extract|exactly|unchanged|same json|rewrite)\b", re.I)
+CODE_WORDS = re.compile(
+    r"\b(function|class|struct|schema|sql|handler|python|typescript|go|def|code|query)\b", re.I
+)
+
+
+def log(message: str, scheduler: bool = False) -> None:
+    stamp = datetime.now().strftime("%Y-%m-%d %H:%M:%S")
+    print(f"[{stamp}{' TP0' if scheduler else ''}] {message}", file=sys.stderr, flush=True)
+
+
+def tokenize(text: str) -> list[int]:
+    return [hash(piece) & 0xFFFFFF for piece in TOKEN.findall(text)]
+
+
+def classify(prompt: str) -> str:
+    """Which workload a prompt is, from its text: acceptance follows what the answer can copy or predict."""
+    task = prompt.rsplit("Task:", 1)[-1]
+    if TOOL_WORDS.search(task) or task.count("{") >= 3:
+        return "tool"
+    return "code" if CODE_WORDS.search(task) else "prose"
+
+
+class Simulator:
+    """The state a running simulated server shares between its HTTP threads."""
+
+    def __init__(
+        self, args: argparse.Namespace, profile: Profile, resolved: Resolved, plan: MemoryPlan
+    ) -> None:
+        self.args, self.profile, self.resolved, self.plan = args, profile, resolved, plan
+        self.ready = False
+        self.rng = random.Random(args.sim_seed)
+        self.lock = threading.Lock()
+        self.slots = threading.BoundedSemaphore(max(1, plan.effective_max_running))
+        self.running = 0
+        self.cache: list[list[int]] = []
+        self.counters = {
+            "prompt_tokens": 0,
+            "generation_tokens": 0,
+            "spec_verify_calls": 0,
+            "cached_tokens": 0,
+            "num_requests": 0,
+        }
+        self.accept_window: list[
+            tuple[int, int]
+        ] = []  # (accepted+bonus tokens, verify steps) since the last flush
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds * self.args.sim_time_scale)
+
+    def cached_prefix(self, tokens: list[int]) -> int:
+        if self.args.disable_radix_cache:
+            return 0
+        best = 0
+        for entry in self.cache:
+            n = 0
+            for a, b in zip(entry, tokens, strict=False):
+                if a != b:
+                    break
+                n += 1
+            best = max(best, n)
+        return min(best, len(tokens) - 1)  # at least one token is always computed
+
+    def length_error(self, n: int, max_new: int) -> str | None:
+        ctx = self.resolved.context_length
+        if n >= ctx:
+            return f"The input ({n} tokens) is longer than the model's context length ({ctx} tokens)."
+        if n + max_new > ctx:
+            return (f"Requested token count exceeds the model's maximum context length of {ctx} tokens. You requested a "
+                    f"total of {n + max_new} tokens: {n} tokens from the input messages and {max_new} tokens for the "
+                    "completion. Please reduce the number of tokens in the input messages or the completion to fit "
+                    "within the limit.")  # fmt: skip
+        if n >= self.plan.max_req_input_len:
+            return (f"Input length ({n} tokens) exceeds the maximum allowed length ({self.plan.max_req_input_len} "
+                    "tokens). Use a shorter input or enable --allow-auto-truncate.")  # fmt: skip
+        return None
+
+    def generate(self, prompt: str, max_new: int) -> Iterator[tuple[str, dict[str, Any] | None]]:
+        """Yield (text piece, None) per emitted chunk, then ("", final meta_info). Durations in the meta are
+        simulated time (what the modelled GPU would take), whatever --sim-time-scale makes the wall clock do."""
+        tokens = tokenize(prompt)
+        arrived = time.monotonic()
+        with self.slots:
+            queued = (time.monotonic() - arrived) / self.args.sim_time_scale
+            with self.lock:
+                cached = self.cached_prefix(tokens)
+                self.running += 1
+            model = StepModel(self.profile, self.resolved, classify(prompt), len(tokens))
+            rng = random.Random(self.rng.random())
+            try:
+                ttft = model.prefill_seconds(len(tokens) - cached)
+                self.sleep(ttft)
+                with self.lock:
+                    self.cache.append(tokens)
+                produced, verify, correct, decode = 1, 0, 0, 0.0
+                yield self._words(rng, 1), None
+                while produced < max_new:
+                    with self.lock:
+                        running = self.running
+                    step = model.step_seconds(running, rng)
+                    self.sleep(step)
+                    decode += step
+                    accepted = model.accepted_drafts(rng)
+                    emit = min(accepted + 1, max_new - produced)
+                    produced += emit
+                    if self.resolved.speculative:
+                        verify, correct = verify + 1, correct + accepted
+                    yield self._words(rng, emit), None
+            finally:
+                with self.lock:
+                    self.running -= 1
+        times = {"queue_time": queued, "first_token_latency": queued + ttft, "e2e_latency": queued + ttft + decode,
+                 "decode_throughput": (produced - 1) / decode if decode else 0.0}  # fmt: skip
+        yield "", self._meta(len(tokens), produced, cached, verify, correct, times)
+
+    def _words(self, rng: random.Random, n: int) -> str:
+        return "".join(" " + rng.choice(WORDS) for _ in range(n))
+
+    def _meta(
+        self, prompt: int, completion: int, cached: int, verify: int, correct: int, times: dict[str, float]
+    ) -> dict[str, Any]:
+        with self.lock:
+            for key, value in (
+                ("prompt_tokens", prompt),
+                ("generation_tokens", completion),
+                ("spec_verify_calls", verify),
+                ("cached_tokens", cached),
+                ("num_requests", 1),
+            ):
+                self.counters[key] += value  # fmt: skip
+            if verify:
+                self.accept_window.append((completion - 1, verify))
+        meta: dict[str, Any] = {
+            "prompt_tokens": prompt, "completion_tokens": completion, "cached_tokens": cached,
+            "finish_reason": {"type": "length", "length": completion}, "e2e_latency": times["e2e_latency"],
+        }  # fmt: skip
+        if self.args.enable_metrics:  # as in SGLang: request timing fields only with --enable-metrics
+            meta |= {k: v for k, v in times.items() if k != "e2e_latency"}
+        if self.resolved.speculative and verify:
+            proposed = verify * max(1, self.resolved.draft_tokens - 1)
+            meta |= {
+                "spec_verify_ct": verify, "spec_accept_length": completion / verify,
+                "spec_accept_rate": correct / proposed, "spec_num_correct_drafts": correct,
+                "spec_num_proposed_drafts": proposed,
+            }  # fmt: skip
+        return meta
+
+    def server_info(self) -> dict[str, Any]:
+        r, p = self.resolved, self.plan
+        args = {k: v for k, v in vars(self.args).items() if not k.startswith("sim_")}
+        state: dict[str, Any] = {
+            "effective_max_running_requests_per_dp": p.effective_max_running,
+            "memory_usage": {"weight": self.profile.model.weight_gb, "kv_cache": round(p.pool_gb, 2),
+                             "graph": round(p.decode_graph_gb + p.prefill_graph_gb, 2), "token_capacity": p.pool_tokens},
+        }  # fmt: skip
+        with self.lock:
+            if self.accept_window:
+                state["avg_spec_accept_length"] = 1 + sum(a for a, _ in self.accept_window) / sum(
+                    v for _, v in self.accept_window
+                )
+        return args | {
+            "speculative_algorithm": r.algorithm, "speculative_num_steps": r.steps or None,
+            "speculative_eagle_topk": r.topk or None, "speculative_num_draft_tokens": r.draft_tokens or None,
+            "max_running_requests": r.max_running_requests or None, "chunked_prefill_size": r.chunked_prefill_size,
+            "mem_fraction_static": r.mem_fraction_static,
+            "cuda_graph_config": {"decode": {"max_bs": r.max_bs_decode}, "prefill": {"max_bs": r.max_bs_prefill}},
+            "max_total_num_tokens": p.pool_tokens, "max_req_input_len": p.max_req_input_len,
+            "version": self.profile.sglang_version, "status": "Up" if self.ready else "Starting",
+            "internal_states": [state],
+        }  # fmt: skip
+
+    def flush(self) -> bool:
+        with self.lock:
+            if self.running:
+                return False
+            self.cache.clear()
+            self.accept_window.clear()
+            return True
+
+    def metrics(self) -> str:
+        labels = f'model_name="{self.args.served_model_name or self.args.model_path}",engine_type="unified"'
+        with self.lock:
+            lines = [
+                f"sglang:{name}_total{{{labels}}} {float(value)}" for name, value in self.counters.items()
+            ]
+        lines.append(f"sglang:max_total_num_tokens{{{labels}}} {float(self.plan.pool_tokens)}")
+        return "\n".join(lines) + "\n"
+
+
+class Handler(BaseHTTPRequestHandler):
+    sim: Simulator
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet: SGLang does not log every request
+        return
+
+    def _send(self, status: int, body: Any, content_type: str = "application/json") -> None:
+        data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _body(self) -> dict[str, Any]:
+        length = int(self.headers.get("Content-Length") or 0)
+        return json.loads(self.rfile.read(length) or b"{}") if length else {}
+
+    def do_GET(self) -> None:
+        path = self.path.split("?")[0]
+        sim = self.sim
+        if path in ("/health", "/health_generate"):
+            self._send(200 if sim.ready else 503, {} if sim.ready else {"error": "Server is starting"})
+        elif path in ("/server_info", "/get_server_info"):
+            self._send(200, sim.server_info())
+        elif path in ("/model_info", "/get_model_info"):
+            self._send(200, {"model_path": sim.args.model_path, "is_generation": True,
+                             "architectures": [sim.profile.model.architecture]})  # fmt: skip
+        elif path == "/v1/models":
+            name = sim.args.served_model_name or sim.args.model_path
+            self._send(
+                200,
+                {
+                    "object": "list",
+                    "data": [{"id": name, "object": "model", "max_model_len": sim.resolved.context_length}],
+                },
+            )
+        elif path == "/metrics" and sim.args.enable_metrics:
+            self._send(200, sim.metrics(), "text/plain; version=0.0.4")
+        elif path == "/flush_cache":
+            self._flush()
+        else:
+            self._send(404, {"detail": "Not Found"})
+
+    def do_POST(self) -> None:
+        path = self.path.split("?")[0]
+        try:
+            body = self._body()
+        except json.JSONDecodeError:
+            self._send(400, {"error": {"message": "invalid JSON body"}})
+            return
+        if path == "/flush_cache":
+            self._flush()
+        elif path in ("/tokenize", "/v1/tokenize"):
+            tokens = tokenize(str(body.get("prompt", "")))
+            self._send(
+                200,
+                {"tokens": tokens, "count": len(tokens), "max_model_len": self.sim.resolved.context_length},
+            )
+        elif path == "/generate":
+            self._generate(body)
+        elif path == "/v1/chat/completions":
+            self._chat(body)
+        else:
+            self._send(404, {"detail": "Not Found"})
+
+    def _flush(self) -> None:
+        if self.sim.flush():
+            self._send(
+                200,
+                "Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting requests, the operation will not be performed.)\n",
+                "text/plain",
+            )
+        else:
+            self._send(400, "Cache not flushed: there are running or waiting requests.\n", "text/plain")
+
+    def _sse_start(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+
+    def _sse(self, payload: Any) -> None:
+        self.wfile.write(
+            b"data: " + (payload if isinstance(payload, bytes) else json.dumps(payload).encode()) + b"\n\n"
+        )
+        self.wfile.flush()
+
+    def _generate(self, body: dict[str, Any]) -> None:
+        params = body.get("sampling_params") or {}
+        text = str(body.get("text", ""))
+        max_new = int(params.get("max_new_tokens", 128))
+        if error := self.sim.length_error(len(tokenize(text)), max_new):
+            self._send(400, {"error": {"message": error}})
+            return
+        out, meta = "", dict[str, Any]()
+        if body.get("stream"):
+            self._sse_start()
+        for piece, final in self.sim.generate(text, max_new):
+            out += piece
+            meta = final or meta
+            if body.get("stream"):
+                self._sse({"text": out, "meta_info": meta or {"finish_reason": None}})
+        if body.get("stream"):
+            self._sse(b"[DONE]")
+        else:
+            self._send(200, {"text": out, "meta_info": meta})
+
+    def _chat(self, body: dict[str, Any]) -> None:
+        content = "".join(str(m.get("content", "")) for m in body.get("messages") or [])
+        prompt = CHAT_TEMPLATE.format(content=content)
+        max_new = int(body.get("max_tokens") or body.get("max_completion_tokens") or 128)
+        if error := self.sim.length_error(len(tokenize(prompt)), max_new):
+            self._send(
+                400,
+                {"object": "error", "message": error, "type": "BadRequestError", "param": None, "code": 400},
+            )
+            return
+        name = self.sim.args.served_model_name or self.sim.args.model_path
+        base = {
+            "id": f"chatcmpl-{random.getrandbits(48):x}",
+            "object": "chat.completion.chunk",
+            "model": name,
+        }
+        stream = bool(body.get("stream"))
+        if stream:
+            self._sse_start()
+        text, meta = "", dict[str, Any]()
+        for piece, final in self.sim.generate(prompt, max_new):
+            text += piece
+            meta = final or meta
+            if stream and piece:
+                self._sse(
+                    base | {"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
+                )
+        usage = {
+            "prompt_tokens": meta["prompt_tokens"], "completion_tokens": meta["completion_tokens"],
+            "total_tokens": meta["prompt_tokens"] + meta["completion_tokens"],
+            "prompt_tokens_details": {"cached_tokens": meta["cached_tokens"]} if self.sim.args.enable_cache_report else None,
+        }  # fmt: skip
+        extra: dict[str, Any] = {}
+        if body.get("return_spec_tokens_details") and "spec_verify_ct" in meta:
+            extra["sglext"] = {
+                "spec_tokens_details": {k: v for k, v in meta.items() if k.startswith("spec_")}
+            }
+        if stream:
+            self._sse(
+                base
+                | {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}], "usage": usage}
+                | extra
+            )
+            self._sse(b"[DONE]")
+            return
+        message = {"role": "assistant", "content": text}
+        choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": "length"}
+        if body.get("return_meta_info"):
+            choice["meta_info"] = meta
+        self._send(200, base | {"object": "chat.completion", "choices": [choice], "usage": usage} | extra)
+
+
+def start_up(args: argparse.Namespace, profile: Profile) -> Simulator:
+    """Everything SGLang logs before it listens; raises StartupFailure where SGLang would die."""
+    log(
+        f"server_args=ServerArgs(model_path='{args.model_path}', speculative_algorithm={args.speculative_algorithm!r}, port={args.port})"
+    )
+    resolved = resolve(args, profile)
+    for notice in resolved.notices:
+        log(notice)
+    speed, m = profile.speed, profile.model
+    log(f"Load weight begin. avail mem={profile.gpu.memory_gb - 0.5:.2f} GB", scheduler=True)
+    time.sleep(speed.startup_s * args.sim_time_scale)
+    log(f"Load weight end. elapsed={speed.startup_s:.2f} s, type={m.architecture}, avail mem="
+        f"{profile.gpu.memory_gb - 0.5 - m.weight_gb:.2f} GB, mem usage={m.weight_gb:.2f} GB.", scheduler=True)  # fmt: skip
+    plan = plan_memory(resolved, args, profile)
+    dtype = "torch.float8_e4m3fn" if resolved.kv_bytes == 1 else "torch.bfloat16"
+    half = plan.pool_gb / 2
+    log(
+        f"Mamba Cache is allocated. max_mamba_cache_size: {plan.mamba_slots}, conv_state size: 0.05GB, ssm_state size: 1.20GB",
+        scheduler=True,
+    )
+    log(
+        f"KV Cache is allocated. dtype: {dtype}, #tokens: {plan.pool_tokens}, K size: {half:.2f} GB, V size: {half:.2f} GB",
+        scheduler=True,
+    )
+    if resolved.algorithm in EAGLE_FAMILY:
+        draft_half = plan.pool_tokens * plan.cell_bytes / max(1, m.kv_layers) / 1024**3 / 2
+        log(
+            f"KV Cache is allocated. dtype: {dtype}, #tokens: {plan.pool_tokens}, K size: {draft_half:.2f} GB, V size: {draft_half:.2f} GB",
+            scheduler=True,
+        )
+    log(f"Memory pool end. avail mem={plan.free_after_pool_gb:.2f} GB", scheduler=True)
+    for line in plan.log:
+        log(line, scheduler=True)
+    _capture_graphs(resolved, plan, profile, args)
+    log(f"max_total_num_tokens={plan.pool_tokens}, chunked_prefill_size={resolved.chunked_prefill_size}, "
+        f"max_prefill_tokens={args.max_prefill_tokens}, max_running_requests={plan.effective_max_running}, "
+        f"context_len={resolved.context_length}, available_gpu_mem={plan.free_after_graphs_gb:.2f} GB", scheduler=True)  # fmt: skip
+    return Simulator(args, profile, resolved, plan)
+
+
+def _capture_graphs(r: Resolved, plan: MemoryPlan, profile: Profile, args: argparse.Namespace) -> None:
+    free = plan.free_after_pool_gb
+    role = "target verify" if r.speculative else "target decode"
+    steps = [
+        (role, f"num_tokens_per_req={max(1, r.draft_tokens)}", plan.decode_graph_gb, plan.decode_buckets)
+    ]
+    if plan.prefill_graph_gb:
+        steps.append(
+            ("target prefill", f"num_tokens={r.max_bs_prefill}", plan.prefill_graph_gb, [r.max_bs_prefill])
+        )
+    for name, what, gb, sizes in steps:
+        if not sizes:
+            continue
+        log(f"Capture {name} CUDA graph begin. backend=full, {what}, avail mem={free:.2f} GB", scheduler=True)
+        time.sleep(profile.speed.capture_s_per_bucket * len(sizes) * args.sim_time_scale)
+        if gb > free - 0.05:
+            gpu = profile.gpu.memory_gb
+            raise StartupFailure(
+                f"Capture cuda graph failed: CUDA out of memory. Tried to allocate {gb:.2f} GiB. GPU 0 has a total "
+                f"capacity of {gpu:.2f} GiB of which {max(0.0, free):.2f} GiB is free.\nPossible solutions:\n"
+                "1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)\n"
+                "2. set --cuda-graph-max-bs-decode to a smaller value (e.g., 16)\n"
+                "3. disable decode CUDA graph by --cuda-graph-backend-decode=disabled.\n"
+                "torch.AcceleratorError: CUDA error: out of memory"
+            )
+        free -= gb
+        log(
+            f"Capture {name} CUDA graph end. bs={sizes}, elapsed={0.05 * len(sizes):.2f} s, mem usage={gb:.2f} GB, avail mem={free:.2f} GB.",
+            scheduler=True,
+        )
+
+
+def main(argv: list[str]) -> int:
+    probe = argparse.ArgumentParser(add_help=False)
+    probe.add_argument("--sim-profile")
+    known, _ = probe.parse_known_args(argv)
+    profile = Profile.load(Path(known.sim_profile) if known.sim_profile else DEFAULT_PROFILE)
+    args = normalize(build_parser(profile.sglang_version).parse_args(argv))
+    try:
+        sim = start_up(args, profile)
+    except StartupFailure as exc:
+        print(f"Traceback (most recent call last):\n{exc}", file=sys.stderr, flush=True)
+        return 1
+    Handler.sim = sim
+    try:
+        httpd = ThreadingHTTPServer((args.host, args.port), Handler)
+    except OSError as exc:
+        print(
+            f"ERROR: [Errno {exc.errno}] error while attempting to bind on address ({args.host!r}, {args.port}): {exc.strerror}",
+            file=sys.stderr,
+        )
+        return 1
+    httpd.daemon_threads = True
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    log(f"INFO:     Uvicorn running on http://{args.host}:{args.port} (Press CTRL+C to quit)")
+    if not args.skip_server_warmup:
+        stop.wait(2.0 * args.sim_time_scale)  # the warm-up request
+    sim.ready = True
+    log("The server is fired up and ready to roll!")
+    while not stop.wait(0.5):
+        pass
+    httpd.shutdown()
+    return 0

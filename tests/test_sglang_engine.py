@@ -1,0 +1,240 @@
+"""The SGLang engine: argv, release-aware flags, SGLang's rules in the space, and whole studies driven
+against the SGLang-compatible simulator (success, capture OOM, exit at start, input too long, overrides)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+
+from sweep.cli import main
+from sweep.engines import ServerSetup, SGLangEngine
+from sweep.errors import UserError
+from sweep.sim.profile import PROFILES
+
+SIM = [sys.executable, "-m", "sweep.sim", "--sim-time-scale", "0.005", "--sim-seed", "1"]
+
+
+def engine(*profile: str) -> SGLangEngine:
+    e = SGLangEngine(ServerSetup(launcher=[*SIM, *profile], model="/models/q"))
+    e.prepare()
+    return e
+
+
+def test_argv_and_what_specsweep_always_adds() -> None:
+    argv = engine().argv({"speculative-algorithm": "NEXTN", "speculative-num-steps": 3, "disable-radix-cache": True,
+                          "cuda-graph-max-bs-decode": 16, "enable-mixed-chunk": False}, port=31000)  # fmt: skip
+    assert argv[: len(SIM) + 2] == [*SIM, "--model-path", "/models/q"]
+    assert "--disable-radix-cache" in argv and "--enable-mixed-chunk" not in argv
+    assert argv[argv.index("--cuda-graph-max-bs-decode") + 1] == "16"
+    assert argv[-8:] == [
+        "--enable-metrics",
+        "--enable-cache-report",
+        "--decode-log-interval",
+        "1",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "31000",
+    ]
+    assert "--speculative-algorithm" not in engine().argv({"speculative-algorithm": "none"}, port=1)
+
+
+def test_renamed_and_removed_flags_by_release(tmp_path: Path) -> None:
+    old_profile = tmp_path / "old.yaml"
+    old_profile.write_text(
+        (PROFILES / "qwen3.8-27b-int4-32gb.yaml")
+        .read_text()
+        .replace("sglang_version: 0.5.23", "sglang_version: 0.5.19")
+    )
+    old = engine("--sim-profile", str(old_profile))
+    assert "--cuda-graph-max-bs" in old.argv({"cuda-graph-max-bs-decode": 16}, port=1)
+    new = engine()
+    assert "--cuda-graph-max-bs-decode" in new.argv({"cuda-graph-max-bs": 16}, port=1)
+    with pytest.raises(UserError, match="has no flag --speculative-ngram-branch-length"):
+        new.check_value("speculative-ngram-branch-length", 18)
+    with pytest.raises(UserError, match="has no flag --cuda-graph-max-bs-prefill"):
+        old.check_value("cuda-graph-max-bs-prefill", 2048)
+    with pytest.raises(UserError, match="set by specsweep"):
+        new.check_value("port", 1234)
+
+
+def test_sglang_rules() -> None:
+    e = engine()
+    assert (
+        e.derive({"speculative-algorithm": "EAGLE", "speculative-num-steps": 3, "speculative-eagle-topk": 1})[
+            "speculative-num-draft-tokens"
+        ]
+        == 4
+    )
+    assert "speculative-eagle-topk" not in e.derive(
+        {"speculative-algorithm": "NGRAM", "speculative-eagle-topk": 4}
+    )
+    assert e.constraints({"speculative-algorithm": "EAGLE", "speculative-num-steps": 2, "speculative-eagle-topk": 2,
+                          "speculative-num-draft-tokens": 8}) == {"draft_tree": 1.0}  # 7 candidates > 2 + 1*4  # fmt: skip
+    with pytest.raises(UserError, match="without speculative-num-steps"):
+        e.check_params({"speculative-algorithm": "EAGLE", "speculative-eagle-topk": 2})
+
+
+def test_final_chunk_new_and_old_field_names() -> None:
+    e = engine()
+    new = {"text": "x", "meta_info": {"finish_reason": {"type": "length"}, "prompt_tokens": 30, "completion_tokens": 41,
+           "cached_tokens": 0, "decode_throughput": 80.0, "first_token_latency": 0.5, "e2e_latency": 1.0,
+           "spec_verify_ct": 10, "spec_num_correct_drafts": 30, "spec_num_proposed_drafts": 30}}  # fmt: skip
+    report = e.read_final(new)
+    assert report is not None and (report.acceptance_length, report.accepted_tokens, report.decode_tps) == (
+        4.0,
+        30,
+        80.0,
+    )
+    old = {"meta_info": {"finish_reason": "length", "completion_tokens": 21, "cached_tokens": 0, "spec_verify_ct": 5,
+           "spec_accept_token_num": 15, "spec_draft_token_num": 15}}  # fmt: skip
+    report = e.read_final(old)
+    assert report is not None and (report.accepted_tokens, report.draft_tokens, report.acceptance_length) == (
+        15,
+        15,
+        4.0,
+    )
+    assert e.read_final({"text": "x", "meta_info": {"finish_reason": None}}) is None
+    assert (
+        e.classify_error(
+            400,
+            '{"error": {"message": "Input length (5000 tokens) exceeds the maximum allowed length (2994 tokens). Use a shorter input or enable --allow-auto-truncate."}}',
+        )[0]
+        == "does_not_fit"
+    )
+
+
+SPACE = """
+engine: sglang
+server: {launcher: ["{python}", -m, sweep.sim, --sim-time-scale, "0.005", --sim-seed, "1"], model: /models/q}
+fixed: {kv-cache-dtype: fp8_e4m3, mem-fraction-static: 0.92}
+params:
+  speculative-algorithm: {choices: [NEXTN, MEDUSA]}
+  speculative-num-steps: {int: [1, 5], when: {speculative-algorithm: NEXTN}}
+enqueue:
+  - {speculative-algorithm: NEXTN, speculative-num-steps: 3}
+  - {speculative-algorithm: MEDUSA}
+workloads: [{class: code}, {class: prose}, {class: tool, context: [4000]}]
+probe: {repeats: 2, max_tokens: 64}
+trials: 4
+seed: 2
+"""
+
+
+def run_space(tmp_path: Path, text: str, *extra: str) -> optuna.Study:
+    space = tmp_path / "s.yaml"
+    space.write_text(text)
+    assert main(["run", "--space", str(space), "--study", "s", "--runs", str(tmp_path / "runs"), *extra]) == 0
+    return optuna.load_study(study_name="s", storage=f"sqlite:///{tmp_path / 'runs' / 's' / 'study.db'}")
+
+
+def records(study: optuna.Study) -> list[dict[str, Any]]:
+    return [t.user_attrs.get("record", {}) for t in study.trials]
+
+
+def test_study_against_the_simulator(tmp_path: Path) -> None:
+    study = run_space(tmp_path, SPACE)
+    base, nextn, medusa, _ = records(study)
+    assert [t.state.name for t in study.trials][:3] == ["COMPLETE", "COMPLETE", "FAIL"]
+    # Launch facts from the log and /server_info.
+    assert base["facts"]["kv_pool_tokens"] > 200_000 and base["facts"]["free_after_pool_gb"] > 0
+    assert nextn["facts"]["resolved_args"]["speculative_num_draft_tokens"] == 4
+    assert "max-running-requests: not set, speculative decoding reset it to 48" in nextn["facts"]["overrides"]
+    assert any("capped to 9 by the mamba state cache" in line for line in nextn["facts"]["limit_changes"])
+    assert nextn["facts"]["speculation_active"] is True and base["facts"]["speculation_active"] is False
+    # Measurements: acceptance on, cache proven cold, prose accepts less than code.
+    code, prose = nextn["workloads"]["code"], nextn["workloads"]["prose"]
+    assert code["acceptance_length"]["median"] > prose["acceptance_length"]["median"] > 1
+    assert code["decode_tps"]["median"] > 1.5 * base["workloads"]["code"]["decode_tps"]["median"]
+    assert medusa["failure"] == "Unknown speculative algorithm name: MEDUSA" and medusa["stage"] == "launch"
+    rows = [
+        json.loads(line)
+        for p in (tmp_path / "runs" / "s" / "trials").glob("*/requests.jsonl")
+        for line in p.read_text().splitlines()
+    ]
+    assert rows and all(r["cached_tokens"] == 0 for r in rows)
+
+
+def test_input_too_long_does_not_fit(tmp_path: Path) -> None:
+    text = SPACE.replace(
+        "mem-fraction-static: 0.92}", "mem-fraction-static: 0.92, max-total-tokens: 3000}"
+    ).replace("trials: 4", "trials: 1")
+    (base,) = [r for r in records(run_space(tmp_path, text)) if r.get("workloads")]
+    tool = base["workloads"]["tool@4000"]
+    assert tool["status"] == "does_not_fit" and "exceeds the maximum allowed length" in tool["reason"]
+    assert base["workloads"]["code"]["status"] == "ok"
+
+
+def test_capture_oom_is_a_failed_trial_with_its_reason(tmp_path: Path) -> None:
+    profile = PROFILES / "report004-3090-24gb.yaml"
+    text = (
+        SPACE.replace('--sim-seed, "1"]', f'--sim-seed, "1", --sim-profile, "{profile}"]')
+        .replace(
+            "fixed: {kv-cache-dtype: fp8_e4m3, mem-fraction-static: 0.92}",
+            "fixed: {kv-cache-dtype: fp8_e4m3, chunked-prefill-size: 2048, cuda-graph-max-bs-decode: 24}",
+        )
+        .replace(
+            "  speculative-num-steps: {int: [1, 5], when: {speculative-algorithm: NEXTN}}",
+            "  speculative-num-steps: {int: [1, 5], when: {speculative-algorithm: NEXTN}}\n  mem-fraction-static: {choices: [0.92, 0.95]}",
+        )
+    )
+    text = text.replace(
+        "  - {speculative-algorithm: MEDUSA}",
+        "  - {speculative-algorithm: NEXTN, speculative-num-steps: 2, mem-fraction-static: 0.95}",
+    )
+    text = text.replace(
+        "- {speculative-algorithm: NEXTN, speculative-num-steps: 3}",
+        "- {speculative-algorithm: NEXTN, speculative-num-steps: 3, mem-fraction-static: 0.92}",
+    )
+    study = run_space(tmp_path, text.replace("trials: 4", "trials: 3"))
+    assert [t.state.name for t in study.trials] == ["COMPLETE", "COMPLETE", "FAIL"]
+    failure = records(study)[2]["failure"]
+    assert failure.startswith("CUDA-graph capture ran out of memory: CUDA out of memory. Tried to allocate")
+    assert records(study)[2]["stage"] == "launch"
+
+
+def test_no_invalid_combination_is_launched(tmp_path: Path) -> None:
+    text = (
+        SPACE.replace("  - {speculative-algorithm: MEDUSA}\n", "")
+        .replace("[NEXTN, MEDUSA]", "[NEXTN]")
+        .replace(
+            "speculative-num-steps: {int: [1, 5], when: {speculative-algorithm: NEXTN}}",
+            "speculative-num-steps: {int: [1, 3], when: {speculative-algorithm: NEXTN}}\n  speculative-eagle-topk: {choices: [1, 2, 4]}\n"
+            "  speculative-num-draft-tokens: {int: [2, 32], when: {speculative-eagle-topk: [2, 4]}}",
+        )
+        .replace(
+            "workloads: [{class: code}, {class: prose}, {class: tool, context: [4000]}]",
+            "workloads: [{class: code}]",
+        )
+    )
+    study = run_space(
+        tmp_path,
+        text.replace("probe: {repeats: 2, max_tokens: 64}", "probe: {repeats: 1, max_tokens: 16}"),
+        "--trials",
+        "14",
+    )
+    launched = infeasible = 0
+    for trial in study.trials:
+        record = trial.user_attrs["record"]
+        p = record["params"]
+        if record["stage"] == "infeasible":
+            infeasible += 1
+            assert not record["argv"] and max(trial.constraints.values()) > 0
+            continue
+        if p["speculative-algorithm"] == "none":
+            continue
+        launched += 1
+        steps, topk, draft = (
+            p["speculative-num-steps"],
+            p.get("speculative-eagle-topk", 1),
+            p["speculative-num-draft-tokens"],
+        )
+        assert draft - 1 <= topk + (steps - 1) * topk * topk
+        if topk == 1:
+            assert draft == steps + 1
+    assert launched >= 3 and infeasible >= 1
