@@ -238,3 +238,52 @@ def test_no_invalid_combination_is_launched(tmp_path: Path) -> None:
         if topk == 1:
             assert draft == steps + 1
     assert launched >= 3 and infeasible >= 1
+
+
+def test_sim_cli_speaks_sglang(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["sim", "--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert (
+        out.startswith("usage: sglang serve")
+        and "--speculative-num-draft-tokens" in out
+        and "--cuda-graph-max-bs-decode" in out
+    )
+    with pytest.raises(SystemExit) as exc:
+        main(["sim", "--model-path", "/m", "--speculative-tokens", "4"])
+    assert exc.value.code == 2
+    assert "sglang serve: error: unrecognized arguments: --speculative-tokens 4" in capsys.readouterr().err
+
+
+def test_radix_cache_serves_a_repeated_prompt(tmp_path: Path) -> None:
+    import httpx
+
+    from sweep.server import ServerProcess, free_port
+
+    port = free_port()
+    argv = [*SIM, "--model-path", "/m", "--port", str(port), "--enable-metrics", "--sim-time-scale", "0.05"]
+    body = {
+        "text": "Copy this JSON exactly: " + json.dumps({"a": list(range(300))}),
+        "sampling_params": {"max_new_tokens": 4},
+    }
+    with ServerProcess(argv, tmp_path / "sim.log", {**__import__("os").environ}) as server:
+        server.wait_ready(f"http://127.0.0.1:{port}/health", timeout_s=30)
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
+            cold = client.post("/generate", json=body).json()["meta_info"]
+            warm = client.post("/generate", json=body).json()["meta_info"]
+            assert cold["cached_tokens"] == 0 and warm["cached_tokens"] == warm["prompt_tokens"] - 1
+            assert warm["first_token_latency"] < cold["first_token_latency"] / 10
+            assert client.post("/flush_cache").status_code == 200
+            assert client.post("/generate", json=body).json()["meta_info"]["cached_tokens"] == 0
+            metrics = client.get("/metrics").text
+            assert "sglang:cached_tokens_total" in metrics
+
+
+def test_demo_engine_sim(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--engine", "sim", "--runs", str(tmp_path), "--trials", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "study demo-sim: 2 trials, 2 complete, 0 failed" in out
+    assert (tmp_path / "demo-sim" / "trials" / "1" / "server.log").read_text().count(
+        "The server is fired up and ready to roll!"
+    ) == 1

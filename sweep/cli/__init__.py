@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from sweep.cli import demo, inspect_log, report, run, sim
 from sweep.errors import UserError
@@ -30,9 +30,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["sim"]:
+        # The simulator parses SGLang's command line itself, --help included, as `sglang serve` would.
+        return _errors_as_lines(lambda: sim.run(argv[1:]))
     args = build_parser().parse_args(argv)
+    return _errors_as_lines(lambda: int(args.handler(args)))
+
+
+def _errors_as_lines(command: Callable[[], int]) -> int:
     try:
-        return int(args.handler(args))
+        return command()
     except UserError as exc:
         print(f"specsweep: error: {exc.problem}; fix: {exc.fix}", file=sys.stderr)
         return 2

@@ -1,4 +1,5 @@
-"""`specsweep demo`: the embedded default, a real sweep of llama-server + Gemma 3 270M on the CPU."""
+"""`specsweep demo`: the embedded default, a real sweep of llama-server + Gemma 3 270M on the CPU;
+`--engine sim`: an SGLang-style sweep (NEXTN/MTP, the field reports' set-up) against the simulator, in about a minute."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 from sweep.cli.run import DEFAULT_RUNS, progress, sweep_space
 from sweep.space import load_space
 
-DEMO_SPACE = "demo-llamacpp.yaml"
+DEMO_SPACES = {"llamacpp": "demo-llamacpp.yaml", "sim": "sglang-sim-mtp.yaml"}
 
 
 def shipped_space(name: str) -> Path:
@@ -20,7 +21,10 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser = commands.add_parser(
         "demo", help="sweep the embedded llama-server + Gemma 3 270M", description=__doc__
     )
-    parser.add_argument("--study", default="demo", help="study name (default: demo)")
+    parser.add_argument(
+        "--engine", choices=sorted(DEMO_SPACES), default="llamacpp", help="which demo (default: llamacpp)"
+    )
+    parser.add_argument("--study", help="study name (default: demo, or demo-sim)")
     parser.add_argument(
         "--runs", type=Path, default=DEFAULT_RUNS, help="folder of study folders (default: runs)"
     )
@@ -29,8 +33,10 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def main(args: argparse.Namespace) -> int:
-    space_file = shipped_space(DEMO_SPACE)
-    paths = sweep_space(load_space(space_file), args.study, None, args.runs, args.trials)
+    study = args.study or ("demo" if args.engine == "llamacpp" else f"demo-{args.engine}")
+    paths = sweep_space(
+        load_space(shipped_space(DEMO_SPACES[args.engine])), study, None, args.runs, args.trials
+    )
     progress(f"\nresults: {paths.run_dir} (study.db, trials/<n>/server.log, requests.jsonl, record.json)")
-    progress(f"again: specsweep report --study {args.study}   (re-running the demo resumes the study)")
+    progress(f"again: specsweep report --study {study}   (re-running the demo resumes the study)")
     return 0

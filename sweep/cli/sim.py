@@ -8,14 +8,16 @@ from sweep.sim.server import main as sim_main
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    # Listed among the commands; its arguments never reach this parser (sweep.cli.main hands them over).
     parser = commands.add_parser(
         "sim", help="run the SGLang-compatible simulator", description=__doc__, add_help=False
     )
     parser.add_argument(
         "args", nargs=argparse.REMAINDER, help="SGLang flags, and --sim-profile/-time-scale/-seed"
     )
-    parser.set_defaults(handler=main)
+    parser.set_defaults(handler=lambda args: run(args.args))
 
 
-def main(args: argparse.Namespace) -> int:
-    return sim_main(list(args.args))
+def run(argv: list[str]) -> int:
+    """The simulator parses SGLang's command line itself, --help included, as `sglang serve` would."""
+    return sim_main(argv)

@@ -22,7 +22,16 @@ CORPUS_MODULES = (
     "random", "re", "sched", "secrets", "selectors", "shutil", "signal", "smtplib", "socket", "sqlite3",
     "statistics", "string", "struct", "subprocess", "tarfile", "tempfile", "textwrap", "threading", "timeit",
     "tokenize", "traceback", "typing", "unittest", "urllib.parse", "urllib.request", "uuid", "wave", "weakref",
-    "xml.dom.minidom", "xml.etree.ElementTree", "zipfile", "zoneinfo",
+    "xml.dom.minidom", "xml.etree.ElementTree", "zipfile", "zoneinfo", "abc", "ast", "base64", "bdb", "binascii",
+    "bisect", "bz2", "calendar", "cmath", "cmd", "code", "codecs", "colorsys", "configparser", "contextvars", "copy",
+    "ctypes", "dbm", "dis", "doctest", "email.message", "email.utils", "filecmp", "fileinput", "fnmatch", "ftplib",
+    "getopt", "gettext", "glob", "graphlib", "hmac", "html.parser", "http.cookiejar", "http.cookies", "imaplib",
+    "io", "json.decoder", "locale", "lzma", "math", "mimetypes", "numbers", "operator", "optparse", "os.path",
+    "pickletools", "pkgutil", "plistlib", "pstats", "pydoc", "quopri", "reprlib", "runpy", "shelve", "shlex",
+    "site", "smtplib", "socketserver", "ssl", "stat", "string", "symtable", "sysconfig", "tabnanny", "telnetlib",
+    "test.support", "token", "tomllib", "trace", "tracemalloc", "types", "unittest.mock", "urllib.error",
+    "urllib.robotparser", "uu", "venv", "warnings", "wsgiref.simple_server", "xml.sax", "xmlrpc.client",
+    "xmlrpc.server", "zipapp", "zipimport", "zlib",
 )  # fmt: skip
 PREAMBLE = "Reference material (background only; the task follows after it):\n\n"
 TOLERANCE_TOKENS = 16
@@ -43,8 +52,15 @@ def corpus() -> str:
                 module = importlib.import_module(name)
             except ImportError:
                 continue
-            objects = [module, *(obj for _, obj in sorted(vars(module).items()) if callable(obj))]
-            for obj in objects:
+            members = [obj for _, obj in sorted(vars(module).items()) if callable(obj)]
+            methods = [
+                m
+                for cls in members
+                if isinstance(cls, type)
+                for _, m in sorted(vars(cls).items())
+                if callable(m)
+            ]
+            for obj in (module, *members, *methods):
                 doc = inspect.getdoc(obj) or ""
                 for paragraph in doc.split("\n\n"):
                     paragraph = paragraph.strip()
