@@ -220,7 +220,7 @@ def test_prompt_longer_than_the_context_does_not_fit(tmp_path: Path) -> None:
     )
     trial = study.trials[0]  # the baseline; the enqueued trial waits for a later run
     assert trial.state.name == "COMPLETE" and trial.values == [0.0]
-    summary = trial.user_attrs["record"]["workloads"]["tool@3000"]
+    summary = trial.user_attrs["record"]["workloads"]["tool@3k"]
     assert summary["status"] == "does_not_fit"
     assert "exceeds the available context size (2048 tokens)" in summary["reason"]
 

@@ -165,7 +165,7 @@ def test_input_too_long_does_not_fit(tmp_path: Path) -> None:
         "mem-fraction-static: 0.92}", "mem-fraction-static: 0.92, max-total-tokens: 3000}"
     ).replace("trials: 4", "trials: 1")
     (base,) = [r for r in records(run_space(tmp_path, text)) if r.get("workloads")]
-    tool = base["workloads"]["tool@4000"]
+    tool = base["workloads"]["tool@4k"]
     assert tool["status"] == "does_not_fit" and "exceeds the maximum allowed length" in tool["reason"]
     assert base["workloads"]["code"]["status"] == "ok"
 

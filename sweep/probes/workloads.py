@@ -119,8 +119,14 @@ class Workload:
         """The name results and objectives use: `tool`, `tool@8k`, `tool@8k/2streams`."""
         key = self.name
         if self.context_tokens:
-            ctx = self.context_tokens
-            key += f"@{ctx // 1024}k" if ctx % 1024 == 0 else f"@{ctx}"
+            ctx = self.context_tokens  # 128000 -> 128k, 8192 -> 8k, 3500 -> 3500
+            key += (
+                f"@{ctx // 1000}k"
+                if ctx % 1000 == 0
+                else f"@{ctx // 1024}k"
+                if ctx % 1024 == 0
+                else f"@{ctx}"
+            )
         if self.streams > 1:
             key += f"/{self.streams}streams"
         return key

@@ -235,4 +235,8 @@ def normalize(args: argparse.Namespace) -> argparse.Namespace:
         args, "disable_decode_cuda_graph", False
     ):
         args.disable_cuda_graph = True
+    if getattr(args, "cuda_graph_backend_prefill", None) == "disabled" or getattr(
+        args, "disable_prefill_cuda_graph", False
+    ):
+        args.cuda_graph_max_bs_prefill = 0
     return args
