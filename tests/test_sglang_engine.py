@@ -287,3 +287,42 @@ def test_demo_engine_sim(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert (tmp_path / "demo-sim" / "trials" / "1" / "server.log").read_text().count(
         "The server is fired up and ready to roll!"
     ) == 1
+
+
+def test_sim_chat_completions_stream(tmp_path: Path) -> None:
+    import os
+
+    import httpx
+
+    from sweep.server import ServerProcess, free_port
+
+    port = free_port()
+    argv = [
+        *SIM,
+        "--model-path",
+        "/m",
+        "--port",
+        str(port),
+        "--speculative-algorithm",
+        "NEXTN",
+        "--enable-cache-report",
+    ]
+    body = {"messages": [{"role": "user", "content": "Write a Python function that adds two numbers."}], "max_tokens": 32,
+            "stream": True, "return_spec_tokens_details": True}  # fmt: skip
+    with ServerProcess(argv, tmp_path / "sim.log", os.environ) as server:
+        server.wait_ready(f"http://127.0.0.1:{port}/health", timeout_s=30)
+        with (
+            httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client,
+            client.stream("POST", "/v1/chat/completions", json=body) as resp,
+        ):
+            chunks = [json.loads(line[6:]) for line in resp.iter_lines() if line.startswith("data: {")]
+            assert resp.headers["content-type"].startswith("text/event-stream")
+        text = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"])
+        final = chunks[-1]
+        assert final["usage"]["completion_tokens"] == 32 and text
+        assert final["usage"]["prompt_tokens_details"] == {"cached_tokens": 0}
+        details = final["sglext"]["spec_tokens_details"]
+        assert details["spec_verify_ct"] > 0 and 0 < details["spec_accept_rate"] <= 1
+        too_long = {"messages": [{"role": "user", "content": "word " * 300_000}], "max_tokens": 8}
+        error = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=too_long, timeout=30)
+        assert error.status_code == 400 and error.json()["type"] == "BadRequestError"

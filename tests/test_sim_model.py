@@ -151,3 +151,16 @@ def test_flag_sets_by_release(capsys: pytest.CaptureFixture[str]) -> None:
     assert "unrecognized arguments: --speculative-ngram-branch-length 18" in capsys.readouterr().err
     old = normalize(build_parser("0.5.19").parse_args(["--model-path", "/m", "--cuda-graph-max-bs", "16"]))
     assert old.cuda_graph_max_bs_decode == 16
+
+
+def test_startup_failures_for_memory() -> None:
+    low = args("--mem-fraction-static", "0.5")
+    with pytest.raises(
+        StartupFailure, match=r"Not enough memory\. Please try to increase --mem-fraction-static"
+    ):
+        plan_memory(resolve(low, PROFILE), low, PROFILE)
+    few = args(*NEXTN, "3", "--max-mamba-cache-size", "3")
+    with pytest.raises(
+        StartupFailure, match=r"Not enough GPU memory for hybrid \(mamba/linear-attention\) state cache"
+    ):
+        plan_memory(resolve(few, PROFILE), few, PROFILE)
