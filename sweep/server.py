@@ -21,6 +21,7 @@ from types import TracebackType
 import httpx
 import subprocess_tee
 
+from sweep.engines.base import reason_from_log
 from sweep.errors import LaunchError, UserError
 
 DEFAULT_HOST = "127.0.0.1"
@@ -130,7 +131,7 @@ class ServerProcess:
             return f"could not run the server: {self._tee_error}"
         if self._exit_reason is not None:
             return self._exit_reason(text, code)
-        return f"server exited with code {code}: {log_tail(text, 3)}"
+        return reason_from_log(text, code, (), "the server")
 
     def wait_ready(self, health_url: str, timeout_s: float = STARTUP_TIMEOUT_S) -> float:
         """Poll `health_url` until it answers 200. Fails at once when the process exits. Returns seconds waited."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -13,6 +14,17 @@ import httpx
 from sweep.results import LaunchFacts, RequestStatus
 
 Params = Mapping[str, Any]
+# (log pattern, reason template filled with the pattern's groups), most specific first.
+ExitPatterns = tuple[tuple[re.Pattern[str], str], ...]
+
+
+def reason_from_log(log: str, returncode: int, patterns: ExitPatterns, server: str) -> str:
+    """Why a server exited during start: the first known line in its log, else its last line."""
+    for pattern, template in patterns:
+        if found := pattern.search(log):
+            return template.format(*(group.strip() for group in found.groups()))
+    last = [line for line in log.splitlines() if line.strip()][-1:] or ["(empty log)"]
+    return f"{server} exited with code {returncode} during start; last log line: {last[0].strip()}"
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,15 @@ from typing import Any
 
 import httpx
 
-from sweep.engines.base import DraftCounters, Engine, Params, RequestSettings, ServerReport
+from sweep.engines.base import (
+    DraftCounters,
+    Engine,
+    ExitPatterns,
+    Params,
+    RequestSettings,
+    ServerReport,
+    reason_from_log,
+)
 from sweep.errors import SpeculationInactive, UserError
 from sweep.results import LaunchFacts, RequestStatus
 
@@ -75,7 +83,7 @@ KV_SIZE = re.compile(
 SLOTS = re.compile(r"initializing, n_slots = (\d+), n_ctx_slot = (\d+)")
 SPEC_INIT_FAILED = re.compile(r"failed to initialize speculative decoding context: (.*)")
 SPEC_UNSUPPORTED = "speculative decoding not supported by this context"
-EXIT_REASONS: tuple[tuple[re.Pattern[str], str], ...] = (
+EXIT_REASONS: ExitPatterns = (
     (re.compile(r"error while handling argument \"([^\"]+)\": (.*)"), "bad value for {0}: {1}"),
     (re.compile(r"error: invalid argument: (\S+)"), "llama-server does not know the flag {0}"),
     (re.compile(r"the argument has been removed\. (.*)"), "a removed flag was passed: {0}"),
@@ -318,8 +326,4 @@ def facts_from_log(log: str) -> LaunchFacts:
 
 
 def exit_reason(log: str, returncode: int) -> str:
-    for pattern, template in EXIT_REASONS:
-        if found := pattern.search(log):
-            return template.format(*found.groups()) if found.groups() else template
-    last = [line for line in log.splitlines() if line.strip()][-1:] or ["(empty log)"]
-    return f"llama-server exited with code {returncode} during start; last log line: {last[0].strip()}"
+    return reason_from_log(log, returncode, EXIT_REASONS, "llama-server")

@@ -14,7 +14,15 @@ from typing import Any
 
 import httpx
 
-from sweep.engines.base import Engine, Params, RequestSettings, ServerReport, ServerSetup
+from sweep.engines.base import (
+    Engine,
+    ExitPatterns,
+    Params,
+    RequestSettings,
+    ServerReport,
+    ServerSetup,
+    reason_from_log,
+)
 from sweep.errors import SpeculationInactive, UserError
 from sweep.results import LaunchFacts, RequestStatus
 
@@ -54,7 +62,7 @@ LIMIT_LINES = (
 READY = "The server is fired up and ready to roll!"
 
 # Why a server exited during start, most specific first.
-EXIT_REASONS: tuple[tuple[re.Pattern[str], str], ...] = (
+EXIT_REASONS: ExitPatterns = (
     (re.compile(r"Capture cuda graph failed: (.*)"), "CUDA-graph capture ran out of memory: {0}"),
     (re.compile(r"(?:torch\.\w+Error|RuntimeError): CUDA (?:error: )?out of memory"), "CUDA out of memory"),
     (re.compile(r"(Not enough memory\. Please try to increase --mem-fraction-static[^\n]*)"), "{0}"),
@@ -65,6 +73,10 @@ EXIT_REASONS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"error: (argument [^\n]*)"), "SGLang rejected an argument: {0}"),
     (re.compile(r"ValueError: (Unknown speculative algorithm name: [^\n]*)"), "{0}"),
     (re.compile(r"Initialization failed\. warmup error: ([^\n]*)"), "warm-up failed: {0}"),
+    (
+        re.compile(r"assert speculative_eagle_topk is None"),
+        "AssertionError during argument resolution (topk or draft tokens set without --speculative-num-steps?)",
+    ),
 )
 
 
@@ -103,13 +115,7 @@ def facts_from_log(log: str) -> LaunchFacts:
 
 
 def exit_reason(log: str, returncode: int) -> str:
-    for pattern, template in EXIT_REASONS:
-        if found := pattern.search(log):
-            return template.format(*(g.strip() for g in found.groups()))
-    if "AssertionError" in log and "speculative" in log:
-        return "AssertionError during argument resolution (topk or draft tokens set without --speculative-num-steps?)"
-    last = [line for line in log.splitlines() if line.strip()][-1:] or ["(empty log)"]
-    return f"SGLang exited with code {returncode} during start; last log line: {last[0].strip()}"
+    return reason_from_log(log, returncode, EXIT_REASONS, "SGLang")
 
 
 # --- the engine -------------------------------------------------------------------------------------------
