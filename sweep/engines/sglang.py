@@ -59,7 +59,6 @@ LIMIT_LINES = (
         r"speculative_num_draft_tokens is adjusted to speculative_num_steps \+ 1 when speculative_eagle_topk == 1"
     ),
 )
-READY = "The server is fired up and ready to roll!"
 
 # Why a server exited during start, most specific first.
 EXIT_REASONS: ExitPatterns = (
