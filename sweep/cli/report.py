@@ -6,7 +6,7 @@ import argparse
 
 import optuna
 
-from sweep.analysis import recommendations, trial_views
+from sweep.analysis import overall_recommendation, recommendations, trial_views
 from sweep.cli.run import add_study_options
 from sweep.errors import UserError
 from sweep.outputs.console import report_text
@@ -36,6 +36,7 @@ def load(study: str, storage: str | None, runs: object) -> optuna.Study:
 
 def main(args: argparse.Namespace) -> int:
     study = load(args.study, args.storage, args.runs)
-    views, recs = trial_views(study), recommendations(study)
-    print(report_json(args.study, views, recs) if args.json else report_text(args.study, views, recs))
+    views, recs, overall = trial_views(study), recommendations(study), overall_recommendation(study)
+    text = report_json if args.json else report_text
+    print(text(args.study, views, recs, overall))
     return 0

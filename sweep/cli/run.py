@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from sweep.analysis import recommendations, trial_views
+from sweep.analysis import overall_recommendation, recommendations, trial_views
 from sweep.outputs.console import report_text
 from sweep.space import Space, load_space
 from sweep.study import StudyPaths, Sweep, build_engine, validate
@@ -44,7 +44,7 @@ def sweep_space(space: Space, study: str, storage: str | None, runs: Path, trial
     paths = StudyPaths.for_study(study, runs, storage)
     progress(f"study {study}: {paths.storage_url}; server logs and measurements in {paths.run_dir}/trials/")
     result = Sweep(space, engine, paths, progress).run(trials)
-    print(report_text(study, trial_views(result), recommendations(result)))
+    print(report_text(study, trial_views(result), recommendations(result), overall_recommendation(result)))
     return paths
 
 

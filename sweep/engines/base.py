@@ -81,6 +81,8 @@ class Engine(ABC):
     """One kind of server. Subclasses turn a trial's parameters into argv and read what the server says."""
 
     name: ClassVar[str]
+    # The port the server listens on by default: exported command lines use it.
+    default_port: ClassVar[int]
     # Environment variables the server reads before its CLI: removed from the child's environment.
     env_prefixes: ClassVar[tuple[str, ...]] = ()
 

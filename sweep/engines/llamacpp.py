@@ -118,6 +118,7 @@ def split_types(value: Any) -> list[str]:
 
 class LlamaCppEngine(Engine):
     name = "llamacpp"
+    default_port = 8080
     # Read before the CLI; a leftover LLAMA_ARG_SPEC_TYPE even appends speculative types.
     env_prefixes = ("LLAMA_ARG_",)
 

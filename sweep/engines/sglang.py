@@ -158,6 +158,7 @@ def algorithm(params: Params) -> str | None:
 
 class SGLangEngine(Engine):
     name = "sglang"
+    default_port = 30000
 
     def __init__(self, setup: ServerSetup) -> None:
         super().__init__(setup)

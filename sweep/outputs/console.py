@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sweep.analysis import Recommendation, TrialView
+from sweep.analysis import OverallRecommendation, Recommendation, TrialView
 from sweep.results import Spread
 
 
@@ -20,7 +20,12 @@ def _params(params: dict[str, object]) -> str:
     return " ".join(f"{k}={v}" for k, v in params.items())
 
 
-def report_text(study_name: str, views: list[TrialView], recs: list[Recommendation]) -> str:
+def report_text(
+    study_name: str,
+    views: list[TrialView],
+    recs: list[Recommendation],
+    overall: OverallRecommendation | None = None,
+) -> str:
     done = sum(v.state == "COMPLETE" for v in views)
     failed = [v for v in views if v.state == "FAIL"]
     baseline = next((v.number for v in views if v.role == "baseline" and v.state == "COMPLETE"), None)
@@ -57,7 +62,14 @@ def report_text(study_name: str, views: list[TrialView], recs: list[Recommendati
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines += ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
     lines.append("")
-    lines += [f"best for {r.workload}: {_params(r.params)}" for r in recs]
+    for r in recs:
+        lines.append(
+            f"run for {r.workload}: trial {r.recommended_trial}: {_params(r.recommended_params)}  ({r.why})"
+        )
+    if overall is not None:
+        gains = ", ".join(f"{k} {_pct(v)}" for k, v in overall.gains.items())
+        lines += ["", f"one server for all workloads: trial {overall.trial}: {_params(overall.params)}",
+                  f"  ({overall.why}; gains: {gains})"]  # fmt: skip
     if failed:
         lines += ["", "failed trials:"]
         lines += [f"  trial {v.number}: {v.failure}" for v in failed]

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import json
 
-from sweep.analysis import Recommendation, TrialView
+from sweep.analysis import OverallRecommendation, Recommendation, TrialView
 
 
-def report_json(study_name: str, views: list[TrialView], recs: list[Recommendation]) -> str:
+def report_json(
+    study_name: str,
+    views: list[TrialView],
+    recs: list[Recommendation],
+    overall: OverallRecommendation | None = None,
+) -> str:
     return json.dumps(
         {
             "study": study_name,
@@ -17,6 +22,7 @@ def report_json(study_name: str, views: list[TrialView], recs: list[Recommendati
                 for v in views
             ],
             "recommendations": [r.to_dict() for r in recs],
+            "overall": overall.to_dict() if overall else None,
         },
         indent=2,
         ensure_ascii=False,

@@ -1,0 +1,68 @@
+"""`specsweep compare A B ...`: configurations side by side. A is a study (its one-server recommendation) or
+STUDY:TRIAL; prints Markdown and writes an HTML file."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from sweep.analysis import overall_recommendation, recommendations, trial_views
+from sweep.cli.report import load
+from sweep.cli.run import DEFAULT_RUNS
+from sweep.errors import UserError
+from sweep.outputs.compare import Column, html_page, markdown
+
+DEFAULT_DIR = Path("dashboards")
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = commands.add_parser("compare", help="configurations side by side", description=__doc__)
+    parser.add_argument("configs", nargs="+", help="STUDY (its recommendation) or STUDY:TRIAL, two or more")
+    parser.add_argument(
+        "--storage", help="Optuna storage URL shared by the studies (default: each one's SQLite)"
+    )
+    parser.add_argument(
+        "--runs", type=Path, default=DEFAULT_RUNS, help="folder of study folders (default: runs)"
+    )
+    parser.add_argument(
+        "-o", "--output", type=Path, help="HTML file (default: dashboards/compare-<A>-<B>.html)"
+    )
+    parser.set_defaults(handler=main)
+
+
+def column(spec: str, storage: str | None, runs: Path) -> Column:
+    name, _, trial_text = spec.partition(":")
+    study = load(name, storage, runs)
+    views = {v.number: v for v in trial_views(study)}
+    if trial_text:
+        if not trial_text.isdigit() or int(trial_text) not in views or views[int(trial_text)].record is None:
+            raise UserError(
+                f"study '{name}' has no measured trial '{trial_text}'",
+                f"trials: {', '.join(map(str, views))}",
+            )
+        number = int(trial_text)
+    else:
+        overall = overall_recommendation(study)
+        recs = recommendations(study)
+        if overall is None and not recs:
+            raise UserError(f"study '{name}' has nothing measured to compare", "run it first")
+        number = overall.trial if overall else recs[0].recommended_trial
+    record = views[number].record
+    assert record is not None
+    return Column(f"{name}:{number}", record)
+
+
+def main(args: argparse.Namespace) -> int:
+    if len(args.configs) < 2:
+        raise UserError("compare needs two or more configurations", "e.g. specsweep compare demo demo:0")
+    columns = [column(spec, args.storage, args.runs) for spec in args.configs]
+    print(markdown(columns))
+    out = args.output or DEFAULT_DIR / (
+        "compare-" + "-".join(c.label.replace(":", "_") for c in columns) + ".html"
+    )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(
+        html_page(columns, "specsweep compare: " + ", ".join(c.label for c in columns)), encoding="utf-8"
+    )
+    print(f"\n{out}")
+    return 0

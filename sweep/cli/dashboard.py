@@ -1,0 +1,27 @@
+"""`specsweep dashboard`: the study as one self-contained HTML page (opens offline from disk)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from sweep.cli.compare import DEFAULT_DIR
+from sweep.cli.report import load
+from sweep.cli.run import add_study_options
+from sweep.outputs.dashboard import build
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = commands.add_parser("dashboard", help="write the study's HTML dashboard", description=__doc__)
+    add_study_options(parser, study_required=True)
+    parser.add_argument("-o", "--output", type=Path, help="HTML file (default: dashboards/<study>.html)")
+    parser.set_defaults(handler=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    study = load(args.study, args.storage, args.runs)
+    out = args.output or DEFAULT_DIR / f"{args.study}.html"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(build(study, args.study), encoding="utf-8")
+    print(out)
+    return 0

@@ -1,0 +1,349 @@
+"""The morning dashboard: one self-contained HTML file (plotly.js inside) per study.
+
+Panels: recommendations; decode t/s against the speculative depth with the baseline; acceptance over the two
+main speculative settings; context against acceptance and t/s; speed against usable context (Pareto front);
+memory per trial with "free but unused" flagged; failed trials and silent overrides; parameter importance;
+the trial timeline. A panel without data says so in words instead of drawing an empty plot.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import optuna
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.offline import get_plotlyjs
+from plotly.subplots import make_subplots
+
+from sweep.analysis import (
+    OverallRecommendation,
+    Recommendation,
+    TrialView,
+    complete_views,
+    overall_recommendation,
+    recommendations,
+    study_frame,
+    trial_views,
+)
+from sweep.outputs.compare import usable_context
+
+# Words that mark a parameter as the speculative depth, most telling first (SGLang steps, llama.cpp lengths).
+DEPTH_WORDS = ("num-steps", "n-max", "draft-tokens", "size-n", "n-min", "size-m", "n-match")
+FREE_BUT_UNUSED_GB = 1.0
+
+
+@dataclass(frozen=True)
+class Panel:
+    title: str
+    figure: go.Figure | None = None
+    html: str = ""  # a table, or the plain message that replaces an empty plot
+
+
+def _flags(view: TrialView) -> str:
+    assert view.record is not None
+    return "<br>".join(f"{k}={v}" for k, v in view.record.params.items())
+
+
+def numeric_params(frame: pd.DataFrame) -> list[str]:
+    """Swept numeric parameters (more than one value), the speculative depth first."""
+    names = []
+    for column in frame.columns:
+        if not column.startswith("param:"):
+            continue
+        values = pd.to_numeric(frame[column], errors="coerce")
+        if values.notna().any() and values.dropna().nunique() > 1:
+            names.append(column)
+    rank = {
+        name: next((i for i, w in enumerate(DEPTH_WORDS) if w in name), len(DEPTH_WORDS)) for name in names
+    }
+    return sorted(names, key=lambda n: rank[n])
+
+
+def _message(title: str, text: str) -> Panel:
+    return Panel(title, html=f"<p class='empty'>{html.escape(text)}</p>")
+
+
+def speed_panel(frame: pd.DataFrame, views: dict[int, TrialView]) -> Panel:
+    title = "Decode speed against the speculative depth"
+    depth = numeric_params(frame)
+    ok = frame[(frame["status"] == "ok") & (frame["role"] != "baseline")] if not frame.empty else frame
+    if not depth or ok.empty:
+        return _message(title, "No speculative trial with a numeric depth setting was measured yet.")
+    x = depth[0]
+    fig = go.Figure()
+    base = frame[frame["role"] == "baseline"]
+    for workload, rows in ok.groupby("workload", sort=False):
+        rows = (
+            rows.assign(depth=pd.to_numeric(rows[x], errors="coerce"))
+            .dropna(subset=["depth"])
+            .sort_values("depth")
+        )
+        best = rows.loc[rows.groupby("depth")["decode_tps"].idxmax()]
+        fig.add_trace(go.Scatter(
+            x=best["depth"], y=best["decode_tps"], mode="lines+markers", name=str(workload),
+            error_y={"type": "data", "symmetric": False, "array": best["decode_tps_high"] - best["decode_tps"],
+                     "arrayminus": best["decode_tps"] - best["decode_tps_low"]},
+            hovertext=[_flags(views[t]) for t in best["trial"].tolist()], hoverinfo="text+y",
+        ))  # fmt: skip
+        baseline_tps = base.loc[base["workload"] == workload, "decode_tps"]
+        if not baseline_tps.empty and not math.isnan(float(baseline_tps.iloc[0])):
+            fig.add_hline(y=float(baseline_tps.iloc[0]), line_dash="dot",
+                          annotation_text=f"{workload}: no speculation", annotation_position="top left")  # fmt: skip
+    fig.update_layout(
+        xaxis_title=x.removeprefix("param:"), yaxis_title="decode tokens/s (median, range of repeats)"
+    )
+    return Panel(title, fig)
+
+
+def acceptance_panel(frame: pd.DataFrame) -> Panel:
+    title = "Acceptance over the speculative settings"
+    names = numeric_params(frame)
+    spec = frame[frame["acceptance_length"].notna()] if not frame.empty else frame
+    if not names or spec.empty:
+        return _message(title, "No trial drafted tokens yet, so there is no acceptance to show.")
+    workloads = list(dict.fromkeys(spec["workload"]))
+    fig = make_subplots(rows=2, cols=len(workloads), subplot_titles=[f"{w}: accept length" for w in workloads]
+                        + [f"{w}: accept rate" for w in workloads], vertical_spacing=0.18)  # fmt: skip
+    x = names[0]
+    y = names[1] if len(names) > 1 else None
+    for col, workload in enumerate(workloads, start=1):
+        rows = spec[spec["workload"] == workload]
+        for row, metric in ((1, "acceptance_length"), (2, "acceptance_rate")):
+            if y is None:
+                pts = rows.assign(v=pd.to_numeric(rows[x], errors="coerce")).sort_values("v")
+                fig.add_trace(
+                    go.Scatter(x=pts["v"], y=pts[metric], mode="markers+lines", showlegend=False),
+                    row=row,
+                    col=col,
+                )
+            else:
+                grid = rows.pivot_table(index=y, columns=x, values=metric, aggfunc="max")
+                fig.add_trace(
+                    go.Heatmap(
+                        z=grid.values,
+                        x=list(grid.columns),
+                        y=list(grid.index),
+                        coloraxis="coloraxis" if row == 1 else "coloraxis2",
+                    ),
+                    row=row,
+                    col=col,
+                )
+            fig.update_xaxes(title_text=x.removeprefix("param:"), row=row, col=col)
+            if y is not None:
+                fig.update_yaxes(title_text=y.removeprefix("param:"), row=row, col=col)
+    fig.update_layout(height=650, coloraxis={"colorscale": "Viridis", "colorbar": {"title": "tokens/step", "y": 0.8, "len": 0.4}},
+                      coloraxis2={"colorscale": "Cividis", "colorbar": {"title": "rate", "y": 0.2, "len": 0.4}})  # fmt: skip
+    return Panel(title, fig)
+
+
+def context_panel(frame: pd.DataFrame, views: dict[int, TrialView]) -> Panel:
+    title = "Context length against speed and acceptance"
+    ok = frame[frame["status"] == "ok"] if not frame.empty else frame
+    if ok.empty or ok["prompt_tokens"].nunique() < 2:
+        return _message(
+            title,
+            "Only one prompt length was measured; add context variants (context: [8192, 32768]) to see this.",
+        )
+    fig = make_subplots(rows=1, cols=2, subplot_titles=["decode tokens/s", "accept length (tokens/step)"])
+    for trial in sorted(set(ok["trial"].tolist())):
+        rows = ok[ok["trial"] == trial].sort_values("prompt_tokens")
+        name = f"trial {trial}" + (" (no speculation)" if rows["role"].iloc[0] == "baseline" else "")
+        hover = _flags(views[trial])
+        fig.add_trace(go.Scatter(x=rows["prompt_tokens"], y=rows["decode_tps"], mode="markers+lines", name=name,
+                                 legendgroup=name, hovertext=hover, text=rows["workload"]), row=1, col=1)  # fmt: skip
+        fig.add_trace(go.Scatter(x=rows["prompt_tokens"], y=rows["acceptance_length"], mode="markers+lines", name=name,
+                                 legendgroup=name, showlegend=False, hovertext=hover, text=rows["workload"]), row=1, col=2)  # fmt: skip
+    fig.update_xaxes(title_text="prompt tokens (median)", type="log")
+    return Panel(title, fig)
+
+
+def pareto_panel(views: list[TrialView]) -> Panel:
+    title = "Speed against usable context (Pareto front)"
+    points = []
+    for view in complete_views(views):
+        assert view.record is not None
+        speeds = [
+            s.decode_tps.median for s in view.record.workloads.values() if s.status == "ok" and s.decode_tps
+        ]
+        context = usable_context(view.record)
+        if speeds and context:
+            points.append((context, sum(speeds) / len(speeds), view))
+    if not points:
+        return _message(title, "No completed trial reported both its usable context and a speed.")
+    points.sort(key=lambda p: (-p[0], -p[1]))
+    front, best = [], -1.0
+    for context, speed, _view in points:  # widest context first: on the front if faster than every wider one
+        if speed > best:
+            front.append((context, speed))
+            best = speed
+    fig = go.Figure([
+        go.Scatter(x=[p[0] for p in points], y=[p[1] for p in points], mode="markers", name="trials",
+                   hovertext=[f"trial {p[2].number}<br>{_flags(p[2])}" for p in points], hoverinfo="text+x+y"),
+        go.Scatter(x=[f[0] for f in front], y=[f[1] for f in front], mode="lines+markers", name="Pareto front"),
+    ])  # fmt: skip
+    fig.update_layout(xaxis_title="usable context: min(context length, KV pool) (tokens)",
+                      yaxis_title="mean decode tokens/s over workloads")  # fmt: skip
+    return Panel(title, fig)
+
+
+def memory_panel(views: list[TrialView]) -> Panel:
+    title = "Memory per trial"
+    rows = [v for v in views if v.record is not None and v.record.facts.free_after_pool_gb is not None]
+    if not rows:
+        return _message(title, "The engine's logs gave no memory figures (llama.cpp prints none at its default verbosity); "
+                               "the KV pool per trial is in each record.")  # fmt: skip
+    labels = [f"trial {v.number}" for v in rows]
+    facts = [v.record.facts for v in rows if v.record]
+    unused = [
+        f.free_after_pool_gb is not None
+        and f.free_after_pool_gb > max(FREE_BUT_UNUSED_GB, f.kv_cache_gb or 0.0)
+        for f in facts
+    ]
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    fig.add_trace(go.Bar(x=labels, y=[f.kv_cache_gb for f in facts], name="KV pool (GB)"))
+    fig.add_trace(go.Bar(x=labels, y=[f.graph_capture_gb for f in facts], name="CUDA-graph capture (GB)"))
+    fig.add_trace(go.Bar(x=labels, y=[f.free_after_pool_gb for f in facts], name="free after the pool (GB)",
+                         marker_color=["crimson" if u else "lightgreen" for u in unused]))  # fmt: skip
+    fig.add_trace(
+        go.Scatter(x=labels, y=[f.kv_pool_tokens for f in facts], name="KV pool (tokens)", mode="markers"),
+        secondary_y=True,
+    )
+    for label, flag in zip(labels, unused, strict=True):
+        if flag:
+            fig.add_annotation(
+                x=label, y=0, text="free but unused?", showarrow=False, yshift=-28, font={"color": "crimson"}
+            )
+    fig.update_layout(barmode="group", yaxis_title="GB")
+    fig.update_yaxes(title_text="KV pool tokens", secondary_y=True)
+    note = ("<p>Red: more memory free after the KV pool than the pool itself got. Free memory next to a small pool "
+            "points at a sizing miscalculation (see the field reports' x5 case), not a shortage.</p>")  # fmt: skip
+    return Panel(title, fig, note)
+
+
+def table(headers: list[str], rows: list[list[str]]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def failures_panel(views: list[TrialView]) -> Panel:
+    failed = [v for v in views if v.state == "FAIL"]
+    overridden = [v for v in views if v.record and v.record.facts.overrides]
+    parts = [table(["trial", "stage", "reason", "flags"],
+                   [[str(v.number), v.record.stage if v.record else "interrupted", v.failure,
+                     " ".join(f"{k}={x}" for k, x in (v.record.params if v.record else {}).items())] for v in failed])
+             if failed else "<p class='empty'>No trial failed.</p>"]  # fmt: skip
+    parts.append("<h3>Silent overrides (asked one value, the server used another)</h3>")
+    parts.append(table(["trial", "override"], [[str(v.number), o] for v in overridden if v.record for o in v.record.facts.overrides])
+                 if overridden else "<p class='empty'>The server used every value as asked.</p>")  # fmt: skip
+    return Panel("Failed trials and silent overrides", html="".join(parts))
+
+
+def importance_panel(study: optuna.Study) -> Panel:
+    title = "Parameter importance (Optuna)"
+    names = study.metric_names or []
+    fig = go.Figure()
+    for i, name in enumerate(names):
+        try:
+            with (
+                warnings.catch_warnings()
+            ):  # "few trials per regime": the panel's title already says it ranks a sample
+                warnings.simplefilter("ignore")
+                importances = optuna.importance.get_param_importances(study, target=_objective(i))
+        except (RuntimeError, ValueError):
+            continue
+        if importances:
+            fig.add_trace(go.Bar(x=list(importances), y=list(importances.values()), name=name))
+    if not fig.data:
+        return _message(title, "Too few completed trials over a common set of parameters to rank them yet.")
+    fig.update_layout(
+        barmode="group", yaxis_title="importance (share of decode t/s variance)", xaxis_title="parameter"
+    )
+    return Panel(title, fig)
+
+
+def _objective(index: int) -> Callable[[optuna.trial.FrozenTrial], float]:
+    return lambda trial: float(trial.values[index])
+
+
+def timeline_panel(study: optuna.Study) -> Panel:
+    if not study.trials:
+        return _message("Trial timeline", "No trial has run yet.")
+    fig = optuna.visualization.plot_timeline(study)
+    fig.update_layout(title=None, xaxis_title="wall-clock time", yaxis_title="trial")
+    return Panel("Trial timeline", fig)
+
+
+def recommendations_html(recs: list[Recommendation], overall: OverallRecommendation | None) -> str:
+    if not recs:
+        return "<p class='empty'>No workload was measured yet.</p>"
+    rows = []
+    for r in recs:
+        gain = "-" if r.gain is None else f"{r.gain:+.0%} ({r.gain_low:+.0%} .. {r.gain_high:+.0%})"
+        acc = r.summary.acceptance_length
+        rows.append([r.workload, f"{r.decode_tps.median:.1f}", f"{r.baseline_tps.median:.1f}" if r.baseline_tps else "-", gain,
+                     f"{acc.median:.2f}" if acc else "-", r.verdict, f"trial {r.recommended_trial}",
+                     " ".join(f"{k}={v}" for k, v in r.recommended_params.items()), r.why])  # fmt: skip
+    parts = [
+        table(
+            [
+                "workload",
+                "best t/s",
+                "no-spec t/s",
+                "gain (per-prompt range)",
+                "accept len",
+                "verdict",
+                "run",
+                "flags",
+                "why",
+            ],
+            rows,
+        )
+    ]
+    if overall is not None:
+        flags = " ".join(f"{k}={v}" for k, v in overall.params.items())
+        parts.append(f"<p><b>One server for all workloads:</b> trial {overall.trial}: <code>{html.escape(flags)}</code> "
+                     f"({html.escape(overall.why)}; worst-case gain {overall.worst_gain:+.0%})</p>")  # fmt: skip
+    return "".join(parts)
+
+
+STYLE = """body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}h2{margin-top:1.6em}
+table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:3px 8px;font-size:13px;text-align:left}
+.empty{color:#666;font-style:italic}code{background:#f4f4f4}"""
+
+
+def build(study: optuna.Study, study_name: str) -> str:
+    views = trial_views(study)
+    by_number = {v.number: v for v in views}
+    frame = study_frame(study)
+    recs, overall = recommendations(study), overall_recommendation(study)
+    panels: list[Panel] = [Panel("Recommendations", html=recommendations_html(recs, overall))]
+    builders: list[Callable[[], Panel]] = [
+        lambda: speed_panel(frame, by_number), lambda: acceptance_panel(frame), lambda: context_panel(frame, by_number),
+        lambda: pareto_panel(views), lambda: memory_panel(views), lambda: failures_panel(views),
+        lambda: importance_panel(study), lambda: timeline_panel(study),
+    ]  # fmt: skip
+    panels += [make() for make in builders]
+    body = []
+    for i, panel in enumerate(panels):
+        body.append(f"<section data-panel='{i}'><h2>{html.escape(panel.title)}</h2>{panel.html}")
+        if panel.figure is not None:
+            panel.figure.update_layout(template="plotly_white", margin={"t": 40})
+            body.append(panel.figure.to_html(full_html=False, include_plotlyjs=False, div_id=f"panel-{i}"))
+        body.append("</section>")
+    done = sum(v.state == "COMPLETE" for v in views)
+    summary = f"{len(views)} trials, {done} complete, {sum(v.state == 'FAIL' for v in views)} failed"
+    meta = json.dumps({"study": study_name, "trials": len(views)})
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>specsweep: {html.escape(study_name)}</title>"
+        f"<style>{STYLE}</style><script type='text/javascript'>{get_plotlyjs()}</script></head><body>"
+        f"<h1>specsweep study {html.escape(study_name)}</h1><p>{summary}</p><script type='application/json' id='meta'>{meta}</script>"
+        + "".join(body)
+        + "</body></html>"
+    )

@@ -1,0 +1,48 @@
+"""The recommended configuration as something to run: a command line, a docker-compose block, JSON or YAML."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+FORMATS = ("cli", "compose", "json", "yaml")
+
+
+@dataclass(frozen=True)
+class Export:
+    engine: str
+    study: str
+    trial: int
+    workload: str | None
+    params: dict[str, Any]
+    argv: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"engine": self.engine, "study": self.study, "trial": self.trial, "workload": self.workload,
+                "params": self.params, "argv": self.argv}  # fmt: skip
+
+
+def with_port(argv: list[str], port: int) -> list[str]:
+    """The trial's argv with the port it was measured on replaced (a sweep picks free ports)."""
+    out = list(argv)
+    if "--port" in out:
+        out[out.index("--port") + 1] = str(port)
+    return out
+
+
+def render(export: Export, fmt: str) -> str:
+    if fmt == "cli":
+        return shlex.join(export.argv)
+    if fmt == "compose":
+        service = {"services": {export.engine: {"command": export.argv}}}
+        head = f"# specsweep study {export.study}, trial {export.trial}" + (
+            f", for {export.workload}" if export.workload else ", for all workloads"
+        )
+        return head + "\n" + yaml.safe_dump(service, sort_keys=False, width=1000)
+    if fmt == "json":
+        return json.dumps(export.to_dict(), indent=2)
+    return yaml.safe_dump(export.to_dict(), sort_keys=False, width=1000)

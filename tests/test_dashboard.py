@@ -1,0 +1,173 @@
+"""The morning outputs on real studies (the SGLang simulator and llama-server): the dashboard in a real
+headless Chromium, recommendations, export that launches, and compare."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+
+from sweep.cli import main
+from sweep.outputs.dashboard import build
+
+REPO = Path(__file__).resolve().parents[1]
+ARTEFACTS = REPO / "test-artifacts"
+
+SPACE = """
+engine: sglang
+server: {launcher: ["{python}", -m, sweep.sim, --sim-time-scale, "0.005", --sim-seed, "3"], model: /models/q}
+fixed: {kv-cache-dtype: fp8_e4m3}
+params:
+  speculative-algorithm: {choices: [NEXTN]}
+  speculative-num-steps: {int: [1, 5]}
+  speculative-eagle-topk: {choices: [1, 2]}
+  speculative-num-draft-tokens: {int: [2, 8], when: {speculative-eagle-topk: [2]}}
+  mem-fraction-static: {choices: [0.88, 0.92]}
+enqueue:
+  - {speculative-algorithm: NEXTN, speculative-num-steps: 3, speculative-eagle-topk: 1, mem-fraction-static: 0.92}
+  - {speculative-algorithm: NEXTN, speculative-num-steps: 2, speculative-eagle-topk: 2, speculative-num-draft-tokens: 4, mem-fraction-static: 0.88}
+workloads: [{class: code}, {class: prose, context: [null, 16000]}]
+probe: {repeats: 2, max_tokens: 64}
+trials: 7
+seed: 5
+"""
+
+
+@pytest.fixture(scope="module")
+def study_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("dash")
+    (root / "space.yaml").write_text(SPACE)
+    assert (
+        main(["run", "--space", str(root / "space.yaml"), "--study", "dash", "--runs", str(root / "runs")])
+        == 0
+    )
+    return root / "runs"
+
+
+def chromium() -> str:
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert path, (
+        "Debian's chromium is needed for this test: `make test` installs it (apt-get install chromium)"
+    )
+    return path
+
+
+def render(page: Path, screenshot: Path | None = None) -> tuple[str, str]:
+    """The page's DOM after its scripts ran, and what the browser logged (console messages included)."""
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             "--enable-logging=stderr", "--v=0", "--virtual-time-budget=10000", f"--user-data-dir={page.parent / 'profile'}"]  # fmt: skip
+    dom = subprocess.run(
+        [chromium(), *flags, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120
+    )
+    if screenshot is not None:
+        subprocess.run([chromium(), *flags, "--window-size=1400,6000", f"--screenshot={screenshot}", page.as_uri()],
+                       capture_output=True, text=True, timeout=120)  # fmt: skip
+    return dom.stdout, dom.stderr
+
+
+def test_dashboard_in_a_real_browser(study_runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    page = study_runs.parent / "dash.html"
+    assert main(["dashboard", "--study", "dash", "--runs", str(study_runs), "-o", str(page)]) == 0
+    assert capsys.readouterr().out.strip() == str(page)
+    ARTEFACTS.mkdir(exist_ok=True)
+    dom, log = render(page, ARTEFACTS / "dashboard.png")
+    assert "CONSOLE" not in log and "Uncaught" not in log, log[-2000:]
+    sections = re.findall(r"<section data-panel=[\"'](\d+)[\"']>(.*?)</section>", dom, re.S)
+    assert len(sections) == 9
+    for number, content in sections:
+        if number == "6":  # failures and overrides: no trial failed here, and the overrides table has rows
+            assert "reset it to 48" in content
+            continue
+        assert 'class="empty"' not in content, f"panel {number} has no data"
+        if number != "0":  # the recommendations panel is a table
+            assert "main-svg" in content, f"panel {number} was not drawn by plotly"
+    assert (ARTEFACTS / "dashboard.png").stat().st_size > 10_000
+    # The same numbers as `report --json`.
+    assert main(["report", "--study", "dash", "--runs", str(study_runs), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    table = sections[0][1]
+    for rec in report["recommendations"]:
+        row = re.search(
+            rf"<tr><td>{re.escape(rec['workload'])}</td><td>([\d.]+)</td><td>([\d.]+)</td>", table
+        )
+        assert row, rec["workload"]
+        assert row.group(1) == f"{rec['decode_tps']['median']:.1f}"
+        assert row.group(2) == f"{rec['baseline_tps']['median']:.1f}"
+
+
+def test_dashboard_with_one_trial_or_only_failures(tmp_path: Path) -> None:
+    study = optuna.create_study(directions=["maximize"])
+    study.set_metric_names(["code"])
+    page = build(study, "empty")
+    assert page.count("class='empty'") >= 6 and "No trial has run yet." in page
+    trial = study.ask()
+    trial.set_user_attr(
+        "record",
+        {"number": 0, "params": {"spec-type": "none"}, "failure": "llama-server exited", "stage": "launch"},
+    )
+    study.tell(trial, state=optuna.trial.TrialState.FAIL)
+    page = build(study, "failed")
+    assert "llama-server exited" in page and "No speculative trial" in page
+    (tmp_path / "f.html").write_text(page)
+    _, log = render(tmp_path / "f.html")
+    assert "Uncaught" not in log
+
+
+def test_recommendations_prefer_cheaper_when_within_noise(
+    study_runs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["report", "--study", "dash", "--runs", str(study_runs), "--json"]) == 0
+    report: dict[str, Any] = json.loads(capsys.readouterr().out)
+    by_trial = {t["number"]: t for t in report["trials"]}
+    for rec in report["recommendations"]:
+        chosen = by_trial[rec["recommended_trial"]]["record"]["workloads"][rec["workload"]]["decode_tps"][
+            "median"
+        ]
+        assert chosen >= rec["decode_tps"]["median"] * 0.95 or rec["within_noise"]
+    assert report["overall"]["worst_gain"] == min(report["overall"]["gains"].values())
+
+
+def test_export_formats_and_compare(study_runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert (
+        main(
+            ["export", "--study", "dash", "--runs", str(study_runs), "--workload", "code", "--format", "json"]
+        )
+        == 0
+    )
+    exported = json.loads(capsys.readouterr().out)
+    assert (
+        exported["engine"] == "sglang" and exported["argv"][exported["argv"].index("--port") + 1] == "30000"
+    )
+    assert main(["export", "--study", "dash", "--runs", str(study_runs), "--format", "compose"]) == 0
+    compose = capsys.readouterr().out
+    assert "services:\n  sglang:\n    command:" in compose
+    assert main(["export", "--study", "dash", "--runs", str(study_runs), "--workload", "nope"]) == 2
+    out = study_runs.parent / "cmp.html"
+    assert main(["compare", "dash", "dash:0", "--runs", str(study_runs), "-o", str(out)]) == 0
+    table = capsys.readouterr().out
+    assert (
+        table.startswith("| | dash:")
+        and "| usable context (tokens x slots) |" in table
+        and "| KV pool (tokens) |" in table
+    )
+    assert "<table>" in out.read_text()
+
+
+def test_exported_command_launches(
+    study_runs: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from sweep.server import ServerProcess, free_port
+
+    port = free_port()
+    assert main(["export", "--study", "dash", "--runs", str(study_runs), "--port", str(port)]) == 0
+    argv = shlex.split(capsys.readouterr().out.strip())
+    with ServerProcess(argv, tmp_path / "exported.log", dict(__import__("os").environ)) as server:
+        server.wait_ready(f"http://127.0.0.1:{port}/health", timeout_s=60)
