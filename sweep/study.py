@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 import optuna
+import sqlalchemy.exc
 from optuna.trial import TrialState
 
 from sweep.engines import Engine, ServerSetup, engine_class
@@ -24,6 +25,7 @@ from sweep.server import ServerProcess, ensure_port_free, free_port
 from sweep.space import Space
 
 HEARTBEAT_S = 20
+STORAGE_ATTEMPTS = 4
 GRACE_S = 60
 RECORD_ATTR = "record"
 ROLE_ATTR = "role"
@@ -58,13 +60,20 @@ def make_storage(url: str) -> optuna.storages.BaseStorage:
     """An RDB storage with heartbeats, so a trial whose process died is found and marked failed later."""
     if url.startswith("sqlite:///"):
         Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-    try:
-        return optuna.storages.RDBStorage(url, heartbeat_interval=HEARTBEAT_S, grace_period=GRACE_S)
-    except Exception as exc:  # SQLAlchemy raises many kinds; all mean the URL cannot be used
-        raise UserError(
-            f"cannot open storage {url} ({exc.__class__.__name__}: {exc})".split("\n")[0],
-            "check the URL, e.g. sqlite:///runs/x/study.db or postgresql://user@host/db",
-        ) from None
+    if url.startswith(("postgresql://", "postgres://")):
+        url = "postgresql+psycopg://" + url.split("://", 1)[1]  # the driver specsweep installs (psycopg 3)
+    for attempt in range(STORAGE_ATTEMPTS):
+        try:
+            return optuna.storages.RDBStorage(url, heartbeat_interval=HEARTBEAT_S, grace_period=GRACE_S)
+        except sqlalchemy.exc.IntegrityError:
+            # Workers starting together on an empty database race to create Optuna's tables; the loser retries.
+            time.sleep(1.0 + attempt)
+        except Exception as exc:  # SQLAlchemy raises many kinds; all mean the URL cannot be used
+            raise UserError(
+                f"cannot open storage {url} ({exc.__class__.__name__}: {exc})".split("\n")[0],
+                "check the URL, e.g. sqlite:///runs/x/study.db or postgresql://user@host/db",
+            ) from None
+    raise UserError(f"cannot create Optuna's tables in {url}", "run again: another worker may be creating them")
 
 
 def build_engine(space: Space) -> Engine:
@@ -142,7 +151,8 @@ def open_study(space: Space, paths: StudyPaths) -> optuna.Study:
     live = (TrialState.COMPLETE, TrialState.WAITING, TrialState.RUNNING)
     if not any(t.user_attrs.get(ROLE_ATTR) == "baseline" and t.state in live for t in study.trials):
         # First run, or the baseline failed before (e.g. a broken flag since fixed): every study needs one.
-        study.enqueue_trial({}, user_attrs={ROLE_ATTR: "baseline"})
+        # skip_if_exists on a new study: two workers opening a shared study at once enqueue one baseline, not two.
+        study.enqueue_trial({}, user_attrs={ROLE_ATTR: "baseline"}, skip_if_exists=new)
     if new:
         for params in space.enqueue:
             study.enqueue_trial(dict(params), user_attrs={ROLE_ATTR: "enqueued"})
@@ -178,13 +188,19 @@ class Sweep:
         self._finished_before = len(finished_trials(study))
         remaining = self._target - self._finished_before
         if remaining > 0:
-            study.optimize(self.objective, n_trials=remaining, catch=(TrialFailed,), gc_after_trial=False)
+            # Workers sharing the study stop when together they reach the target (each may finish one more).
+            study.optimize(self.objective, n_trials=remaining, catch=(TrialFailed,), gc_after_trial=False,
+                           callbacks=[self._stop_at_target])  # fmt: skip
         if self.baseline_launch_failure:
             raise UserError(
                 f"the server exits at start even with speculation off: {self.baseline_launch_failure}",
                 "fix the fixed flags, the model or server.extra_args in the space file",
             )
         return study
+
+    def _stop_at_target(self, study: optuna.Study, _trial: optuna.trial.FrozenTrial) -> None:
+        if len(finished_trials(study)) >= self._target:
+            study.stop()
 
     def objective(self, trial: optuna.Trial) -> list[float]:
         started = time.monotonic()

@@ -1,0 +1,42 @@
+"""Several workers share one study in a real PostgreSQL: one baseline, no trial run twice, the target reached."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import optuna
+
+from sweep.study import make_storage
+
+SPACE = """
+engine: sglang
+server: {launcher: ["{python}", -m, sweep.sim, --sim-time-scale, "0.005"], model: /models/q}
+fixed: {kv-cache-dtype: fp8_e4m3}
+params:
+  speculative-algorithm: {choices: [NEXTN]}
+  speculative-num-steps: {int: [1, 6]}
+workloads: [{class: code}]
+probe: {repeats: 1, max_tokens: 32}
+trials: 6
+"""
+
+
+def test_two_workers_share_a_study(tmp_path: Path, postgres_url: str) -> None:
+    (tmp_path / "space.yaml").write_text(SPACE)
+    argv = [sys.executable, "-m", "sweep", "run", "--space", str(tmp_path / "space.yaml"), "--study", "shared",
+            "--storage", postgres_url, "--runs", str(tmp_path / "runs")]  # fmt: skip
+    workers = [
+        subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)
+    ]
+    outputs = [w.communicate(timeout=300) for w in workers]
+    assert [w.returncode for w in workers] == [0, 0], [o[1][-3000:] for o in outputs]
+    study = optuna.load_study(study_name="shared", storage=make_storage(postgres_url))
+    finished = [t for t in study.trials if t.state.is_finished()]
+    assert 6 <= len(finished) <= 7  # each worker may finish the trial it had started when the target was met
+    assert sum(t.user_attrs.get("role") == "baseline" for t in study.trials) == 1
+    assert all("record" in t.user_attrs for t in finished)  # complete without the runs folder
+    assert len({t.number for t in study.trials}) == len(study.trials)
+    logs = list((tmp_path / "runs" / "shared" / "trials").glob("*/server.log"))
+    assert len(logs) >= 6
