@@ -73,7 +73,9 @@ def make_storage(url: str) -> optuna.storages.BaseStorage:
                 f"cannot open storage {url} ({exc.__class__.__name__}: {exc})".split("\n")[0],
                 "check the URL, e.g. sqlite:///runs/x/study.db or postgresql://user@host/db",
             ) from None
-    raise UserError(f"cannot create Optuna's tables in {url}", "run again: another worker may be creating them")
+    raise UserError(
+        f"cannot create Optuna's tables in {url}", "run again: another worker may be creating them"
+    )
 
 
 def build_engine(space: Space) -> Engine:

@@ -51,18 +51,29 @@ def _flags(view: TrialView) -> str:
 
 
 def numeric_params(frame: pd.DataFrame) -> list[str]:
-    """Swept numeric parameters (more than one value), the speculative depth first."""
-    names = []
+    """Swept numeric parameters (more than one value): the one measured on most trials first, the speculative
+    depth first among equals. llama.cpp's n-gram sizes are conditional on the type, so coverage decides."""
+    names, coverage = [], {}
     for column in frame.columns:
         if not column.startswith("param:"):
             continue
         values = pd.to_numeric(frame[column], errors="coerce")
         if values.notna().any() and values.dropna().nunique() > 1:
             names.append(column)
+            coverage[column] = int(values.notna().sum())
     rank = {
         name: next((i for i, w in enumerate(DEPTH_WORDS) if w in name), len(DEPTH_WORDS)) for name in names
     }
-    return sorted(names, key=lambda n: rank[n])
+    return sorted(names, key=lambda n: (-coverage[n], rank[n]))
+
+
+def second_axis(frame: pd.DataFrame, x: str, names: list[str]) -> str | None:
+    """A second setting that varies where the first is set (draft tokens beside steps), if there is one."""
+    rows = frame[pd.to_numeric(frame[x], errors="coerce").notna()]
+    for name in names:
+        if name != x and pd.to_numeric(rows[name], errors="coerce").dropna().nunique() > 1:
+            return name
+    return None
 
 
 def _message(title: str, text: str) -> Panel:
@@ -111,7 +122,7 @@ def acceptance_panel(frame: pd.DataFrame) -> Panel:
     fig = make_subplots(rows=2, cols=len(workloads), subplot_titles=[f"{w}: accept length" for w in workloads]
                         + [f"{w}: accept rate" for w in workloads], vertical_spacing=0.18)  # fmt: skip
     x = names[0]
-    y = names[1] if len(names) > 1 else None
+    y = second_axis(spec, x, names)
     for col, workload in enumerate(workloads, start=1):
         rows = spec[spec["workload"] == workload]
         for row, metric in ((1, "acceptance_length"), (2, "acceptance_rate")):
@@ -145,15 +156,19 @@ def acceptance_panel(frame: pd.DataFrame) -> Panel:
 def context_panel(frame: pd.DataFrame, views: dict[int, TrialView]) -> Panel:
     title = "Context length against speed and acceptance"
     ok = frame[frame["status"] == "ok"] if not frame.empty else frame
-    if ok.empty or ok["prompt_tokens"].nunique() < 2:
+    if not ok.empty:
+        # Only workloads measured at several context lengths: a line joins one class of prompts, never two.
+        ok = ok.assign(cls=ok["workload"].str.split("@").str[0].str.split("/").str[0])
+        ok = ok[ok.groupby("cls")["workload"].transform("nunique") > 1]
+    if ok.empty:
         return _message(
             title,
-            "Only one prompt length was measured; add context variants (context: [8192, 32768]) to see this.",
+            "No workload was measured at several context lengths; add context variants (context: [null, 8192, 32768]).",
         )
     fig = make_subplots(rows=1, cols=2, subplot_titles=["decode tokens/s", "accept length (tokens/step)"])
-    for trial in sorted(set(ok["trial"].tolist())):
-        rows = ok[ok["trial"] == trial].sort_values("prompt_tokens")
-        name = f"trial {trial}" + (" (no speculation)" if rows["role"].iloc[0] == "baseline" else "")
+    for trial, cls in sorted(set(zip(ok["trial"].tolist(), ok["cls"].tolist(), strict=True))):
+        rows = ok[(ok["trial"] == trial) & (ok["cls"] == cls)].sort_values("prompt_tokens")
+        name = f"{cls}, trial {trial}" + (" (no speculation)" if rows["role"].iloc[0] == "baseline" else "")
         hover = _flags(views[trial])
         fig.add_trace(go.Scatter(x=rows["prompt_tokens"], y=rows["decode_tps"], mode="markers+lines", name=name,
                                  legendgroup=name, hovertext=hover, text=rows["workload"]), row=1, col=1)  # fmt: skip
