@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 import time
+import traceback
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -239,6 +240,15 @@ class Sweep:
             record.failure, record.stage = "interrupted by the user (Ctrl-C)", "interrupted"
             self._save(trial, record)
             raise
+        except UserError:
+            raise  # bad input: one line from the CLI, not a trial result
+        except Exception as exc:
+            # A server that answers something unexpected must not end the night: the trial fails, with its
+            # reason here and the traceback in the trial's folder.
+            record.failure, record.stage = f"unexpected {exc.__class__.__name__}: {exc}", "error"
+            trial_dir = self.paths.trial_dir(record.number)
+            trial_dir.mkdir(parents=True, exist_ok=True)
+            (trial_dir / "error.txt").write_text(traceback.format_exc())
         self._save(trial, record)
         self._durations.append(time.monotonic() - started)
         if record.failed:

@@ -254,3 +254,21 @@ def test_interrupted_trial_is_marked_and_run_again(tmp_path: Path) -> None:
         study_name="stop", storage=f"sqlite:///{tmp_path / 'runs' / 'stop' / 'study.db'}"
     )
     assert [t.state.name for t in study.trials] == ["COMPLETE", "FAIL", "COMPLETE"]
+
+
+def test_speculation_that_cannot_be_verified_is_not_counted(tmp_path: Path) -> None:
+    space = tmp_path / "noslots.yaml"
+    space.write_text(
+        SPACE.replace("server: {startup_timeout: 120}", "server: {extra_args: [--no-slots]}")
+        .replace("- {spec-type: ngram-simple, spec-ngram-simple-size-n: 3}", "- {spec-type: ngram-mod}")
+        .replace("repeats: 2, max_tokens: 48", "repeats: 1, max_tokens: 16")
+    )
+    assert main(["run", "--space", str(space), "--runs", str(tmp_path / "runs"), "--trials", "2"]) == 0
+    study = optuna.load_study(
+        study_name="noslots", storage=f"sqlite:///{tmp_path / 'runs' / 'noslots' / 'study.db'}"
+    )
+    assert [t.state.name for t in study.trials] == ["COMPLETE", "FAIL"]
+    assert (
+        study.trials[1].user_attrs["record"]["failure"]
+        == "cannot verify speculation: /slots answered HTTP 501; drop --no-slots"
+    )

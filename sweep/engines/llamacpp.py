@@ -219,8 +219,17 @@ class LlamaCppEngine(Engine):
         return exit_reason(log, returncode)
 
     def inspect_running(self, client: httpx.Client, facts: LaunchFacts, params: Params, log: str) -> None:
-        slots = client.get("/slots").json()
         facts.speculation_requested = self.wants_speculation(params)
+        response = client.get("/slots")
+        if (
+            response.status_code != 200
+        ):  # --no-slots: the one place llama-server says whether speculation is on
+            if facts.speculation_requested:
+                raise SpeculationInactive(
+                    f"cannot verify speculation: /slots answered HTTP {response.status_code}; drop --no-slots"
+                )
+            return
+        slots = response.json()
         facts.speculation_active = any(slot.get("speculative") for slot in slots)
         if facts.n_ctx_slot is None and slots:
             facts.n_ctx_slot = slots[0].get("n_ctx")
