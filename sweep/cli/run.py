@@ -8,6 +8,7 @@ from pathlib import Path
 
 from sweep.analysis import overall_recommendation, recommendations, trial_views
 from sweep.outputs.console import report_text
+from sweep.outputs.dashboard import build
 from sweep.space import Space, load_space
 from sweep.study import StudyPaths, Sweep, build_engine, validate
 
@@ -45,6 +46,11 @@ def sweep_space(space: Space, study: str, storage: str | None, runs: Path, trial
     progress(f"study {study}: {paths.storage_url}; server logs and measurements in {paths.run_dir}/trials/")
     result = Sweep(space, engine, paths, progress).run(trials)
     print(report_text(study, trial_views(result), recommendations(result), overall_recommendation(result)))
+    # The morning view: dashboards/ beside runs/ (as in a clone: runs/ and dashboards/ at the top).
+    page = runs.parent / "dashboards" / f"{study}.html"
+    page.parent.mkdir(parents=True, exist_ok=True)
+    page.write_text(build(result, study), encoding="utf-8")
+    progress(f"dashboard: {page}")
     return paths
 
 

@@ -30,8 +30,10 @@ def report_text(
     failed = [v for v in views if v.state == "FAIL"]
     baseline = next((v.number for v in views if v.role == "baseline" and v.state == "COMPLETE"), None)
     queued = sum(v.state == "WAITING" for v in views)
+    infeasible = sum(v.record is not None and v.record.stage == "infeasible" for v in views)
     lines = [
-        f"study {study_name}: {len(views) - queued} trials, {done} complete, {len(failed)} failed"
+        f"study {study_name}: {len(views) - queued} trials, {done - infeasible} complete, {len(failed)} failed"
+        + (f", {infeasible} infeasible (not launched)" if infeasible else "")
         + (f", {queued} queued" if queued else "")
         + "; "
         + (
