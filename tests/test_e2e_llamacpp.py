@@ -70,7 +70,9 @@ def test_three_trials_baseline_first(study_dir: dict[str, Any]) -> None:
         "spec-type": "ngram-simple",
         "spec-ngram-simple-size-n": 3,
     }
-    assert "plotly" in (study_dir["root"] / "dashboards" / "e2e.html").read_text()[:5_000_000]  # written by `run`
+    assert (
+        "plotly" in (study_dir["root"] / "dashboards" / "e2e.html").read_text()[:5_000_000]
+    )  # written by `run`
     for number, rec in recs.items():
         assert (study_dir["run_dir"] / "trials" / str(number) / "server.log").stat().st_size > 0
         assert rec["facts"]["n_ctx_slot"] == 2048
