@@ -53,7 +53,30 @@ def records(run_dir: Path) -> dict[int, dict[str, Any]]:
 
 
 def load(run_dir: Path) -> optuna.Study:
-    return optuna.load_study(study_name="e2e", storage=f"sqlite:///{run_dir / 'study.db'}")
+    """The study whose folder is `run_dir` (runs/<study>), from its SQLite storage."""
+    return optuna.load_study(study_name=run_dir.name, storage=f"sqlite:///{run_dir / 'study.db'}")
+
+
+def run_variant(tmp_path: Path, name: str, text: str, *extra: str, exit_code: int = 0) -> optuna.Study:
+    """Run `specsweep run` on a space file `name`.yaml holding `text`, then load the study it made."""
+    space = tmp_path / f"{name}.yaml"
+    space.write_text(text)
+    assert main(["run", "--space", str(space), "--runs", str(tmp_path / "runs"), *extra]) == exit_code
+    return load(tmp_path / "runs" / name)
+
+
+def quick(text: str) -> str:
+    """Fewer, shorter requests: for tests about launches rather than measurements."""
+    return text.replace("repeats: 2, max_tokens: 48", "repeats: 1, max_tokens: 16")
+
+
+def ngram_mod_after_baseline(server: str) -> str:
+    """The space with another `server:` line, and ngram-mod as the trial after the baseline."""
+    return quick(
+        SPACE.replace("server: {startup_timeout: 120}", server).replace(
+            "- {spec-type: ngram-simple, spec-ngram-simple-size-n: 3}", "- {spec-type: ngram-mod}"
+        )
+    )
 
 
 def test_three_trials_baseline_first(study_dir: dict[str, Any]) -> None:
@@ -161,27 +184,17 @@ def test_port_in_use_is_one_line_and_leaves_the_study_intact(
 
 
 def test_server_that_exits_at_start_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    space = tmp_path / "dies.yaml"
-    space.write_text(
-        SPACE.replace("server: {startup_timeout: 120}", "server: {extra_args: [--spec-type, draft]}")
-    )
-    assert main(["run", "--space", str(space), "--runs", str(tmp_path / "runs")]) == 2
+    dies = SPACE.replace("server: {startup_timeout: 120}", "server: {extra_args: [--spec-type, draft]}")
+    study = run_variant(tmp_path, "dies", dies, exit_code=2)
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.startswith(
         "specsweep: error: the server exits at start even with speculation off: bad value for --spec-type: unknown speculative type: draft"
     )
     assert err.endswith("fix: fix the fixed flags, the model or server.extra_args in the space file")
-    study = optuna.load_study(
-        study_name="dies", storage=f"sqlite:///{tmp_path / 'runs' / 'dies' / 'study.db'}"
-    )
     assert [t.state.name for t in study.trials] == ["FAIL", "WAITING"]  # the sweep stopped after the baseline
     assert "unknown speculative type: draft" in study.trials[0].user_attrs["record"]["failure"]
     # Fixed and run again: the study gets a new baseline, since the old one never ran.
-    space.write_text(SPACE.replace("repeats: 2, max_tokens: 48", "repeats: 1, max_tokens: 16"))
-    assert main(["run", "--space", str(space), "--runs", str(tmp_path / "runs")]) == 0
-    study = optuna.load_study(
-        study_name="dies", storage=f"sqlite:///{tmp_path / 'runs' / 'dies' / 'study.db'}"
-    )
+    study = run_variant(tmp_path, "dies", quick(SPACE))
     assert [t.state.name for t in study.trials] == ["FAIL", "COMPLETE", "COMPLETE"]
     assert [t.user_attrs["role"] for t in study.trials] == ["baseline", "enqueued", "baseline"]
 
@@ -189,16 +202,8 @@ def test_server_that_exits_at_start_is_one_line(tmp_path: Path, capsys: pytest.C
 def test_speculation_that_does_not_start_is_a_failed_trial_not_a_baseline(tmp_path: Path) -> None:
     # A leftover draft-simple without a draft model makes llama-server run with no speculation at all
     # (non-fatal: `failed to initialize speculative decoding context`); the ngram-mod trial must say so.
-    space = tmp_path / "nospec.yaml"
-    space.write_text(
-        SPACE.replace("server: {startup_timeout: 120}", "server: {extra_args: [--spec-type, draft-simple]}")
-        .replace("- {spec-type: ngram-simple, spec-ngram-simple-size-n: 3}", "- {spec-type: ngram-mod}")
-        .replace("repeats: 2, max_tokens: 48", "repeats: 1, max_tokens: 16")
-    )
-    assert main(["run", "--space", str(space), "--runs", str(tmp_path / "runs"), "--trials", "2"]) == 0
-    study = optuna.load_study(
-        study_name="nospec", storage=f"sqlite:///{tmp_path / 'runs' / 'nospec' / 'study.db'}"
-    )
+    space = ngram_mod_after_baseline("server: {extra_args: [--spec-type, draft-simple]}")
+    study = run_variant(tmp_path, "nospec", space, "--trials", "2")
     assert [t.state.name for t in study.trials] == ["COMPLETE", "FAIL"]
     record = study.trials[1].user_attrs["record"]
     assert record["stage"] == "speculation"
@@ -211,16 +216,8 @@ def test_speculation_that_does_not_start_is_a_failed_trial_not_a_baseline(tmp_pa
 
 
 def test_prompt_longer_than_the_context_does_not_fit(tmp_path: Path) -> None:
-    space = tmp_path / "long.yaml"
-    space.write_text(
-        SPACE.replace("- {class: tool}\n  - {class: prose}", "- {class: tool, context: [3000]}").replace(
-            "repeats: 2, max_tokens: 48", "repeats: 1, max_tokens: 16"
-        )
-    )
-    assert main(["run", "--space", str(space), "--runs", str(tmp_path / "runs"), "--trials", "1"]) == 0
-    study = optuna.load_study(
-        study_name="long", storage=f"sqlite:///{tmp_path / 'runs' / 'long' / 'study.db'}"
-    )
+    space = quick(SPACE.replace("- {class: tool}\n  - {class: prose}", "- {class: tool, context: [3000]}"))
+    study = run_variant(tmp_path, "long", space, "--trials", "1")
     trial = study.trials[0]  # the baseline; the enqueued trial waits for a later run
     assert trial.state.name == "COMPLETE" and trial.values == [0.0]
     summary = trial.user_attrs["record"]["workloads"]["tool@3k"]
@@ -244,31 +241,19 @@ def test_interrupted_trial_is_marked_and_run_again(tmp_path: Path) -> None:
         err.strip().splitlines()[-1].startswith("specsweep: interrupted; the study keeps its finished trials")
     )
     assert "Traceback" not in err
-    study = optuna.load_study(
-        study_name="stop", storage=f"sqlite:///{tmp_path / 'runs' / 'stop' / 'study.db'}"
-    )
+    study = load(tmp_path / "runs" / "stop")
     assert [t.state.name for t in study.trials[:2]] == ["COMPLETE", "FAIL"]
     assert study.trials[1].user_attrs["record"]["stage"] == "interrupted"
     port = study.trials[1].user_attrs["record"]["argv"][-1]
     assert server_processes(f"--port {port}") == []
     # Resumed with a target of 2: the interrupted trial does not count, so one more trial runs.
-    assert main(["run", "--space", str(space), "--runs", str(tmp_path / "runs"), "--trials", "2"]) == 0
-    study = optuna.load_study(
-        study_name="stop", storage=f"sqlite:///{tmp_path / 'runs' / 'stop' / 'study.db'}"
-    )
+    study = run_variant(tmp_path, "stop", space.read_text(), "--trials", "2")
     assert [t.state.name for t in study.trials] == ["COMPLETE", "FAIL", "COMPLETE"]
 
 
 def test_speculation_that_cannot_be_verified_is_not_counted(tmp_path: Path) -> None:
-    space = tmp_path / "noslots.yaml"
-    space.write_text(
-        SPACE.replace("server: {startup_timeout: 120}", "server: {extra_args: [--no-slots]}")
-        .replace("- {spec-type: ngram-simple, spec-ngram-simple-size-n: 3}", "- {spec-type: ngram-mod}")
-        .replace("repeats: 2, max_tokens: 48", "repeats: 1, max_tokens: 16")
-    )
-    assert main(["run", "--space", str(space), "--runs", str(tmp_path / "runs"), "--trials", "2"]) == 0
-    study = optuna.load_study(
-        study_name="noslots", storage=f"sqlite:///{tmp_path / 'runs' / 'noslots' / 'study.db'}"
+    study = run_variant(
+        tmp_path, "noslots", ngram_mod_after_baseline("server: {extra_args: [--no-slots]}"), "--trials", "2"
     )
     assert [t.state.name for t in study.trials] == ["COMPLETE", "FAIL"]
     assert (
