@@ -79,11 +79,11 @@ class Recommendation:
         }
 
 
-def study_engine(study: optuna.Study) -> str:
+def study_engine(study: optuna.Study, views: list[TrialView]) -> str:
     """The engine a study swept (studies made before it was stored: told apart by their argv)."""
     if "engine" in study.user_attrs:
         return str(study.user_attrs["engine"])
-    argvs = [v.record.argv for v in trial_views(study) if v.record and v.record.argv]
+    argvs = [v.record.argv for v in views if v.record and v.record.argv]
     return "sglang" if any("--model-path" in argv for argv in argvs) else "llamacpp"
 
 
@@ -98,10 +98,10 @@ def trial_views(study: optuna.Study) -> list[TrialView]:
     return views
 
 
-def study_frame(study: optuna.Study) -> pd.DataFrame:
+def study_frame(views: list[TrialView]) -> pd.DataFrame:
     """One row per (trial, workload) measured, with the trial's parameters as columns."""
     rows = []
-    for view in trial_views(study):
+    for view in views:
         if view.record is None:
             continue
         for key, summary in view.record.workloads.items():
@@ -162,8 +162,7 @@ def cost(view: TrialView) -> tuple[bool, float, float]:
     return (spec, depth, float(view.record.facts.kv_pool_tokens or 0))
 
 
-def recommendations(study: optuna.Study) -> list[Recommendation]:
-    views = trial_views(study)
+def recommendations(views: list[TrialView]) -> list[Recommendation]:
     complete = complete_views(views)
     baseline = baseline_view(views)
     keys = list(dict.fromkeys(k for v in complete if v.record for k in v.record.workloads))
@@ -219,8 +218,7 @@ class OverallRecommendation:
         return dataclasses.asdict(self)
 
 
-def overall_recommendation(study: optuna.Study) -> OverallRecommendation | None:
-    views = trial_views(study)
+def overall_recommendation(views: list[TrialView]) -> OverallRecommendation | None:
     baseline = baseline_view(views)
     if baseline is None or baseline.record is None:
         return None

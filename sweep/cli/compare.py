@@ -33,7 +33,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def column(spec: str, storage: str | None, runs: Path) -> Column:
     name, _, trial_text = spec.partition(":")
     study = load(name, storage, runs)
-    views = {v.number: v for v in trial_views(study)}
+    listed = trial_views(study)
+    views = {v.number: v for v in listed}
     if trial_text:
         if not trial_text.isdigit() or int(trial_text) not in views or views[int(trial_text)].record is None:
             raise UserError(
@@ -42,8 +43,8 @@ def column(spec: str, storage: str | None, runs: Path) -> Column:
             )
         number = int(trial_text)
     else:
-        overall = overall_recommendation(study)
-        recs = recommendations(study)
+        overall = overall_recommendation(listed)
+        recs = recommendations(listed)
         if overall is None and not recs:
             raise UserError(f"study '{name}' has nothing measured to compare", "run it first")
         number = overall.trial if overall else recs[0].recommended_trial

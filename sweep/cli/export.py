@@ -25,8 +25,9 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def main(args: argparse.Namespace) -> int:
     study = load(args.study, args.storage, args.runs)
+    views = trial_views(study)
     if args.workload:
-        recs = {r.workload: r for r in recommendations(study)}
+        recs = {r.workload: r for r in recommendations(views)}
         if args.workload not in recs:
             raise UserError(
                 f"study '{args.study}' has no measured workload '{args.workload}'",
@@ -34,16 +35,16 @@ def main(args: argparse.Namespace) -> int:
             )
         trial, params = recs[args.workload].recommended_trial, recs[args.workload].recommended_params
     else:
-        overall = overall_recommendation(study)
+        overall = overall_recommendation(views)
         if overall is None:
             raise UserError(
                 f"study '{args.study}' has no completed baseline to compare with",
                 "run the study until its baseline completes",
             )
         trial, params = overall.trial, overall.params
-    record = next(v.record for v in trial_views(study) if v.number == trial)
+    record = next(v.record for v in views if v.number == trial)
     assert record is not None
-    engine = study_engine(study)
+    engine = study_engine(study, views)
     port = args.port or engine_class(engine).default_port
     print(
         render(

@@ -36,7 +36,8 @@ def load(study: str, storage: str | None, runs: object) -> optuna.Study:
 
 def main(args: argparse.Namespace) -> int:
     study = load(args.study, args.storage, args.runs)
-    views, recs, overall = trial_views(study), recommendations(study), overall_recommendation(study)
+    views = trial_views(study)
+    recs, overall = recommendations(views), overall_recommendation(views)
     text = report_json if args.json else report_text
     print(text(args.study, views, recs, overall))
     return 0

@@ -45,7 +45,8 @@ def sweep_space(space: Space, study: str, storage: str | None, runs: Path, trial
     paths = StudyPaths.for_study(study, runs, storage)
     progress(f"study {study}: {paths.storage_url}; server logs and measurements in {paths.run_dir}/trials/")
     result = Sweep(space, engine, paths, progress).run(trials)
-    print(report_text(study, trial_views(result), recommendations(result), overall_recommendation(result)))
+    views = trial_views(result)
+    print(report_text(study, views, recommendations(views), overall_recommendation(views)))
     # The morning view: dashboards/ beside runs/ (as in a clone: runs/ and dashboards/ at the top).
     page = runs.parent / "dashboards" / f"{study}.html"
     page.parent.mkdir(parents=True, exist_ok=True)

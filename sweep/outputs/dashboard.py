@@ -336,8 +336,8 @@ table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding
 def build(study: optuna.Study, study_name: str) -> str:
     views = trial_views(study)
     by_number = {v.number: v for v in views}
-    frame = study_frame(study)
-    recs, overall = recommendations(study), overall_recommendation(study)
+    frame = study_frame(views)
+    recs, overall = recommendations(views), overall_recommendation(views)
     panels: list[Panel] = [Panel("Recommendations", html=recommendations_html(recs, overall))]
     builders: list[Callable[[], Panel]] = [
         lambda: speed_panel(frame, by_number), lambda: acceptance_panel(frame), lambda: context_panel(frame, by_number),
