@@ -1,17 +1,45 @@
-"""A study read back: trials with their records, as a pandas frame, and the best configuration per workload."""
+"""A study read back: trials with their records, what to confirm, and the verdict per workload.
+
+Two phases feed it. The *search* launches each configuration once and is biased upwards at its top (the best of
+N by one measurement is partly luck: the winner's curse). The *confirmation* launches the search's best
+candidates again, interleaved with the baseline, several times each; every verdict and recommendation comes
+from the confirmation, with the search's number shown beside it. Without confirmation data, verdicts say
+"unconfirmed".
+"""
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+import functools
+import hashlib
+import json
+import math
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 import optuna
 import pandas as pd
 from optuna.trial import TrialState
 
+from sweep import fidelity, stats
 from sweep.results import Spread, TrialRecord, WorkloadSummary
+from sweep.stats import Comparison, Launch, Noise, Verdict
 from sweep.study import INTERRUPTED, RECORD_ATTR, ROLE_ATTR
+
+LABEL_ATTR = "label"  # confirmation launches: which configuration ("baseline", "trial 5", "A")
+ROUND_ATTR = "round"
+SET_ATTR = "set"  # the confirmation plan a launch belongs to
+BASELINE = "baseline"
+DRIFT_MIN = 0.05  # a baseline that moved less than this (and less than 3 launch sds) did not drift
+SPREAD_MAX = 0.10  # launch-to-launch noise beyond this is worth a warning
+
+
+class Phase(StrEnum):
+    SEARCH = "search"
+    CONFIRM = "confirm"
 
 
 @dataclass(frozen=True)
@@ -20,6 +48,10 @@ class TrialView:
     state: str
     role: str
     record: TrialRecord | None
+    phase: Phase = Phase.SEARCH
+    label: str = ""  # the configuration: "baseline", "trial N" (search) or a confirmation launch's label
+    round: int = 0
+    plan: str = ""
 
     @property
     def failure(self) -> str:
@@ -27,56 +59,9 @@ class TrialView:
             return (self.record.failure if self.record else "") or INTERRUPTED
         return ""
 
-
-NOISE = 0.05  # a median gain smaller than this is not a gain worth a configuration
-
-
-@dataclass(frozen=True)
-class Recommendation:
-    """The best measured configuration for one workload, against the baseline."""
-
-    workload: str
-    trial: int
-    params: dict[str, Any]
-    decode_tps: Spread
-    baseline_tps: Spread | None
-    gain: float | None
-    gain_low: float | None
-    gain_high: float | None
-    verdict: str
-    summary: WorkloadSummary
-    # What to run: the best trial, or a cheaper one where the best's gain is not worth its cost.
-    recommended_trial: int = -1
-    recommended_params: dict[str, Any] = dataclasses.field(default_factory=dict)
-    why: str = ""
-
     @property
-    def within_noise(self) -> bool:
-        return self.verdict.startswith("within noise")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "workload": self.workload,
-            "trial": self.trial,
-            "params": self.params,
-            "decode_tps": dataclasses.asdict(self.decode_tps),
-            "baseline_tps": dataclasses.asdict(self.baseline_tps) if self.baseline_tps else None,
-            "gain": self.gain,
-            "gain_interval": [self.gain_low, self.gain_high],
-            "verdict": self.verdict,
-            "within_noise": self.within_noise,
-            "recommended_trial": self.recommended_trial,
-            "recommended_params": self.recommended_params,
-            "why": self.why,
-            "acceptance_rate": dataclasses.asdict(self.summary.acceptance_rate)
-            if self.summary.acceptance_rate
-            else None,
-            "acceptance_length": dataclasses.asdict(self.summary.acceptance_length)
-            if self.summary.acceptance_length
-            else None,
-            "draft_tokens": self.summary.draft_tokens,
-            "accepted_tokens": self.summary.accepted_tokens,
-        }
+    def complete(self) -> bool:
+        return self.state == TrialState.COMPLETE.name and self.record is not None
 
 
 def study_engine(study: optuna.Study, views: list[TrialView]) -> str:
@@ -87,22 +72,42 @@ def study_engine(study: optuna.Study, views: list[TrialView]) -> str:
     return "sglang" if any("--model-path" in argv for argv in argvs) else "llamacpp"
 
 
-def trial_views(study: optuna.Study) -> list[TrialView]:
+def trial_views(study: optuna.Study, phase: Phase = Phase.SEARCH) -> list[TrialView]:
     views = []
     for t in study.get_trials(deepcopy=False):
         data = t.user_attrs.get(RECORD_ATTR)
+        role = t.user_attrs.get(ROLE_ATTR, "search")
+        default_label = (
+            BASELINE if role == BASELINE else f"trial {t.user_attrs.get('duplicate_of', t.number)}"
+        )
         views.append(
-            TrialView(t.number, t.state.name, t.user_attrs.get(ROLE_ATTR, "search"),
-                      TrialRecord.from_dict(data) if data else None)
-        )  # fmt: skip
+            TrialView(
+                t.number,
+                t.state.name,
+                role,
+                TrialRecord.from_dict(data) if data else None,
+                phase,
+                str(t.user_attrs.get(LABEL_ATTR, default_label)),
+                int(t.user_attrs.get(ROUND_ATTR, 0)),
+                str(t.user_attrs.get(SET_ATTR, "")),
+            )
+        )
     return views
 
 
+def latest_plan(confirm: list[TrialView]) -> list[TrialView]:
+    """Confirmation launches of the newest plan only (a longer search makes a new plan, launched afresh)."""
+    if not confirm:
+        return []
+    newest = confirm[-1].plan
+    return [v for v in confirm if v.plan == newest]
+
+
 def study_frame(views: list[TrialView]) -> pd.DataFrame:
-    """One row per (trial, workload) measured, with the trial's parameters as columns."""
+    """One row per (trial, workload) measured in the search, with the trial's parameters as columns."""
     rows = []
     for view in views:
-        if view.record is None:
+        if view.record is None or view.phase != Phase.SEARCH:
             continue
         for key, summary in view.record.workloads.items():
             row: dict[str, Any] = {
@@ -131,22 +136,23 @@ def study_frame(views: list[TrialView]) -> pd.DataFrame:
 
 
 def baseline_view(views: list[TrialView]) -> TrialView | None:
-    return next((v for v in views if v.role == "baseline" and v.state == TrialState.COMPLETE.name), None)
+    return next((v for v in views if v.role == BASELINE and v.complete and v.phase == Phase.SEARCH), None)
 
 
 def complete_views(views: list[TrialView]) -> list[TrialView]:
-    return [
-        v
-        for v in views
-        if v.state == TrialState.COMPLETE.name and v.record is not None and v.record.workloads
-    ]
+    return [v for v in views if v.complete and v.record is not None and v.record.workloads]
 
 
-def decode_median(view: TrialView, workload: str) -> float | None:
+def ok_summary(view: TrialView, workload: str) -> WorkloadSummary | None:
     summary = view.record.workloads.get(workload) if view.record else None
     if summary is None or summary.status != "ok" or summary.decode_tps is None:
         return None
-    return summary.decode_tps.median
+    return summary
+
+
+def decode_median(view: TrialView, workload: str) -> float | None:
+    summary = ok_summary(view, workload)
+    return summary.decode_tps.median if summary and summary.decode_tps else None
 
 
 def cost(view: TrialView) -> tuple[bool, float, float]:
@@ -162,43 +168,348 @@ def cost(view: TrialView) -> tuple[bool, float, float]:
     return (spec, depth, float(view.record.facts.kv_pool_tokens or 0))
 
 
-def recommendations(views: list[TrialView]) -> list[Recommendation]:
-    complete = complete_views(views)
-    baseline = baseline_view(views)
-    keys = list(dict.fromkeys(k for v in complete if v.record for k in v.record.workloads))
+def launches(views: list[TrialView], label: str, workload: str, metric: str = "decode_tps") -> list[Launch]:
+    """Each complete launch of a configuration, as its per-prompt values of `metric` for one workload."""
     out = []
-    for key in keys:
-        measured = [v for v in complete if decode_median(v, key) is not None]
-        if not measured:
-            continue
-        best = max(measured, key=lambda v: decode_median(v, key) or 0.0)
-        assert best.record is not None
-        summary = best.record.workloads[key]
-        base = baseline.record.workloads.get(key) if baseline and baseline.record else None
-        base_tps = base.decode_tps if base and base.status == "ok" else None
-        rec = _recommend(key, best.number, best.record.params, summary, base_tps)
-        out.append(_cheapest_equivalent(rec, measured, baseline))
+    for view in views:
+        summary = ok_summary(view, workload) if view.label == label and view.complete else None
+        spread: Spread | None = getattr(summary, metric) if summary else None
+        if spread is not None and spread.values:
+            out.append(Launch(spread.values, view.round if view.phase == Phase.CONFIRM else None))
     return out
 
 
-def _cheapest_equivalent(
-    rec: Recommendation, measured: list[TrialView], baseline: TrialView | None
-) -> Recommendation:
-    """Within noise of no speculation: run without it. Otherwise the cheapest trial within noise of the best."""
-    if rec.within_noise and baseline is not None and baseline.record is not None:
-        why = "the best gain is within noise: no speculation costs less (memory, draft work)"
-        return dataclasses.replace(
-            rec, recommended_trial=baseline.number, recommended_params=baseline.record.params, why=why
+def study_noise(
+    views: list[TrialView], workload: str, metric: str = "decode_tps", reference: str = BASELINE
+) -> Noise:
+    """This study's own noise for a workload: every configuration launched more than once, pooled, and the
+    round-paired differences against the reference configuration."""
+    groups = {
+        label: launches(views, label, workload, metric) for label in dict.fromkeys(v.label for v in views)
+    }
+    return stats.measure_noise(list(groups.values()), groups.get(reference, []))
+
+
+# --- warnings about the host and the study ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StudyWarnings:
+    """What makes this study's numbers less than trustworthy, in words with the numbers."""
+
+    messages: list[str] = field(default_factory=list)
+    busy: set[tuple[Phase, int, str]] = field(default_factory=set)  # (phase, launch, workload) on a busy host
+    unreliable_workloads: set[str] = field(default_factory=set)
+
+
+def study_warnings(search: list[TrialView], confirm: list[TrialView], keys: list[str]) -> StudyWarnings:
+    warnings = StudyWarnings()
+    for view in (*search, *confirm):
+        for key, summary in view.record.workloads.items() if view.complete and view.record else ():
+            if summary.host is not None and summary.host.busy:
+                warnings.busy.add((view.phase, view.number, key))
+                name = f"{'confirmation launch' if view.phase == Phase.CONFIRM else 'trial'} {view.number}"
+                warnings.messages.append(f"host busy during {name}, {key}: {summary.host.describe()}")
+    for key in keys:
+        first = launches(search, BASELINE, key)
+        later = launches(confirm, BASELINE, key)
+        noise = study_noise(confirm or search, key)
+        if first and later:
+            n = stats.common_prompts(first, later)
+            moved = (
+                math.exp(
+                    statistics.fmean(x.log_mean(n) for x in later)
+                    - statistics.fmean(x.log_mean(n) for x in first)
+                )
+                - 1
+            )
+            limit = max(DRIFT_MIN, 3 * (noise.launch_sd or 0.0))
+            if abs(moved) > limit:
+                warnings.unreliable_workloads.add(key)
+                warnings.messages.append(
+                    f"{key}: the baseline moved {moved:+.0%} between the search and the confirmation "
+                    "(more than the launch noise allows): re-run on a quiet machine"
+                )
+        if noise.measured and (noise.launch_sd or 0.0) > SPREAD_MAX:
+            # Not unreliable by itself: a comparison whose interval this noise dwarfs says so on its own.
+            warnings.messages.append(
+                f"{key}: launches of one configuration differ by {noise.launch_sd:.0%} (sd): "
+                "effects smaller than a few times that cannot be told from noise"
+            )
+    return warnings
+
+
+# --- the verdict per workload ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """Per workload: the search's best, the confirmed verdict on the best confirmed candidate, what to run."""
+
+    workload: str
+    trial: int  # the configuration the verdict is about (a search trial number)
+    params: dict[str, Any]
+    decode_tps: Spread  # the search's measurement of it
+    baseline_tps: Spread | None  # the search's baseline
+    search_gain: float | None  # what the search alone said (one launch each)
+    comparison: Comparison | None  # from the confirmation where there is one
+    verdict: Verdict
+    why_verdict: str
+    noise: Noise
+    confirmed: bool
+    summary: WorkloadSummary
+    recommended_trial: int = -1
+    recommended_params: dict[str, Any] = dataclasses.field(default_factory=dict)
+    why: str = ""
+    output: fidelity.OutputCheck | None = None
+    confirmed_tps: float | None = None  # mean over the confirmation launches (geometric)
+    confirmed_baseline_tps: float | None = None
+
+    @property
+    def gain(self) -> float | None:
+        return self.comparison.gain if self.comparison else self.search_gain
+
+    @property
+    def gain_low(self) -> float | None:
+        return self.comparison.low if self.comparison else None
+
+    @property
+    def gain_high(self) -> float | None:
+        return self.comparison.high if self.comparison else None
+
+    @property
+    def within_noise(self) -> bool:
+        return self.verdict == Verdict.WITHIN_NOISE
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "workload": self.workload,
+            "trial": self.trial,
+            "params": self.params,
+            "decode_tps": dataclasses.asdict(self.decode_tps),
+            "baseline_tps": dataclasses.asdict(self.baseline_tps) if self.baseline_tps else None,
+            "confirmed_tps": self.confirmed_tps,
+            "confirmed_baseline_tps": self.confirmed_baseline_tps,
+            "search_gain": self.search_gain,
+            "gain": self.gain,
+            "gain_interval": [self.gain_low, self.gain_high],
+            "launches": list(self.comparison.launches) if self.comparison else None,
+            "verdict": str(self.verdict),
+            "why_verdict": self.why_verdict,
+            "confirmed": self.confirmed,
+            "within_noise": self.within_noise,
+            "noise": dataclasses.asdict(self.noise),
+            "recommended_trial": self.recommended_trial,
+            "recommended_params": self.recommended_params,
+            "why": self.why,
+            "output": self.output.to_dict() if self.output else None,
+            "acceptance_rate": dataclasses.asdict(self.summary.acceptance_rate)
+            if self.summary.acceptance_rate
+            else None,
+            "acceptance_length": dataclasses.asdict(self.summary.acceptance_length)
+            if self.summary.acceptance_length
+            else None,
+            "latency": self.summary.latency,
+            "draft_tokens": self.summary.draft_tokens,
+            "accepted_tokens": self.summary.accepted_tokens,
+        }
+
+
+@dataclass(frozen=True)
+class Study:
+    """Everything a morning output needs, read once: the search, its confirmation, noise and warnings."""
+
+    search: list[TrialView]
+    confirm: list[TrialView]
+    min_gain: float = stats.MIN_GAIN
+
+    @property
+    def views(self) -> list[TrialView]:
+        return [*self.search, *self.confirm]
+
+    @property
+    def keys(self) -> list[str]:
+        return list(
+            dict.fromkeys(k for v in complete_views(self.search) if v.record for k in v.record.workloads)
         )
-    best = rec.decode_tps.median
-    close = [v for v in measured if (decode_median(v, rec.workload) or 0.0) >= best * (1 - NOISE)]
-    cheapest = min(close, key=cost)
+
+    def by_label(self) -> dict[str, TrialView]:
+        """The search trial behind each configuration label."""
+        out: dict[str, TrialView] = {}
+        for view in complete_views(self.search):
+            out.setdefault(view.label, view)
+        return out
+
+
+def _evidence(study: Study, key: str) -> tuple[list[TrialView], bool]:
+    """The launches verdicts come from: the confirmation's where it measured this workload, else the search's."""
+    confirm = latest_plan(study.confirm)
+    if launches(confirm, BASELINE, key) and any(
+        v.label != BASELINE and ok_summary(v, key) for v in confirm if v.complete
+    ):
+        return confirm, True
+    return study.search, False
+
+
+def _compare(
+    views: list[TrialView], label: str, key: str, noise: Noise, study: Study, warnings: StudyWarnings
+) -> Comparison | None:
+    found = stats.compare(launches(views, label, key), launches(views, BASELINE, key), noise, study.min_gain)
+    if found is None:
+        return None
+    used = {(v.phase, v.number, key) for v in views if v.label in (label, BASELINE) and ok_summary(v, key)}
+    if used & warnings.busy or key in warnings.unreliable_workloads:
+        reason = "measured on a busy or drifting host (see the warnings)"
+        return dataclasses.replace(found, verdict=Verdict.UNRELIABLE, why=reason)
+    return found
+
+
+def output_check(study: Study, label: str, key: str) -> fidelity.OutputCheck | None:
+    """The configuration's texts against the baseline's for the same prompts (search and confirmation)."""
+
+    def texts(name: str) -> list[tuple[str, ...]]:
+        return [s.outputs for v in study.views if v.label == name and (s := ok_summary(v, key)) and s.outputs]
+
+    base, mine = texts(BASELINE), texts(label)
+    if not base or not mine or label == BASELINE:
+        return None
+    return fidelity.check(mine[0], base[0], floor=fidelity.reproducibility(base))
+
+
+def recommendations(study: Study, warnings: StudyWarnings | None = None) -> list[Recommendation]:
+    warnings = warnings or study_warnings(study.search, study.confirm, study.keys)
+    baseline = baseline_view(study.search)
+    search_by_label = study.by_label()
+    out = []
+    for key in study.keys:
+        measured = [v for v in complete_views(study.search) if v.label != BASELINE and decode_median(v, key)]
+        if not measured:
+            continue
+        views, confirmed = _evidence(study, key)
+        noise = study_noise(views, key)
+        candidates = (
+            [label for label in dict.fromkeys(v.label for v in views if v.complete) if label != BASELINE]
+            if confirmed
+            else [max(measured, key=lambda v: decode_median(v, key) or 0.0).label]
+        )
+        scored = [
+            (c, comp)
+            for c in candidates
+            if c in search_by_label
+            if (comp := _compare(views, c, key, noise, study, warnings)) is not None
+        ]
+        base_summary = ok_summary(baseline, key) if baseline else None
+        if not scored:
+            best_view = max(measured, key=lambda v: decode_median(v, key) or 0.0)
+            summary = ok_summary(best_view, key)
+            assert summary is not None and summary.decode_tps is not None and best_view.record is not None
+            rec = Recommendation(
+                key,
+                best_view.number,
+                best_view.record.params,
+                summary.decode_tps,
+                base_summary.decode_tps if base_summary else None,
+                None,
+                None,
+                Verdict.NO_BASELINE,
+                "no baseline measured this workload",
+                noise,
+                False,
+                summary,
+                recommended_trial=best_view.number,
+                recommended_params=best_view.record.params,
+                why="no baseline to compare with",
+            )
+            out.append(rec)
+            continue
+        label, comparison = max(scored, key=lambda item: item[1].gain)
+        view = search_by_label[label]
+        assert view.record is not None
+        summary = ok_summary(view, key) or next(iter(view.record.workloads.values()))
+        assert summary.decode_tps is not None
+        search_gain = (
+            summary.decode_tps.median / base_summary.decode_tps.median - 1
+            if base_summary and base_summary.decode_tps and base_summary.decode_tps.median > 0
+            else None
+        )
+        rec = Recommendation(
+            key,
+            view.number,
+            view.record.params,
+            summary.decode_tps,
+            base_summary.decode_tps if base_summary else None,
+            search_gain,
+            comparison,
+            comparison.verdict,
+            comparison.why,
+            noise,
+            confirmed,
+            summary,
+            output=output_check(study, label, key),
+            confirmed_tps=_geo_mean(launches(views, label, key)) if confirmed else None,
+            confirmed_baseline_tps=_geo_mean(launches(views, BASELINE, key)) if confirmed else None,
+        )
+        out.append(_what_to_run(rec, scored, search_by_label, baseline, study, views, noise, key))
+    return out
+
+
+def _geo_mean(found: list[Launch]) -> float | None:
+    n = stats.common_prompts(found)
+    return math.exp(statistics.fmean(x.log_mean(n) for x in found)) if found and n else None
+
+
+def _what_to_run(
+    rec: Recommendation,
+    scored: list[tuple[str, Comparison]],
+    search_by_label: dict[str, TrialView],
+    baseline: TrialView | None,
+    study: Study,
+    views: list[TrialView],
+    noise: Noise,
+    key: str,
+) -> Recommendation:
+    """Faster for sure: of the candidates faster than the baseline whose output is intact, the cheapest not
+    slower than the best of them. Anything else: speculation off, which costs nothing."""
+    if rec.verdict == Verdict.UNCONFIRMED:
+        why = "unconfirmed: one launch each; run `specsweep confirm` before acting on it"
+        return dataclasses.replace(rec, recommended_trial=rec.trial, recommended_params=rec.params, why=why)
+    if rec.verdict != Verdict.FASTER or baseline is None or baseline.record is None:
+        why = {
+            Verdict.WITHIN_NOISE: "the best gain is within noise: no speculation costs less (memory, draft work)",
+            Verdict.SLOWER: "every candidate is slower than no speculation",
+            Verdict.UNRELIABLE: "the measurements are unreliable (see the warnings): keep speculation off",
+        }.get(rec.verdict, "no verdict")
+        params = baseline.record.params if baseline and baseline.record else {}
+        return dataclasses.replace(
+            rec, recommended_trial=baseline.number if baseline else -1, recommended_params=params, why=why
+        )
+    intact = [
+        (label, comparison)
+        for label, comparison in scored
+        if comparison.verdict == Verdict.FASTER
+        and not ((check := output_check(study, label, key)) is not None and check.changed)
+    ]
+    if not intact:
+        params = baseline.record.params
+        why = "the faster candidates change the model's output (see the output check): keep speculation off"
+        return dataclasses.replace(rec, recommended_trial=baseline.number, recommended_params=params, why=why)
+    best_label = max(intact, key=lambda item: item[1].gain)[0]
+    good = []
+    for label, _ in intact:
+        against_best = stats.compare(
+            launches(views, label, key), launches(views, best_label, key), noise, study.min_gain
+        )
+        if label == best_label or (against_best is not None and against_best.verdict != Verdict.SLOWER):
+            good.append(search_by_label[label])
+    cheapest = min(good, key=cost)
     assert cheapest.record is not None
     why = (
-        "the best measured"
-        if cheapest.number == rec.trial
-        else (f"within {NOISE:.0%} of trial {rec.trial}'s speed and cheaper (less speculation or memory)")
+        "the best confirmed"
+        if cheapest.label == best_label
+        else f"not slower than {best_label} beyond noise, and cheaper (less speculation or memory)"
     )
+    if rec.output is not None and rec.output.changed:
+        why += f"; trial {rec.trial} is faster but changes the model's output, so it is not recommended"
     return dataclasses.replace(
         rec, recommended_trial=cheapest.number, recommended_params=cheapest.record.params, why=why
     )
@@ -213,63 +524,210 @@ class OverallRecommendation:
     worst_gain: float
     gains: dict[str, float]
     why: str
+    confirmed: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
 
-def overall_recommendation(views: list[TrialView]) -> OverallRecommendation | None:
+def search_overall(views: list[TrialView], min_gain: float = stats.MIN_GAIN) -> TrialView | None:
+    """The search's best worst-case configuration (what the confirmation checks for all workloads)."""
     baseline = baseline_view(views)
     if baseline is None or baseline.record is None:
         return None
     keys = [k for k in baseline.record.workloads if decode_median(baseline, k)]
     scored = []
     for view in complete_views(views):
+        if view.label == BASELINE:
+            continue
         medians = {k: decode_median(view, k) for k in keys}
         if keys and all(medians.values()):
-            gains = {k: (medians[k] or 0.0) / (decode_median(baseline, k) or 1.0) - 1 for k in keys}
-            scored.append((min(gains.values()), view, gains))
+            worst = min((medians[k] or 0.0) / (decode_median(baseline, k) or 1.0) - 1 for k in keys)
+            scored.append((worst, view))
     if not scored:
         return None
-    worst, view, gains = max(scored, key=lambda item: (item[0], [-c for c in cost(item[1])]))
-    if worst < NOISE:
-        base_gains = dict.fromkeys(keys, 0.0)
-        return OverallRecommendation(baseline.number, baseline.record.params, 0.0, base_gains,
-                                     "no configuration gains on every workload beyond noise: run without speculation")  # fmt: skip
-    assert view.record is not None
-    return OverallRecommendation(
-        view.number, view.record.params, worst, gains, "best worst-case gain across workloads"
-    )
+    worst, view = max(scored, key=lambda item: (item[0], [-c for c in cost(item[1])]))
+    return view if worst >= min_gain else None
 
 
-def paired_gains(tps: Spread, base: Spread) -> list[float]:
-    """Per-prompt gains: repeat i used the same prompt in both trials. Unpaired, the extremes are compared."""
-    if len(tps.values) == len(base.values) and tps.values:
-        return [a / b - 1 for a, b in zip(tps.values, base.values, strict=True) if b > 0]
-    return [tps.low / base.high - 1, tps.high / max(base.low, 1e-9) - 1]
-
-
-def verdict(gain: float, gains: list[float]) -> str:
-    if abs(gain) < NOISE or (min(gains) <= 0 <= max(gains) and gain < 2 * NOISE):
-        return "within noise: keep the cheaper config"
-    if min(gains) > 0:
-        return "faster"
-    if max(gains) < 0:
-        return "slower"
-    return f"mixed: faster on {sum(g > 0 for g in gains)} of {len(gains)} prompts"
-
-
-def _recommend(
-    key: str, trial: int, params: dict[str, Any], summary: WorkloadSummary, base: Spread | None
-) -> Recommendation:
-    assert summary.decode_tps is not None
-    tps = summary.decode_tps
-    if base is None or base.median <= 0:
-        return Recommendation(
-            key, trial, params, tps, base, None, None, None, "no baseline to compare with", summary
+def overall_recommendation(
+    study: Study, warnings: StudyWarnings | None = None
+) -> OverallRecommendation | None:
+    baseline = baseline_view(study.search)
+    if baseline is None or baseline.record is None:
+        return None
+    warnings = warnings or study_warnings(study.search, study.confirm, study.keys)
+    keys = [k for k in baseline.record.workloads if decode_median(baseline, k)]
+    confirm = latest_plan(study.confirm)
+    by_label = study.by_label()
+    evidence, confirmed = (confirm, True) if confirm else (study.search, False)
+    scored = []
+    for label in dict.fromkeys(v.label for v in evidence if v.complete):
+        if label == BASELINE or label not in by_label:
+            continue
+        comparisons = {
+            k: _compare(evidence, label, k, study_noise(evidence, k), study, warnings) for k in keys
+        }
+        if keys and all(comparisons.values()):
+            done = {k: c for k, c in comparisons.items() if c is not None}
+            sure = all(c.verdict == Verdict.FASTER for c in done.values()) or not confirmed
+            if sure and not any((c := output_check(study, label, k)) and c.changed for k in keys):
+                scored.append((min(c.gain for c in done.values()), by_label[label], done))
+    if not scored or max(item[0] for item in scored) < study.min_gain:
+        why = "no configuration is faster on every workload beyond noise: run without speculation"
+        return OverallRecommendation(
+            baseline.number, baseline.record.params, 0.0, dict.fromkeys(keys, 0.0), why, confirmed
         )
-    gain = tps.median / base.median - 1
-    gains = paired_gains(tps, base)
-    return Recommendation(
-        key, trial, params, tps, base, gain, min(gains), max(gains), verdict(gain, gains), summary
+    worst, view, chosen = max(scored, key=lambda item: (item[0], [-c for c in cost(item[1])]))
+    assert view.record is not None
+    why = "best worst-case gain across workloads" + ("" if confirmed else " (unconfirmed)")
+    return OverallRecommendation(
+        view.number, view.record.params, worst, {k: c.gain for k, c in chosen.items()}, why, confirmed
     )
+
+
+# --- what the confirmation launches ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A configuration to launch again: its label, its launch parameters and the workloads to measure."""
+
+    label: str
+    params: dict[str, Any]
+    workloads: tuple[str, ...]
+
+
+def confirmation_plan(views: list[TrialView], top: int, min_gain: float = stats.MIN_GAIN) -> list[Candidate]:
+    """The search's `top` best configurations per workload and its one-for-all pick, with the baseline."""
+    baseline = baseline_view(views)
+    if baseline is None or baseline.record is None or top <= 0:
+        return []
+    keys = [k for k in baseline.record.workloads if decode_median(baseline, k)]
+    chosen: dict[str, tuple[dict[str, Any], set[str]]] = {}
+    for key in keys:
+        ranked = sorted(
+            (v for v in complete_views(views) if v.label != BASELINE and decode_median(v, key)),
+            key=lambda v: -(decode_median(v, key) or 0.0),
+        )
+        best: dict[str, TrialView] = {}
+        for view in ranked:
+            best.setdefault(view.label, view)  # one per configuration (a duplicate trial shares its label)
+        for view in list(best.values())[:top]:
+            assert view.record is not None
+            chosen.setdefault(view.label, (view.record.params, set()))[1].add(key)
+    if (pick := search_overall(views, min_gain)) is not None and pick.record is not None:
+        chosen.setdefault(pick.label, (pick.record.params, set()))[1].update(keys)
+    if not chosen:
+        return []
+    measured = sorted({k for _, ws in chosen.values() for k in ws}, key=keys.index)
+    plan = [Candidate(BASELINE, baseline.record.params, tuple(measured))]
+    plan += [
+        Candidate(label, params, tuple(sorted(ws, key=keys.index))) for label, (params, ws) in chosen.items()
+    ]
+    return plan
+
+
+def plan_id(plan: list[Candidate], launches_each: int) -> str:
+    """Names a plan: the same search results give the same plan on every worker."""
+    text = json.dumps([[c.label, c.params, c.workloads] for c in plan] + [launches_each], sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+# --- an A/B of two configurations -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ABRow:
+    """One line of an A/B table: a metric under A and B, B's difference, and the verdict where one applies."""
+
+    metric: str
+    a: str
+    b: str
+    difference: str
+    verdict: str = ""
+
+
+def _plain(
+    views: list[TrialView], metric: str, value: Callable[[TrialView], float | None], fmt: str
+) -> ABRow | None:
+    """A metric without a verdict: the median over each configuration's launches, and the difference."""
+    medians = []
+    for label in ("A", "B"):
+        found = [
+            x for view in views if view.label == label and view.complete if (x := value(view)) is not None
+        ]
+        medians.append(statistics.median(found) if found else None)
+    a, b = medians
+    if a is None and b is None:
+        return None
+    diff = "-"
+    if a is not None and b is not None:
+        diff = f"{b - a:+.3g}" + (f" ({b / a - 1:+.1%})" if a else "")
+    return ABRow(metric, "-" if a is None else fmt.format(a), "-" if b is None else fmt.format(b), diff)
+
+
+def _speed(
+    views: list[TrialView], key: str, metric: str, name: str, min_gain: float, warnings: StudyWarnings
+) -> ABRow | None:
+    a, b = launches(views, "A", key, metric), launches(views, "B", key, metric)
+    found = stats.compare(b, a, study_noise(views, key, metric, reference="A"), min_gain) if a and b else None
+    a_mean, b_mean = _geo_mean(a), _geo_mean(b)
+    if found is None or a_mean is None or b_mean is None:
+        return None
+    if any((v.phase, v.number, key) in warnings.busy for v in views if ok_summary(v, key)):
+        found = dataclasses.replace(found, verdict=Verdict.UNRELIABLE)
+    return ABRow(
+        f"{key}: {name}",
+        f"{a_mean:.1f} x{len(a)}",
+        f"{b_mean:.1f} x{len(b)}",
+        f"{found.gain:+.1%} [{found.interval}]",
+        str(found.verdict),
+    )
+
+
+def _fact(view: TrialView, name: str) -> float | None:
+    value = getattr(view.record.facts, name) if view.record else None
+    return None if value is None else float(value)
+
+
+def ab_rows(
+    views: list[TrialView], keys: list[str], warnings: StudyWarnings, min_gain: float = stats.MIN_GAIN
+) -> list[ABRow]:
+    """B against A, interleaved launches of each: speeds with verdicts (unreliable where the host was busy),
+    then latency, acceptance and memory."""
+    rows: list[ABRow | None] = []
+    for key in keys:
+        rows += [
+            _speed(views, key, "decode_tps", "decode t/s", min_gain, warnings),
+            _speed(views, key, "aggregate_tps", "aggregate t/s (decode window)", min_gain, warnings),
+            _speed(views, key, "sum_stream_tps", "sum of stream t/s", min_gain, warnings),
+            _plain(
+                views, f"{key}: TTFT p50 (s)", functools.partial(_latency, key=key, part="ttft_s"), "{:.3f}"
+            ),
+            _plain(
+                views,
+                f"{key}: inter-token p50 (s)",
+                functools.partial(_latency, key=key, part="itl_s"),
+                "{:.4f}",
+            ),
+            _plain(views, f"{key}: accept length", functools.partial(_accept_length, key=key), "{:.2f}"),
+        ]
+    for name, attr, fmt in (
+        ("KV pool (tokens)", "kv_pool_tokens", "{:.0f}"),
+        ("free after pool (GB)", "free_after_pool_gb", "{:.2f}"),
+        ("CUDA-graph capture (GB)", "graph_capture_gb", "{:.2f}"),
+        ("start-up (s)", "startup_s", "{:.1f}"),
+    ):
+        rows.append(_plain(views, name, functools.partial(_fact, name=attr), fmt))
+    return [row for row in rows if row is not None]
+
+
+def _latency(view: TrialView, key: str, part: str) -> float | None:
+    summary = ok_summary(view, key)
+    return summary.latency.get(part, {}).get("p50") if summary else None
+
+
+def _accept_length(view: TrialView, key: str) -> float | None:
+    summary = ok_summary(view, key)
+    return summary.acceptance_length.median if summary and summary.acceptance_length else None

@@ -18,3 +18,7 @@ class LaunchError(Exception):
 
 class SpeculationInactive(LaunchError):
     """The trial asked for speculation and the server came up without it."""
+
+
+class ProbeError(Exception):
+    """Measuring could not be done as specified (the trial fails with this reason)."""

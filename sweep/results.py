@@ -28,6 +28,9 @@ class RequestMeasurement:
     completion_tokens: int = 0
     cached_tokens: int | None = None
     ttft_s: float | None = None
+    decode_s: float | None = None  # the client's first to last token
+    itl_s: tuple[float, ...] = ()  # gaps between token-bearing chunks as the client saw them
+    text: str = ""  # what the model said (greedy): compared with the baseline's for the same prompt
     client_decode_tps: float | None = None
     server_decode_tps: float | None = None
     server_prefill_tps: float | None = None
@@ -50,7 +53,9 @@ class RequestMeasurement:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Self:
         names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
+        values = {k: v for k, v in data.items() if k in names}
+        values["itl_s"] = tuple(values.get("itl_s", ()))
+        return cls(**values)
 
 
 @dataclass(frozen=True)
@@ -71,6 +76,37 @@ class Spread:
         return cls(statistics.median(values), min(values), max(values), len(values), tuple(values))
 
 
+# Beyond these shares of the machine, a measurement is not the configuration's alone. Windows shorter than
+# BUSY_MIN_S are not judged: at the kernel's 10 ms accounting, a blip of 30 ms is 15% of a 0.1 s window.
+BUSY_OTHER_CPU = 0.15
+BUSY_STEAL = 0.05
+BUSY_MIN_S = 1.0
+
+
+@dataclass(frozen=True)
+class HostLoad:
+    """The rest of the machine while a trial was probed (shares of all CPUs' time)."""
+
+    other_cpu: float  # used by processes other than the sweep and the server's group
+    steal: float  # taken by the hypervisor
+    loadavg: float  # 1-minute load average, the higher of start and end (the server's own load included)
+    cpus: int
+    seconds: float
+
+    @property
+    def busy(self) -> bool:
+        return self.seconds >= BUSY_MIN_S and (self.other_cpu > BUSY_OTHER_CPU or self.steal > BUSY_STEAL)
+
+    def describe(self) -> str:
+        return (
+            f"other processes used {self.other_cpu:.0%} of {self.cpus} CPUs, steal {self.steal:.0%}, "
+            f"load average {self.loadavg:.1f}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
 @dataclass(frozen=True)
 class WorkloadSummary:
     """What one trial measured on one workload (a class of prompts at one context length and stream count)."""
@@ -79,7 +115,10 @@ class WorkloadSummary:
     status: RequestStatus
     reason: str = ""
     decode_tps: Spread | None = None
+    # Multi-stream batches: every request's decode tokens over the batch's decode window (first token of the
+    # first stream to last token of the last), and the field reports' "aggregate", the sum of per-stream rates.
     aggregate_tps: Spread | None = None
+    sum_stream_tps: Spread | None = None
     ttft_s: Spread | None = None
     prefill_tps: Spread | None = None
     acceptance_rate: Spread | None = None
@@ -88,12 +127,20 @@ class WorkloadSummary:
     accepted_tokens: int = 0
     prompt_tokens: Spread | None = None
     requests: int = 0
+    remeasured: int = 0  # batches measured again because a request in them was invalid
+    # Percentiles (p50, p90, p99) of time to first token, inter-token latency and end-to-end time, seconds.
+    latency: dict[str, dict[str, float]] = field(default_factory=dict)
+    # The generated texts in prompt order (the same order as decode_tps.values).
+    outputs: tuple[str, ...] = ()
+    host: HostLoad | None = None  # what the rest of the machine did while this workload was measured
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Self:
+        host = HostLoad(**data["host"]) if data.get("host") else None
+        data = {**data, "outputs": tuple(data.get("outputs", ())), "host": host}
         spreads = {
             f.name: Spread(**{**data[f.name], "values": tuple(data[f.name].get("values", ()))})
             if data.get(f.name)
@@ -155,6 +202,7 @@ class TrialRecord:
     # Where a failure happened: "params", "launch" (the server did not come up), "speculation" (it came up
     # without the speculation asked for) or "probe" (it died or failed every request while measured).
     stage: str = ""
+    host: HostLoad | None = None
 
     @property
     def failed(self) -> bool:
@@ -169,6 +217,7 @@ class TrialRecord:
             "workloads": {name: s.to_dict() for name, s in self.workloads.items()},
             "failure": self.failure,
             "stage": self.stage,
+            "host": self.host.to_dict() if self.host else None,
         }
 
     @classmethod
@@ -181,4 +230,5 @@ class TrialRecord:
             workloads={n: WorkloadSummary.from_dict(s) for n, s in data.get("workloads", {}).items()},
             failure=data.get("failure", ""),
             stage=data.get("stage", ""),
+            host=HostLoad(**data["host"]) if data.get("host") else None,
         )

@@ -20,6 +20,7 @@ trials: 20
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 from collections.abc import Mapping
@@ -46,7 +47,9 @@ TOP_KEYS = {
     "objective",
     "trials",
     "seed",
+    "confirm",
 }
+CONFIRM_KEYS = {"top", "launches", "max_launches", "min_gain"}
 SERVER_KEYS = {"binary", "launcher", "model", "port", "host", "startup_timeout", "extra_args"}
 PROBE_KEYS = {"repeats", "max_tokens", "seed", "ignore_eos", "warmup"}
 DEFAULT_TRIALS = 20
@@ -109,6 +112,19 @@ class ServerSpec:
 
 
 @dataclass(frozen=True)
+class ConfirmSettings:
+    """The confirmation after the search: the `top` configurations per workload (and the one-for-all pick)
+    launched `launches` times each, interleaved with as many baseline launches, then one more round at a time
+    (up to `max_launches`) for those whose verdict is still open; `min_gain` is the smallest gain worth a
+    configuration (a verdict says "faster" only beyond it and beyond the noise)."""
+
+    top: int = 2
+    launches: int = 3
+    max_launches: int = 10
+    min_gain: float = 0.03
+
+
+@dataclass(frozen=True)
 class Space:
     engine: str
     server: ServerSpec
@@ -121,6 +137,8 @@ class Space:
     trials: int
     seed: int | None
     source: Path | None = None
+    confirm: ConfirmSettings = field(default_factory=ConfirmSettings)
+    text: str = ""  # the file as written: kept with the study, so `specsweep confirm` needs only the study
 
     @property
     def workload_keys(self) -> list[str]:
@@ -244,6 +262,24 @@ def _workload_prompts(item: dict[str, Any], base: Path, where: str) -> tuple[str
     )
 
 
+def _assign_prompts(workloads: tuple[Workload, ...], repeats: int) -> tuple[Workload, ...]:
+    """Give workloads that share a prompt list consecutive prompts, and refuse a workload that would send
+    one prompt twice to a server (a repeated prompt is served from caches and n-gram pools)."""
+    used: dict[tuple[str, ...], int] = {}
+    out = []
+    for i, workload in enumerate(workloads):
+        needed = workload.prompts_needed(repeats)
+        if needed > len(workload.prompts):
+            raise _fail(
+                f"workloads[{i}] ({workload.key})",
+                f"needs {needed} different prompts (repeats x streams) but has {len(workload.prompts)}",
+                "lower probe.repeats or streams, or give more prompts (file: or prompts:)",
+            )
+        out.append(dataclasses.replace(workload, first_prompt=used.get(workload.prompts, 0)))
+        used[workload.prompts] = used.get(workload.prompts, 0) + needed
+    return tuple(out)
+
+
 def parse_space(data: Any, base: Path, source: Path | None = None) -> Space:
     data = _mapping(data, "space")
     _unknown_keys(data, TOP_KEYS, "space")
@@ -266,6 +302,17 @@ def parse_space(data: Any, base: Path, source: Path | None = None) -> Space:
             )
     elif objective != "per-workload":
         raise _fail("objective", f"cannot be {objective!r}", "use `per-workload` or `{workload: NAME}`")
+    confirm = _mapping(data.get("confirm"), "confirm")
+    _unknown_keys(confirm, CONFIRM_KEYS, "confirm")
+    if not all(
+        isinstance(confirm.get(k, 1), int | float) and confirm.get(k, 1) >= 0 for k in CONFIRM_KEYS
+    ) or not (confirm.get("min_gain", 0.03) < 1 and confirm.get("launches", 3) != 1):
+        raise _fail(
+            "confirm",
+            f"bad values {confirm}",
+            "top >= 0, launches 0 (no confirmation) or >= 2, max_launches >= launches, min_gain from 0 to 1, "
+            "e.g. `confirm: {top: 2, launches: 3, max_launches: 10, min_gain: 0.03}`",
+        )
     params = _mapping(data.get("params"), "params")
     enqueue = data.get("enqueue") or []
     if not isinstance(enqueue, list) or not all(isinstance(e, dict) for e in enqueue):
@@ -291,7 +338,7 @@ def parse_space(data: Any, base: Path, source: Path | None = None) -> Space:
             fixed=_mapping(data.get("fixed"), "fixed"),
             params=tuple(_param(name, spec, f"params.{name}") for name, spec in params.items()),
             enqueue=tuple(enqueue),
-            workloads=workloads,
+            workloads=_assign_prompts(workloads, int(probe.get("repeats", 3))),
             probe=ProbeSettings(
                 repeats=int(probe.get("repeats", 3)),
                 warmup=bool(probe.get("warmup", True)),
@@ -305,6 +352,12 @@ def parse_space(data: Any, base: Path, source: Path | None = None) -> Space:
             trials=int(data.get("trials", DEFAULT_TRIALS)),
             seed=None if data.get("seed") is None else int(data["seed"]),
             source=source,
+            confirm=ConfirmSettings(
+                top=int(confirm.get("top", 2)),
+                launches=int(confirm.get("launches", 3)),
+                max_launches=int(confirm.get("max_launches", 10)),
+                min_gain=float(confirm.get("min_gain", 0.03)),
+            ),
         )
     except (TypeError, ValueError) as exc:
         raise _fail(
@@ -315,8 +368,9 @@ def parse_space(data: Any, base: Path, source: Path | None = None) -> Space:
 def load_space(path: Path) -> Space:
     if not path.is_file():
         raise UserError(f"space file {path} does not exist", "pass --space with a file from search_spaces/")
+    text = path.read_text(encoding="utf-8")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -324,4 +378,4 @@ def load_space(path: Path) -> Space:
         raise UserError(
             f"space file {path} is not valid YAML{at} ({problem})", "fix the YAML syntax there"
         ) from None
-    return parse_space(data, path.parent, source=path)
+    return dataclasses.replace(parse_space(data, path.parent, source=path), text=text)

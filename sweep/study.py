@@ -8,7 +8,7 @@ import logging
 import time
 import traceback
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,10 +18,12 @@ import optuna
 import sqlalchemy.exc
 from optuna.trial import TrialState
 
+from sweep import host
 from sweep.engines import Engine, ServerSetup, engine_class
-from sweep.errors import LaunchError, SpeculationInactive, UserError
+from sweep.errors import LaunchError, ProbeError, SpeculationInactive, UserError
 from sweep.probes.runner import probe
-from sweep.results import TrialRecord
+from sweep.probes.workloads import Workload
+from sweep.results import HostLoad, RequestMeasurement, TrialRecord
 from sweep.server import ServerProcess, ensure_port_free, free_port
 from sweep.space import Space
 
@@ -30,6 +32,9 @@ STORAGE_ATTEMPTS = 4
 GRACE_S = 60
 RECORD_ATTR = "record"
 ROLE_ATTR = "role"
+SPACE_TEXT_ATTR = "space_text"
+SPACE_PATH_ATTR = "space_path"
+MIN_GAIN_ATTR = "min_gain"
 INTERRUPTED = "interrupted: the sweep stopped during this trial"
 
 Progress = Callable[[str], None]
@@ -142,6 +147,12 @@ def open_study(space: Space, paths: StudyPaths) -> optuna.Study:
     )
     if "engine" not in study.user_attrs:
         study.set_user_attr("engine", space.engine)  # what export and compare launch or label
+    # What `specsweep confirm` and the verdicts need later, with only the study at hand.
+    if space.text and study.user_attrs.get(SPACE_TEXT_ATTR) != space.text:
+        study.set_user_attr(SPACE_TEXT_ATTR, space.text)
+        study.set_user_attr(SPACE_PATH_ATTR, str(space.source.resolve()) if space.source else "")
+    if study.user_attrs.get(MIN_GAIN_ATTR) != space.confirm.min_gain:
+        study.set_user_attr(MIN_GAIN_ATTR, space.confirm.min_gain)
     names = study.metric_names
     if names is None:
         study.set_metric_names(space.objective_names)
@@ -235,21 +246,11 @@ class Sweep:
                 )
                 return list(duplicate.values)
             say(f"{role}: " + " ".join(f"{k}={v}" for k, v in swept.items()))
-            record = self.run_trial(record, say)
         except KeyboardInterrupt:
             record.failure, record.stage = "interrupted by the user (Ctrl-C)", "interrupted"
             self._save(trial, record)
             raise
-        except UserError:
-            raise  # bad input: one line from the CLI, not a trial result
-        except Exception as exc:
-            # A server that answers something unexpected must not end the night: the trial fails, with its
-            # reason here and the traceback in the trial's folder.
-            record.failure, record.stage = f"unexpected {exc.__class__.__name__}: {exc}", "error"
-            trial_dir = self.paths.trial_dir(record.number)
-            trial_dir.mkdir(parents=True, exist_ok=True)
-            (trial_dir / "error.txt").write_text(traceback.format_exc())
-        self._save(trial, record)
+        record = self.measure(trial, record, say, self.paths.trial_dir(record.number))
         self._durations.append(time.monotonic() - started)
         if record.failed:
             say(f"failed: {record.failure}")
@@ -267,55 +268,128 @@ class Sweep:
         )
         return values
 
-    def run_trial(self, record: TrialRecord, say: Progress) -> TrialRecord:
-        """Launch the server with the trial's parameters, probe every workload, stop it."""
+    def measure(
+        self,
+        trial: optuna.Trial,
+        record: TrialRecord,
+        say: Progress,
+        trial_dir: Path,
+        workloads: Sequence[Workload] | None = None,
+    ) -> TrialRecord:
+        """Run the trial and save its record on the Optuna trial and in `trial_dir`, whatever happens."""
+        try:
+            record = self.run_trial(record, say, workloads, trial_dir)
+        except KeyboardInterrupt:
+            record.failure, record.stage = "interrupted by the user (Ctrl-C)", "interrupted"
+            self._save(trial, record, trial_dir)
+            raise
+        except UserError:
+            raise  # bad input: one line from the CLI, not a trial result
+        except Exception as exc:
+            # A server that answers something unexpected must not end the night: the trial fails, with its
+            # reason here and the traceback in the trial's folder.
+            record.failure, record.stage = f"unexpected {exc.__class__.__name__}: {exc}", "error"
+            trial_dir.mkdir(parents=True, exist_ok=True)
+            (trial_dir / "error.txt").write_text(traceback.format_exc())
+        self._save(trial, record, trial_dir)
+        return record
+
+    def run_trial(
+        self,
+        record: TrialRecord,
+        say: Progress,
+        workloads: Sequence[Workload] | None = None,
+        trial_dir: Path | None = None,
+    ) -> TrialRecord:
+        """Launch the server with the trial's parameters, probe the workloads, stop it. Where the engine keeps
+        speculative state across requests (an n-gram pool), each workload gets a server of its own."""
         try:
             self.engine.check_params(record.params)
         except UserError as exc:
             record.failure, record.stage = f"invalid parameters: {exc}", "params"
             return record
-        host = self.engine.setup.host
-        port = self.space.server.port or free_port(host)
-        record.argv = self.engine.argv(record.params, port)
-        base_url = f"http://{host}:{port}"
-        trial_dir = self.paths.trial_dir(record.number)
-        with ServerProcess(
-            record.argv, trial_dir / "server.log", self.engine.env(), self.engine.exit_reason
-        ) as server:
+        workloads = list(workloads or self.space.workloads)
+        trial_dir = trial_dir or self.paths.trial_dir(record.number)
+        separate = self.engine.speculative_state_persists(record.params) and len(workloads) > 1
+        groups = [[w] for w in workloads] if separate else [workloads]
+        rows: list[RequestMeasurement] = []
+        loads: list[HostLoad] = []
+        for index, group in enumerate(groups):
+            log = trial_dir / ("server.log" if index == 0 else f"server-{index}.log")
+            if separate:
+                say(f"server {index + 1}/{len(groups)} (speculative state persists across requests)")
+            if not self._launch_and_probe(record, group, log, say, rows, loads, first=index == 0):
+                break
+        _write_jsonl(trial_dir / "requests.jsonl", [r.to_dict() for r in rows])
+        record.host = host.combine(loads)
+        if not record.failed and all(s.status == "error" for s in record.workloads.values()):
+            first = next(iter(record.workloads.values()))
+            record.failure, record.stage = f"every request failed: {first.reason}", "probe"
+        return record
+
+    def _launch_and_probe(
+        self,
+        record: TrialRecord,
+        workloads: list[Workload],
+        log: Path,
+        say: Progress,
+        rows: list[RequestMeasurement],
+        loads: list[HostLoad],
+        first: bool,
+    ) -> bool:
+        """One server: launch, check, probe `workloads` into the record. False when the trial failed."""
+        host_name = self.engine.setup.host
+        port = self.space.server.port or free_port(host_name)
+        argv = self.engine.argv(record.params, port)
+        base_url = f"http://{host_name}:{port}"
+        if first:
+            record.argv = argv  # known before the launch: an interrupted trial still says what it ran
+        with ServerProcess(argv, log, self.engine.env(), self.engine.exit_reason) as server:
             try:
                 startup = server.wait_ready(
                     base_url + self.engine.health_path(), self.space.server.startup_timeout
                 )
-                record.facts = self.engine.facts_from_log(server.log_text())
-                record.facts.startup_s = round(startup, 2)
+                facts = self.engine.facts_from_log(server.log_text())
+                facts.startup_s = round(startup, 2)
+                if first:
+                    record.facts = facts  # filled in further by inspect_running, kept when it raises
                 with httpx.Client(base_url=base_url, timeout=30.0) as client:
-                    self.engine.inspect_running(client, record.facts, record.params, server.log_text())
+                    self.engine.inspect_running(client, facts, record.params, server.log_text())
             except SpeculationInactive as exc:
                 record.failure, record.stage = str(exc), "speculation"
-                return record
+                return False
             except LaunchError as exc:
                 record.facts = self.engine.facts_from_log(server.log_text())
                 record.failure, record.stage = str(exc), "launch"
-                return record
+                return False
             except httpx.HTTPError as exc:
                 record.failure, record.stage = self._lost_server(server, exc), "launch"
-                return record
+                return False
             say(f"ready in {startup:.1f} s; probing")
             try:
                 result = asyncio.run(
-                    probe(base_url, self.engine, self.space.workloads, self.space.probe, say)
+                    probe(
+                        base_url,
+                        self.engine,
+                        workloads,
+                        self.space.probe,
+                        say,
+                        watch=host.watcher(server.pid),
+                    )
                 )
             except httpx.HTTPError as exc:
                 record.failure, record.stage = self._lost_server(server, exc), "probe"
-                return record
-            record.workloads = result.summaries
-            _write_jsonl(trial_dir / "requests.jsonl", [r.to_dict() for r in result.requests])
+                return False
+            except ProbeError as exc:
+                record.failure, record.stage = str(exc), "probe"
+                return False
+            loads += [s.host for s in result.summaries.values() if s.host is not None]
+            record.workloads.update(result.summaries)
+            rows += result.requests
             if server.returncode is not None:
                 record.failure, record.stage = f"server died while probing: {server.exit_reason()}", "probe"
-            elif all(s.status == "error" for s in result.summaries.values()):
-                first = next(iter(result.summaries.values()))
-                record.failure, record.stage = f"every request failed: {first.reason}", "probe"
-        return record
+                return False
+        return True
 
     @staticmethod
     def _lost_server(server: ServerProcess, exc: Exception) -> str:
@@ -337,10 +411,10 @@ class Sweep:
                 return other
         return None
 
-    def _save(self, trial: optuna.Trial, record: TrialRecord) -> None:
+    def _save(self, trial: optuna.Trial, record: TrialRecord, trial_dir: Path | None = None) -> None:
         data = record.to_dict()
         trial.set_user_attr(RECORD_ATTR, data)
-        trial_dir = self.paths.trial_dir(record.number)
+        trial_dir = trial_dir or self.paths.trial_dir(record.number)
         trial_dir.mkdir(parents=True, exist_ok=True)
         (trial_dir / "record.json").write_text(json.dumps(data, indent=2, ensure_ascii=False))
 

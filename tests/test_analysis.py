@@ -1,38 +1,167 @@
-"""Verdicts on gains: paired by prompt, and "within noise" when the gain is not worth a configuration."""
+"""Verdicts from the analysis: confirmation first, the search's number beside it, noise and warnings, outputs."""
 
 from __future__ import annotations
 
-import pytest
+import math
+import random
+from typing import Any
 
-from sweep.analysis import paired_gains, verdict
-from sweep.results import Spread
-
-
-def spread(*values: float) -> Spread:
-    s = Spread.of(list(values))
-    assert s is not None
-    return s
-
-
-def test_gains_pair_by_prompt() -> None:
-    gains = paired_gains(spread(100.0, 50.0, 90.0), spread(50.0, 50.0, 45.0))
-    assert gains == pytest.approx([1.0, 0.0, 1.0])
-
-
-def test_unpaired_spreads_compare_extremes() -> None:
-    old = Spread(median=100.0, low=90.0, high=110.0, n=3)  # a record written before values were kept
-    assert paired_gains(old, spread(50.0, 40.0)) == pytest.approx([90 / 50 - 1, 110 / 40 - 1])
-
-
-@pytest.mark.parametrize(
-    ("gain", "gains", "expected"),
-    [
-        (0.02, [0.01, 0.03, 0.02], "within noise: keep the cheaper config"),  # real but too small to matter
-        (0.06, [-0.02, 0.06, 0.10], "within noise: keep the cheaper config"),  # small, and one prompt lost
-        (0.90, [0.80, 0.90, 1.10], "faster"),
-        (-0.20, [-0.30, -0.20, -0.10], "slower"),
-        (1.80, [1.90, 1.80, -0.05], "mixed: faster on 2 of 3 prompts"),
-    ],
+from sweep.analysis import (
+    BASELINE,
+    Phase,
+    Study,
+    TrialView,
+    confirmation_plan,
+    overall_recommendation,
+    recommendations,
+    study_warnings,
 )
-def test_verdicts(gain: float, gains: list[float], expected: str) -> None:
-    assert verdict(gain, gains) == expected
+from sweep.results import HostLoad, LaunchFacts, Spread, TrialRecord, WorkloadSummary
+from sweep.stats import Verdict
+
+QUIET = HostLoad(other_cpu=0.01, steal=0.0, loadavg=1.0, cpus=2, seconds=5.0)
+BUSY = HostLoad(other_cpu=0.6, steal=0.0, loadavg=3.0, cpus=2, seconds=5.0)
+
+
+def summary(
+    key: str, tps: list[float], outputs: tuple[str, ...] = (), host: HostLoad = QUIET
+) -> WorkloadSummary:
+    spread = Spread.of(tps)
+    return WorkloadSummary(key, "ok", decode_tps=spread, outputs=outputs or ("same",) * len(tps), host=host)
+
+
+def view(
+    number: int,
+    params: dict[str, Any],
+    speeds: dict[str, float],
+    *,
+    phase: Phase = Phase.SEARCH,
+    label: str = "",
+    round_: int = 0,
+    role: str = "search",
+    rng: random.Random | None = None,
+    outputs: tuple[str, ...] = (),
+    host: HostLoad = QUIET,
+) -> TrialView:
+    rng = rng or random.Random(number * 7 + round_)
+    spec = params.get("speculative-algorithm") != "none"
+    record = TrialRecord(number, params, facts=LaunchFacts(speculation_requested=spec))
+    drift = math.exp(rng.gauss(0, 0.01))
+    for key, speed in speeds.items():
+        tps = [speed * p * drift * math.exp(rng.gauss(0, 0.005)) for p in (1.0, 1.2, 0.9)]
+        record.workloads[key] = summary(key, tps, outputs, host)
+    label = label or (BASELINE if role == BASELINE else f"trial {number}")
+    return TrialView(number, "COMPLETE", role, record, phase, label, round_)
+
+
+BASE = {"speculative-algorithm": "none"}
+DEEP = {"speculative-algorithm": "NEXTN", "speculative-num-steps": 5}
+SHALLOW = {"speculative-algorithm": "NEXTN", "speculative-num-steps": 3}
+SPEEDS = {"code": 40.0, "prose": 40.0}
+
+
+def search() -> list[TrialView]:
+    return [
+        view(0, BASE, SPEEDS, role=BASELINE),
+        view(1, DEEP, {"code": 100.0, "prose": 60.0}),
+        view(2, SHALLOW, {"code": 98.0, "prose": 70.0}),
+        view(
+            3, {"speculative-algorithm": "NEXTN", "speculative-num-steps": 1}, {"code": 60.0, "prose": 55.0}
+        ),
+    ]
+
+
+def confirm(truth: dict[str, dict[str, float]], rounds: int = 3, **extra: Any) -> list[TrialView]:
+    out, number = [], 0
+    for r in range(rounds):
+        for label, speeds in truth.items():
+            params = {BASELINE: BASE, "trial 1": DEEP, "trial 2": SHALLOW}[label]
+            out.append(
+                view(
+                    number,
+                    params,
+                    speeds,
+                    phase=Phase.CONFIRM,
+                    label=label,
+                    round_=r,
+                    rng=random.Random(number + 100 * r),
+                    **extra.get(label, {}),
+                )
+            )
+            number += 1
+    return out
+
+
+def test_the_plan_takes_the_top_per_workload_and_the_one_for_all_pick() -> None:
+    plan = confirmation_plan(search(), top=1)
+    assert [c.label for c in plan] == [BASELINE, "trial 1", "trial 2"]
+    assert plan[0].workloads == ("code", "prose")  # the baseline measures every workload a candidate does
+    assert plan[1].workloads == ("code",)  # best on code
+    assert plan[2].workloads == ("code", "prose")  # best on prose, and the best worst case
+    assert confirmation_plan(search(), top=0) == []
+
+
+def test_without_confirmation_verdicts_are_unconfirmed() -> None:
+    recs = {r.workload: r for r in recommendations(Study(search(), []))}
+    assert recs["code"].verdict == Verdict.UNCONFIRMED and not recs["code"].confirmed
+    assert recs["code"].search_gain is not None and recs["code"].search_gain > 1
+    assert "specsweep confirm" in recs["code"].why
+
+
+def test_confirmed_verdicts_come_from_the_confirmation_and_show_the_search_beside_them() -> None:
+    # The search's trial 1 read 100 t/s on code; its truth is 90: the winner's curse, corrected.
+    truth = {BASELINE: SPEEDS, "trial 1": {"code": 90.0}, "trial 2": {"code": 88.0, "prose": 70.0}}
+    recs = {r.workload: r for r in recommendations(Study(search(), confirm(truth)))}
+    code = recs["code"]
+    assert code.confirmed and code.verdict == Verdict.FASTER and code.comparison is not None
+    assert code.comparison.launches == (3, 3)
+    assert abs(code.gain - 1.25) < 0.05  # type: ignore[operator]
+    assert code.search_gain is not None and code.search_gain > 1.4
+    assert code.noise.paired
+    # Trial 2 is within noise of trial 1 on code and cheaper (fewer steps): it is what to run.
+    assert code.recommended_trial == 2 and "cheaper" in code.why
+
+
+def test_a_candidate_within_noise_of_the_baseline_keeps_speculation_off() -> None:
+    truth = {BASELINE: SPEEDS, "trial 1": {"code": 40.4}, "trial 2": {"code": 40.2, "prose": 40.3}}
+    recs = {r.workload: r for r in recommendations(Study(search(), confirm(truth)))}
+    assert recs["prose"].verdict == Verdict.WITHIN_NOISE
+    assert recs["prose"].recommended_trial == 0 and "within noise" in recs["prose"].why
+    overall = overall_recommendation(Study(search(), confirm(truth)))
+    assert overall is not None and overall.trial == 0 and overall.confirmed
+
+
+def test_a_busy_host_makes_the_verdicts_it_touched_unreliable() -> None:
+    truth = {BASELINE: SPEEDS, "trial 1": {"code": 90.0}, "trial 2": {"code": 88.0, "prose": 70.0}}
+    views = confirm(truth, **{"trial 2": {"host": BUSY}})
+    study = Study(search(), views)
+    warnings = study_warnings(study.search, study.confirm, study.keys)
+    assert any("host busy during confirmation launch" in m and "60%" in m for m in warnings.messages)
+    recs = {r.workload: r for r in recommendations(study, warnings)}
+    assert recs["prose"].verdict == Verdict.UNRELIABLE  # only trial 2 was confirmed on prose
+    assert recs["prose"].recommended_trial == 0
+
+
+def test_a_baseline_that_moved_during_the_study_is_named() -> None:
+    truth = {
+        BASELINE: {"code": 30.0, "prose": 30.0},
+        "trial 1": {"code": 70.0},
+        "trial 2": {"code": 68.0, "prose": 52.0},
+    }
+    study = Study(search(), confirm(truth))
+    warnings = study_warnings(study.search, study.confirm, study.keys)
+    assert any("the baseline moved -25%" in m and "quiet machine" in m for m in warnings.messages)
+    assert all(r.verdict == Verdict.UNRELIABLE for r in recommendations(study, warnings))
+
+
+def test_a_configuration_that_changes_the_output_is_not_recommended() -> None:
+    truth = {BASELINE: SPEEDS, "trial 1": {"code": 90.0}, "trial 2": {"code": 70.0, "prose": 70.0}}
+    broken = ("wrong", "wrong", "wrong")
+    views = [
+        v if v.label != "trial 1" else view(1, DEEP, {"code": 100.0, "prose": 60.0}, outputs=broken)
+        for v in search()
+    ]
+    recs = {r.workload: r for r in recommendations(Study(views, confirm(truth)))}
+    code = recs["code"]
+    assert code.trial == 1 and code.output is not None and code.output.changed
+    assert code.recommended_trial == 2 and "changes the model's output" in code.why

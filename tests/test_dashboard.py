@@ -14,6 +14,7 @@ from typing import Any
 import optuna
 import pytest
 
+from sweep.analysis import Study, trial_views
 from sweep.cli import main
 from sweep.outputs.dashboard import build
 
@@ -22,7 +23,7 @@ ARTEFACTS = REPO / "test-artifacts"
 
 SPACE = """
 engine: sglang
-server: {launcher: ["{python}", -m, sweep.sim, --sim-time-scale, "0.005", --sim-seed, "3"], model: /models/q}
+server: {launcher: ["{python}", -m, sweep.sim, --sim-time-scale, "0.005"], model: /models/q}
 fixed: {kv-cache-dtype: fp8_e4m3}
 params:
   speculative-algorithm: {choices: [NEXTN]}
@@ -35,6 +36,7 @@ enqueue:
   - {speculative-algorithm: NEXTN, speculative-num-steps: 2, speculative-eagle-topk: 2, speculative-num-draft-tokens: 4, mem-fraction-static: 0.88}
 workloads: [{class: code}, {class: prose, context: [null, 16000]}]
 probe: {repeats: 2, max_tokens: 64}
+confirm: {top: 1, launches: 2, max_launches: 3}
 trials: 7
 seed: 5
 """
@@ -96,17 +98,20 @@ def test_dashboard_in_a_real_browser(study_runs: Path, capsys: pytest.CaptureFix
     table = sections[0][1]
     for rec in report["recommendations"]:
         row = re.search(
-            rf"<tr><td>{re.escape(rec['workload'])}</td><td>([\d.]+)</td><td>([\d.]+)</td>", table
+            rf"<tr><td>{re.escape(rec['workload'])}</td><td>trial (\d+)</td><td>([\d.]+) x\d+</td><td>([\d.]+) x\d+</td>",
+            table,
         )
         assert row, rec["workload"]
-        assert row.group(1) == f"{rec['decode_tps']['median']:.1f}"
-        assert row.group(2) == f"{rec['baseline_tps']['median']:.1f}"
+        assert int(row.group(1)) == rec["trial"] and rec["confirmed"]
+        assert row.group(2) == f"{rec['confirmed_tps']:.1f}"
+        assert row.group(3) == f"{rec['confirmed_baseline_tps']:.1f}"
+    assert "Noise measured in this study" in table
 
 
 def test_dashboard_with_one_trial_or_only_failures(tmp_path: Path) -> None:
     study = optuna.create_study(directions=["maximize"])
     study.set_metric_names(["code"])
-    page = build(study, "empty")
+    page = build(study, "empty", Study(trial_views(study), []))
     assert page.count("class='empty'") >= 6 and "No trial has run yet." in page
     trial = study.ask()
     trial.set_user_attr(
@@ -114,24 +119,28 @@ def test_dashboard_with_one_trial_or_only_failures(tmp_path: Path) -> None:
         {"number": 0, "params": {"spec-type": "none"}, "failure": "llama-server exited", "stage": "launch"},
     )
     study.tell(trial, state=optuna.trial.TrialState.FAIL)
-    page = build(study, "failed")
+    page = build(study, "failed", Study(trial_views(study), []))
     assert "llama-server exited" in page and "No speculative trial" in page
     (tmp_path / "f.html").write_text(page)
     _, log = render(tmp_path / "f.html")
     assert "Uncaught" not in log
 
 
-def test_recommendations_prefer_cheaper_when_within_noise(
+def test_recommendations_come_from_the_confirmation(
     study_runs: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["report", "--study", "dash", "--runs", str(study_runs), "--json"]) == 0
     report: dict[str, Any] = json.loads(capsys.readouterr().out)
-    by_trial = {t["number"]: t for t in report["trials"]}
+    confirmed = {t["label"] for t in report["trials"] if t["phase"] == "confirm" and t["state"] == "COMPLETE"}
+    assert "baseline" in confirmed and len(confirmed) >= 2
     for rec in report["recommendations"]:
-        chosen = by_trial[rec["recommended_trial"]]["record"]["workloads"][rec["workload"]]["decode_tps"][
-            "median"
-        ]
-        assert chosen >= rec["decode_tps"]["median"] * 0.95 or rec["within_noise"]
+        assert rec["confirmed"] and rec["launches"][0] >= 2 and rec["search_gain"] is not None
+        low, high = rec["gain_interval"]
+        assert low < rec["gain"] < high and rec["noise"]["pair_df"] >= 1
+        if rec["verdict"] == "faster":
+            assert f"trial {rec['recommended_trial']}" in confirmed
+        else:  # anything short of faster for sure: speculation off
+            assert rec["recommended_trial"] == 0
     assert report["overall"]["worst_gain"] == min(report["overall"]["gains"].values())
 
 

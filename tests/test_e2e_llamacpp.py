@@ -30,6 +30,7 @@ workloads:
   - {class: tool}
   - {class: prose}
 probe: {repeats: 2, max_tokens: 48}
+confirm: {launches: 0}
 trials: 3
 seed: 1
 """
@@ -123,7 +124,11 @@ def test_every_measured_request_was_cold_and_unique(study_dir: dict[str, Any]) -
     ]
     assert len(rows) == 3 * 2 * 2  # trials x workloads x repeats
     assert all(r["cached_tokens"] == 0 and r["status"] == "ok" for r in rows)
-    assert len({r["nonce"] for r in rows}) == len(rows)
+    # Unique on each server; the same prompt (nonce included) in every trial, so trials pair up.
+    for path in (study_dir["run_dir"] / "trials").glob("*/requests.jsonl"):
+        nonces = [json.loads(line)["nonce"] for line in path.read_text().splitlines()]
+        assert len(set(nonces)) == len(nonces) == 4
+    assert len({r["nonce"] for r in rows}) == 4
     assert all(r["server_decode_tps"] > 0 and r["ttft_s"] > 0 for r in rows)
 
 
@@ -151,8 +156,12 @@ def test_report_json_has_a_recommendation_per_workload(
     report = json.loads(capsys.readouterr().out)
     recs = {r["workload"]: r for r in report["recommendations"]}
     assert set(recs) == {"tool", "prose"}
-    assert recs["tool"]["baseline_tps"]["median"] > 0
-    assert recs["tool"]["decode_tps"]["median"] >= recs["tool"]["baseline_tps"]["median"]
+    tool = recs["tool"]
+    assert tool["baseline_tps"]["median"] > 0 and tool["trial"] != 0  # the best speculative configuration
+    assert tool["search_gain"] == tool["decode_tps"]["median"] / tool["baseline_tps"]["median"] - 1
+    # This study skipped the confirmation: one launch each, so nothing is claimed beyond the number.
+    assert tool["verdict"] == "unconfirmed" and not tool["confirmed"] and "specsweep confirm" in tool["why"]
+    assert tool["latency"]["ttft_s"]["p50"] > 0 and tool["latency"]["itl_s"]["p90"] > 0
 
 
 def test_port_in_use_is_one_line_and_leaves_the_study_intact(
@@ -260,3 +269,60 @@ def test_speculation_that_cannot_be_verified_is_not_counted(tmp_path: Path) -> N
         study.trials[1].user_attrs["record"]["failure"]
         == "cannot verify speculation: /slots answered HTTP 501; drop --no-slots"
     )
+
+
+def test_confirmation_on_the_real_server(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The search's winner launched again, interleaved with the baseline; the verdict comes from those launches.
+    ngram-mod keeps an n-gram pool across requests, so each of its workloads gets a server of its own."""
+    space = quick(SPACE).replace("confirm: {launches: 0}", "confirm: {top: 1, launches: 2, max_launches: 2}")
+    space = space.replace(
+        "- {spec-type: ngram-simple, spec-ngram-simple-size-n: 3}", "- {spec-type: ngram-mod}"
+    )
+    study = run_variant(tmp_path, "conf", space, "--trials", "2")
+    out = capsys.readouterr().out
+    confirm = optuna.load_study(
+        study_name="conf:confirm", storage=f"sqlite:///{tmp_path / 'runs/conf/study.db'}"
+    )
+    labels = [t.user_attrs["label"] for t in confirm.trials]
+    assert sorted(labels) == ["baseline", "baseline", "trial 1", "trial 1"]
+    assert labels[0] != labels[1] and labels[2] != labels[3]  # interleaved: A B, then B A
+    assert all(t.state.name == "COMPLETE" for t in confirm.trials)
+    trial_dir = tmp_path / "runs" / "conf" / "confirm" / str(labels.index("trial 1"))
+    assert (trial_dir / "server.log").stat().st_size > 0 and (trial_dir / "server-1.log").stat().st_size > 0
+    assert "confirmation: 4 launches" in out and "x2" in out and "search said" in out
+    assert study.trials[1].user_attrs["record"]["host"]["cpus"] >= 1
+    rows = [json.loads(line) for line in (trial_dir / "requests.jsonl").read_text().splitlines()]
+    assert all(r["text"] and r["itl_s"] for r in rows if r["status"] == "ok")
+    # Resumed: the confirmation is complete, nothing is launched again.
+    run_variant(tmp_path, "conf", space, "--trials", "2")
+    assert len(optuna.load_study(study_name="conf:confirm", storage=confirm._storage).trials) == 4
+
+
+def test_ab_on_the_real_server(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    space = tmp_path / "ab.yaml"
+    space.write_text(quick(SPACE))
+    argv = [
+        "ab",
+        "--space",
+        str(space),
+        "--a",
+        "baseline",
+        "--b",
+        "spec-type=ngram-simple,spec-ngram-simple-size-n=3",
+        "--rounds",
+        "2",
+        "--max-rounds",
+        "2",
+        "--runs",
+        str(tmp_path / "runs"),
+    ]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "A: ctx-size=2048 parallel=1 threads=2 spec-type=none" in out
+    assert "B: ctx-size=2048 parallel=1 threads=2 spec-type=ngram-simple spec-ngram-simple-size-n=3" in out
+    speed = next(line for line in out.splitlines() if line.startswith("tool: decode t/s"))
+    assert " x2 " in speed and "%" in speed and "[" in speed
+    assert speed.split("  ")[-1].strip() in {"faster", "slower", "within noise", "unreliable"}
+    assert any(line.startswith("tool: TTFT p50 (s)") for line in out.splitlines())
+    assert main([*argv[:4], "nonsense", *argv[5:]]) == 2
+    assert "is not baseline, STUDY:TRIAL or name=value" in capsys.readouterr().err

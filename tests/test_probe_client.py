@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -12,7 +13,7 @@ import pytest
 
 from sweep.engines import LlamaCppEngine, ServerSetup
 from sweep.engines.base import RequestSettings
-from sweep.probes.client import measure_request, unique_content
+from sweep.probes.client import measure_request
 from sweep.probes.runner import ProbeSettings, probe
 from sweep.probes.workloads import Workload
 
@@ -79,31 +80,108 @@ def test_stream_without_report_is_an_error() -> None:
     assert row.status == "error" and "without the server's report" in row.reason
 
 
-def test_every_prompt_is_unique() -> None:
-    prompts: list[str] = []
+class FakeServer:
+    """A scripted llama-server: a tokenizer whose first token is the text's first character (so hex nonces
+    collide often), and chat replies whose cached-token count a test chooses per request."""
 
-    def handler(request: httpx.Request) -> httpx.Response:
+    def __init__(self, cached: Any = lambda content, attempt: 0) -> None:
+        self.contents: list[str] = []
+        self.cached = cached
+        self.seen: dict[str, int] = {}
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
         if request.url.path == "/metrics":
             return httpx.Response(501, text="This server does not support metrics endpoint.")
-        prompts.append(json.loads(request.content)["messages"][0]["content"])
-        return httpx.Response(200, content=sse(timings()))
+        body = json.loads(request.content)
+        if request.url.path == "/tokenize":
+            return httpx.Response(200, json={"tokens": [ord(c) for c in body["content"]]})
+        content = body["messages"][0]["content"]
+        self.contents.append(content)
+        task = content.split("\n", 1)[1]
+        self.seen[task] = self.seen.get(task, 0) + 1
+        return httpx.Response(200, content=sse(timings(cache_n=self.cached(task, self.seen[task]))))
 
-    workloads = [Workload("code", ("same prompt",)), Workload("tool", ("same prompt",), streams=2)]
-    settings = ProbeSettings(repeats=3, warmup=False)
-    result = asyncio.run(
-        probe("http://s", ENGINE, workloads, settings, transport=httpx.MockTransport(handler))
-    )
-    assert len(prompts) == 9 and len(set(prompts)) == 9
+    def run(self, workloads: list[Workload], repeats: int = 3) -> Any:
+        settings = ProbeSettings(repeats=repeats, warmup=False)
+        return asyncio.run(
+            probe("http://s", ENGINE, workloads, settings, transport=httpx.MockTransport(self))
+        )
+
+
+def prompts(n: int) -> tuple[str, ...]:
+    return tuple(f"prompt {i}" for i in range(n))
+
+
+def test_every_prompt_is_unique_and_no_two_in_a_batch_share_a_first_token() -> None:
+    server = FakeServer()
+    workloads = [Workload("code", prompts(3)), Workload("tool", prompts(12), streams=4)]
+    result = server.run(workloads)
+    assert len(server.contents) == 15 and len(set(server.contents)) == 15
+    for batch in range(3):  # the 4-stream batches: first characters (first tokens here) all different
+        firsts = [c[0] for c in server.contents[3 + 4 * batch : 3 + 4 * (batch + 1)]]
+        assert len(set(firsts)) == 4
+    assert all(c.split("\n", 1)[0].isalnum() for c in server.contents)  # the nonce is the very first text
     assert result.summaries["code"].decode_tps is not None and result.summaries["code"].requests == 3
-    assert result.summaries["tool/2streams"].aggregate_tps is not None
-    assert unique_content("abc", "x").startswith("[request abc]")
+    four = result.summaries["tool/4streams"]
+    assert four.aggregate_tps is not None and four.sum_stream_tps is not None
+    assert four.sum_stream_tps.median == 4 * 50.0  # the field reports' aggregate: per-stream rates added
+    # The same prompts and nonces in every trial, so outputs compare across configurations.
+    again = FakeServer()
+    again.run(workloads)
+    assert again.contents == server.contents
 
 
-@pytest.mark.parametrize("status", ["does_not_fit", "invalid"])
-def test_summary_of_a_workload_with_no_valid_request_keeps_the_reason(status: str) -> None:
-    from sweep.probes.runner import summarize
-    from sweep.results import RequestMeasurement
+def test_a_batch_with_an_invalid_request_is_measured_again_whole() -> None:
+    server = FakeServer(cached=lambda task, seen: 7 if task == "prompt 1" and seen == 1 else 0)
+    summary = server.run([Workload("tool", prompts(4), streams=2)], repeats=2).summaries["tool/2streams"]
+    assert summary.status == "ok" and summary.remeasured == 1 and summary.requests == 4
+    assert server.seen["prompt 0"] == 2  # its batch partner was measured again too, not kept as a survivor
+    assert "1 batches measured again" in summary.reason
 
-    rows = [RequestMeasurement("w", i, 0, f"n{i}", status=status, reason="why") for i in range(3)]  # type: ignore[arg-type]
-    summary = summarize("w", rows, [])
-    assert (summary.status, summary.reason, summary.decode_tps) == (status, "why", None)
+
+def test_a_batch_that_stays_invalid_gives_the_workload_no_numbers() -> None:
+    server = FakeServer(cached=lambda task, seen: 7 if task == "prompt 1" else 0)
+    summary = server.run([Workload("tool", prompts(4), streams=2)], repeats=2).summaries["tool/2streams"]
+    assert summary.status == "invalid" and summary.decode_tps is None and summary.aggregate_tps is None
+    assert "7 prompt tokens came from the prefix cache (in every one of 3 attempts" in summary.reason
+
+
+def test_workloads_sharing_prompts_take_different_ones() -> None:
+    from sweep.space import parse_space
+
+    space = parse_space(
+        {
+            "engine": "llamacpp",
+            "workloads": [{"class": "tool", "context": [None, 2048], "streams": [1, 2]}],
+            "probe": {"repeats": 3},
+        },
+        Path("."),
+    )
+    used = [w.prompt_index(r, s) for w in space.workloads for r in range(3) for s in range(w.streams)]
+    assert len(used) == 18 and len(set(used)) == 18
+
+
+def test_a_failed_cache_flush_fails_the_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    from sweep.engines import sglang
+
+    monkeypatch.setattr(sglang, "FLUSH_ATTEMPTS", 2)
+    engine = sglang.SGLangEngine(ServerSetup(launcher=["sglang"], model="m"))
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/tokenize":
+            return httpx.Response(
+                200, json={"tokens": [ord(c) for c in json.loads(request.content)["prompt"]]}
+            )
+        if request.url.path == "/flush_cache":
+            return httpx.Response(400, text="Cache not flushed: there are running or waiting requests.\n")
+        raise AssertionError(f"nothing is measured after a failed flush ({request.url.path})")
+
+    settings = ProbeSettings(repeats=1, warmup=False)
+    result = asyncio.run(
+        probe(
+            "http://s", engine, [Workload("code", ("p",))], settings, transport=httpx.MockTransport(handler)
+        )
+    )
+    summary = result.summaries["code"]
+    assert summary.status == "error" and summary.remeasured == 2
+    assert "cache was not flushed: /flush_cache answered HTTP 400 (Cache not flushed" in summary.reason

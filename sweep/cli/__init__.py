@@ -6,10 +6,10 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from sweep.cli import compare, dashboard, demo, export, inspect_log, report, run, sim
+from sweep.cli import ab, compare, confirm, dashboard, demo, export, inspect_log, report, run, sim
 from sweep.errors import UserError
 
-COMMANDS = (run, report, dashboard, export, compare, demo, inspect_log, sim)
+COMMANDS = (run, confirm, report, dashboard, export, compare, ab, demo, inspect_log, sim)
 
 
 class _Parser(argparse.ArgumentParser):

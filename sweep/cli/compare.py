@@ -6,9 +6,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from sweep.analysis import overall_recommendation, recommendations, trial_views
-from sweep.cli.report import load
-from sweep.cli.run import DEFAULT_RUNS
+from sweep.analysis import overall_recommendation, recommendations
+from sweep.cli.shared import DEFAULT_RUNS, load, results
 from sweep.errors import UserError
 from sweep.outputs.compare import Column, html_page, markdown
 
@@ -32,9 +31,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def column(spec: str, storage: str | None, runs: Path) -> Column:
     name, _, trial_text = spec.partition(":")
-    study = load(name, storage, runs)
-    listed = trial_views(study)
-    views = {v.number: v for v in listed}
+    found = results(load(name, storage, runs))
+    views = {v.number: v for v in found.search}
     if trial_text:
         if not trial_text.isdigit() or int(trial_text) not in views or views[int(trial_text)].record is None:
             raise UserError(
@@ -43,8 +41,8 @@ def column(spec: str, storage: str | None, runs: Path) -> Column:
             )
         number = int(trial_text)
     else:
-        overall = overall_recommendation(listed)
-        recs = recommendations(listed)
+        overall = overall_recommendation(found)
+        recs = recommendations(found)
         if overall is None and not recs:
             raise UserError(f"study '{name}' has nothing measured to compare", "run it first")
         number = overall.trial if overall else recs[0].recommended_trial

@@ -6,8 +6,7 @@ import argparse
 from pathlib import Path
 
 from sweep.cli.compare import DEFAULT_DIR
-from sweep.cli.report import load
-from sweep.cli.run import add_study_options
+from sweep.cli.shared import add_study_options, load, results
 from sweep.outputs.dashboard import build
 
 
@@ -22,6 +21,6 @@ def main(args: argparse.Namespace) -> int:
     study = load(args.study, args.storage, args.runs)
     out = args.output or DEFAULT_DIR / f"{args.study}.html"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(build(study, args.study), encoding="utf-8")
+    out.write_text(build(study, args.study, results(study)), encoding="utf-8")
     print(out)
     return 0

@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from sweep.cli.run import DEFAULT_RUNS, progress, sweep_space
+from sweep.cli.run import sweep_space
+from sweep.cli.shared import DEFAULT_RUNS, progress
 from sweep.space import load_space
 
 DEMO_SPACES = {"llamacpp": "demo-llamacpp.yaml", "sim": "sglang-sim-mtp.yaml"}

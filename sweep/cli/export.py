@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from sweep.analysis import overall_recommendation, recommendations, study_engine, trial_views
-from sweep.cli.report import load
-from sweep.cli.run import add_study_options
+from sweep.analysis import overall_recommendation, recommendations, study_engine
+from sweep.cli.shared import add_study_options, load, results
 from sweep.engines import engine_class
 from sweep.errors import UserError
 from sweep.outputs.export import FORMATS, Export, render, with_port
@@ -25,9 +24,10 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def main(args: argparse.Namespace) -> int:
     study = load(args.study, args.storage, args.runs)
-    views = trial_views(study)
+    found = results(study)
+    views = found.search
     if args.workload:
-        recs = {r.workload: r for r in recommendations(views)}
+        recs = {r.workload: r for r in recommendations(found)}
         if args.workload not in recs:
             raise UserError(
                 f"study '{args.study}' has no measured workload '{args.workload}'",
@@ -35,7 +35,7 @@ def main(args: argparse.Namespace) -> int:
             )
         trial, params = recs[args.workload].recommended_trial, recs[args.workload].recommended_params
     else:
-        overall = overall_recommendation(views)
+        overall = overall_recommendation(found)
         if overall is None:
             raise UserError(
                 f"study '{args.study}' has no completed baseline to compare with",

@@ -1,17 +1,13 @@
-"""`specsweep report`: per workload, the best parameters, their decode t/s and gain over speculation off."""
+"""`specsweep report`: per workload, the confirmed verdict on the best configuration and what to run."""
 
 from __future__ import annotations
 
 import argparse
 
-import optuna
-
-from sweep.analysis import overall_recommendation, recommendations, trial_views
-from sweep.cli.run import add_study_options
-from sweep.errors import UserError
+from sweep.analysis import overall_recommendation, recommendations, study_warnings
+from sweep.cli.shared import add_study_options, load, results
 from sweep.outputs.console import report_text
 from sweep.outputs.json_ import report_json
-from sweep.study import StudyPaths, make_storage
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -21,23 +17,10 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.set_defaults(handler=main)
 
 
-def load(study: str, storage: str | None, runs: object) -> optuna.Study:
-    paths = StudyPaths.for_study(study, runs, storage)  # type: ignore[arg-type]
-    if storage is None and not (paths.run_dir / "study.db").is_file():
-        raise UserError(
-            f"no study '{study}' in {paths.run_dir}",
-            "run `specsweep run --space FILE` first, or pass --storage",
-        )
-    try:
-        return optuna.load_study(study_name=study, storage=make_storage(paths.storage_url))
-    except KeyError:
-        raise UserError(f"no study '{study}' in {paths.storage_url}", "check --study and --storage") from None
-
-
 def main(args: argparse.Namespace) -> int:
-    study = load(args.study, args.storage, args.runs)
-    views = trial_views(study)
-    recs, overall = recommendations(views), overall_recommendation(views)
+    found = results(load(args.study, args.storage, args.runs))
+    warnings = study_warnings(found.search, found.confirm, found.keys)
+    recs, overall = recommendations(found, warnings), overall_recommendation(found, warnings)
     text = report_json if args.json else report_text
-    print(text(args.study, views, recs, overall))
+    print(text(args.study, found, recs, overall, warnings))
     return 0

@@ -171,11 +171,25 @@ class Engine(ABC):
         """Map an HTTP error to 'does_not_fit' (prompt over the limit) or 'error', with the server's message."""
 
     @abstractmethod
-    async def count_tokens(self, client: httpx.AsyncClient, text: str) -> int:
-        """Tokens in `text` by the server's own tokenizer."""
+    def text_so_far(self, chunk: dict[str, Any], text: str) -> str:
+        """The generated text after this streamed chunk (`text` is what came before it)."""
 
-    async def flush(self, client: httpx.AsyncClient) -> None:
-        """Drop cached prefixes between workloads, where the engine has a way to."""
+    @abstractmethod
+    async def tokenize(self, client: httpx.AsyncClient, text: str) -> list[int]:
+        """Token ids of `text` by the server's own tokenizer (no special tokens added)."""
+
+    async def count_tokens(self, client: httpx.AsyncClient, text: str) -> int:
+        return len(await self.tokenize(client, text))
+
+    async def flush(self, client: httpx.AsyncClient) -> str:
+        """Drop cached prefixes (and speculative state) before a batch, where the engine has a way to.
+        Returns "" when done or nothing needs doing, else why it failed (the batch is then not measured)."""
+        return ""
+
+    def speculative_state_persists(self, params: Params) -> bool:
+        """Whether speculation with these parameters keeps state across requests that a flush does not clear
+        (an n-gram pool): such a server is restarted for each workload, so no workload feeds another."""
+        return False
 
     async def draft_counters(self, client: httpx.AsyncClient) -> DraftCounters | None:
         """Cumulative speculative counters, where the engine exposes them."""

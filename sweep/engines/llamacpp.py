@@ -35,6 +35,9 @@ SPEC_TYPES = (
     "ngram-mod",
     "ngram-cache",
 )
+# Types whose n-gram state outlives a request (llamacpp.md: ngram-mod's pool is shared by all slots and persists;
+# ngram-map's per-slot map persists), so earlier prompts and answers feed later drafts.
+STATEFUL_TYPES = ("ngram-mod", "ngram-map-k", "ngram-map-k4v", "ngram-cache")
 # Types that draft with a separate GGUF given by -md (draft-mtp reads MTP heads from the target instead).
 NEEDS_DRAFT_MODEL = ("draft-simple", "draft-eagle3", "draft-dflash", "draft-dspark")
 KV_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
@@ -191,6 +194,9 @@ class LlamaCppEngine(Engine):
         types = split_types(params.get("spec-type", "none"))
         return bool(types) and "none" not in types
 
+    def speculative_state_persists(self, params: Params) -> bool:
+        return any(t in STATEFUL_TYPES for t in split_types(params.get("spec-type", "none")))
+
     def argv(self, params: Params, port: int) -> list[str]:
         argv = [*self.setup.launcher, "-m", self.setup.model]
         for name, value in params.items():
@@ -260,6 +266,12 @@ class LlamaCppEngine(Engine):
         return any((c.get("delta") or {}).get("content") or (c.get("delta") or {}).get("reasoning_content")
                    for c in chunk.get("choices") or [])  # fmt: skip
 
+    def text_so_far(self, chunk: dict[str, Any], text: str) -> str:
+        for choice in chunk.get("choices") or []:
+            delta = choice.get("delta") or {}
+            text += (delta.get("reasoning_content") or "") + (delta.get("content") or "")
+        return text
+
     def read_final(self, chunk: dict[str, Any]) -> ServerReport | None:
         timings = chunk.get("timings")
         if not timings or not chunk.get("usage"):
@@ -288,10 +300,10 @@ class LlamaCppEngine(Engine):
             return "does_not_fit", message
         return "error", f"HTTP {status_code}: {message}"
 
-    async def count_tokens(self, client: httpx.AsyncClient, text: str) -> int:
+    async def tokenize(self, client: httpx.AsyncClient, text: str) -> list[int]:
         response = await client.post("/tokenize", json={"content": text})
         response.raise_for_status()
-        return len(response.json()["tokens"])
+        return [int(t) for t in response.json()["tokens"]]
 
     async def draft_counters(self, client: httpx.AsyncClient) -> DraftCounters | None:
         response = await client.get("/metrics")

@@ -140,6 +140,7 @@ RENAMED = {
 }
 EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
 HELP_FLAG = re.compile(r"(?<![\w-])--([a-z0-9][a-z0-9-]*)")
+FLUSH_ATTEMPTS = 50
 LENGTH_ERRORS = (
     "longer than the model's context length",
     "exceeds the maximum allowed length",
@@ -357,6 +358,10 @@ class SGLangEngine(Engine):
     def has_token(self, chunk: dict[str, Any]) -> bool:
         return bool(chunk.get("text"))
 
+    def text_so_far(self, chunk: dict[str, Any], text: str) -> str:
+        # /generate streams the whole text so far in every chunk (incremental output is off by default).
+        return str(chunk.get("text") or text)
+
     def read_final(self, chunk: dict[str, Any]) -> ServerReport | None:
         meta = chunk.get("meta_info") or {}
         if not meta.get("finish_reason"):
@@ -392,15 +397,19 @@ class SGLangEngine(Engine):
             return "does_not_fit", message
         return "error", f"HTTP {status_code}: {message}"
 
-    async def count_tokens(self, client: httpx.AsyncClient, text: str) -> int:
+    async def tokenize(self, client: httpx.AsyncClient, text: str) -> list[int]:
         response = await client.post("/tokenize", json={"prompt": text})
         response.raise_for_status()
-        data = response.json()
-        return int(data.get("count", len(data.get("tokens", []))))
+        return [int(t) for t in response.json()["tokens"]]
 
-    async def flush(self, client: httpx.AsyncClient) -> None:
-        # The radix cache would serve the chat template's prefix from earlier requests: flush before each batch.
-        for _ in range(50):
-            if (await client.post("/flush_cache")).status_code == 200:
-                return
+    async def flush(self, client: httpx.AsyncClient) -> str:
+        # Flushing resets the radix cache, the KV pools and the NGRAM corpus: every batch starts cold.
+        response = None
+        for _ in range(FLUSH_ATTEMPTS):
+            response = await client.post("/flush_cache")
+            if response.status_code == 200:
+                return ""
             await asyncio.sleep(0.1)  # 400 while requests are still running
+        assert response is not None
+        body = response.text.strip().splitlines()[:1] or [""]
+        return f"/flush_cache answered HTTP {response.status_code} ({body[0][:120]}) {FLUSH_ATTEMPTS} times"

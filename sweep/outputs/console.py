@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from sweep.analysis import OverallRecommendation, Recommendation, TrialView
+from collections.abc import Sequence
+
+from sweep.analysis import ABRow, OverallRecommendation, Recommendation, Study, StudyWarnings
 from sweep.results import Spread
 
 
@@ -12,25 +14,49 @@ def _spread(s: Spread | None, fmt: str = "{:.1f}") -> str:
     return f"{fmt.format(s.median)} ({fmt.format(s.low)}-{fmt.format(s.high)})"
 
 
-def _pct(x: float | None) -> str:
+def pct(x: float | None) -> str:
     return "-" if x is None else f"{x * 100:+.0f}%"
 
 
-def _params(params: dict[str, object]) -> str:
+def params_text(params: dict[str, object]) -> str:
     return " ".join(f"{k}={v}" for k, v in params.items())
+
+
+def columns(rows: Sequence[Sequence[str]]) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+
+
+def gain_text(r: Recommendation) -> str:
+    if r.gain is None:
+        return "-"
+    interval = f" [{pct(r.gain_low)}..{pct(r.gain_high)}]" if r.gain_low is not None else ""
+    return pct(r.gain) + interval
+
+
+def speed_text(r: Recommendation) -> tuple[str, str]:
+    """The candidate's and the baseline's t/s the verdict rests on (confirmation means, else the search)."""
+    if r.confirmed and r.confirmed_tps is not None:
+        launches = r.comparison.launches if r.comparison else (0, 0)
+        base = f"{r.confirmed_baseline_tps:.1f} x{launches[1]}" if r.confirmed_baseline_tps else "-"
+        return f"{r.confirmed_tps:.1f} x{launches[0]}", base
+    return _spread(r.decode_tps), _spread(r.baseline_tps)
 
 
 def report_text(
     study_name: str,
-    views: list[TrialView],
+    study: Study,
     recs: list[Recommendation],
     overall: OverallRecommendation | None = None,
+    warnings: StudyWarnings | None = None,
 ) -> str:
+    views = study.search
     done = sum(v.state == "COMPLETE" for v in views)
     failed = [v for v in views if v.state == "FAIL"]
     baseline = next((v.number for v in views if v.role == "baseline" and v.state == "COMPLETE"), None)
     queued = sum(v.state == "WAITING" for v in views)
     infeasible = sum(v.record is not None and v.record.stage == "infeasible" for v in views)
+    confirmed = [v for v in study.confirm if v.state == "COMPLETE"]
     lines = [
         f"study {study_name}: {len(views) - queued} trials, {done - infeasible} complete, {len(failed)} failed"
         + (f", {infeasible} infeasible (not launched)" if infeasible else "")
@@ -41,38 +67,63 @@ def report_text(
             if baseline is not None
             else "no completed baseline"
         ),
+        f"confirmation: {len(confirmed)} launches"
+        if confirmed
+        else "confirmation: none yet (verdicts are unconfirmed; `specsweep confirm --study NAME`)",
         "",
     ]
     header = (
         "workload",
         "trial",
-        "decode t/s med (range)",
+        "t/s (launches)",
         "baseline t/s",
-        "gain (interval)",
-        "accept rate",
+        "gain [98% interval]",
+        "search said",
         "accept len",
+        "ttft p50/p90",
         "verdict",
     )
     rows = [header]
     for r in recs:
-        rate, length = r.summary.acceptance_rate, r.summary.acceptance_length
+        tps, base = speed_text(r)
+        ttft = r.summary.latency.get("ttft_s", {})
         rows.append((
-            r.workload, str(r.trial), _spread(r.decode_tps), _spread(r.baseline_tps),
-            f"{_pct(r.gain)} ({_pct(r.gain_low)}..{_pct(r.gain_high)})" if r.gain is not None else "-",
-            _spread(rate, "{:.2f}"), _spread(length, "{:.2f}"), r.verdict,
+            r.workload, str(r.trial), tps, base, gain_text(r), pct(r.search_gain),
+            _spread(r.summary.acceptance_length, "{:.2f}"),
+            f"{ttft['p50']:.2f}/{ttft['p90']:.2f}s" if ttft else "-", str(r.verdict),
         ))  # fmt: skip
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    lines += ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    lines += columns(rows)
+    lines.append("")
+    for r in recs:
+        lines.append(f"{r.workload}: {r.why_verdict}; noise {r.noise.describe()}")
+        if r.output is not None:
+            flag = "CHANGES THE MODEL'S OUTPUT: " if r.output.changed else ""
+            lines.append(f"  output of trial {r.trial}: {flag}{r.output.describe()}")
     lines.append("")
     for r in recs:
         lines.append(
-            f"run for {r.workload}: trial {r.recommended_trial}: {_params(r.recommended_params)}  ({r.why})"
+            f"run for {r.workload}: trial {r.recommended_trial}: {params_text(r.recommended_params)}  ({r.why})"
         )
     if overall is not None:
-        gains = ", ".join(f"{k} {_pct(v)}" for k, v in overall.gains.items())
-        lines += ["", f"one server for all workloads: trial {overall.trial}: {_params(overall.params)}",
+        gains = ", ".join(f"{k} {pct(v)}" for k, v in overall.gains.items())
+        lines += ["", f"one server for all workloads: trial {overall.trial}: {params_text(overall.params)}",
                   f"  ({overall.why}; gains: {gains})"]  # fmt: skip
+    if warnings is not None and warnings.messages:
+        lines += ["", "warnings (verdicts they touch say unreliable):"]
+        lines += [f"  {m}" for m in warnings.messages]
     if failed:
         lines += ["", "failed trials:"]
         lines += [f"  trial {v.number}: {v.failure}" for v in failed]
+    return "\n".join(lines)
+
+
+def ab_text(
+    name: str, a: dict[str, object], b: dict[str, object], rows: list[ABRow], warnings: list[str]
+) -> str:
+    """Report 004's corrected table: metric, A, B, difference (with the 98% interval), verdict."""
+    lines = [f"A/B {name}", f"A: {params_text(a)}", f"B: {params_text(b)}", ""]
+    table = [("metric", "A", "B", "difference (B - A)", "verdict")]
+    lines += columns(table + [(r.metric, r.a, r.b, r.difference, r.verdict) for r in rows])
+    if warnings:
+        lines += ["", "warnings (verdicts they touch say unreliable):", *(f"  {m}" for m in warnings)]
     return "\n".join(lines)

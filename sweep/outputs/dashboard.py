@@ -24,14 +24,17 @@ from plotly.subplots import make_subplots
 from sweep.analysis import (
     OverallRecommendation,
     Recommendation,
+    Study,
+    StudyWarnings,
     TrialView,
     complete_views,
     overall_recommendation,
     recommendations,
     study_frame,
-    trial_views,
+    study_warnings,
 )
 from sweep.outputs.compare import usable_context
+from sweep.outputs.console import gain_text, params_text, pct, speed_text
 
 # Words that mark a parameter as the speculative depth, most telling first (SGLang steps, llama.cpp lengths).
 DEPTH_WORDS = ("num-steps", "n-max", "draft-tokens", "size-n", "n-min", "size-m", "n-match")
@@ -295,50 +298,77 @@ def timeline_panel(study: optuna.Study) -> Panel:
     return Panel("Trial timeline", fig)
 
 
-def recommendations_html(recs: list[Recommendation], overall: OverallRecommendation | None) -> str:
+def recommendations_html(
+    recs: list[Recommendation], overall: OverallRecommendation | None, warnings: StudyWarnings
+) -> str:
     if not recs:
         return "<p class='empty'>No workload was measured yet.</p>"
     rows = []
     for r in recs:
-        gain = "-" if r.gain is None else f"{r.gain:+.0%} ({r.gain_low:+.0%} .. {r.gain_high:+.0%})"
+        tps, base = speed_text(r)
         acc = r.summary.acceptance_length
-        rows.append([r.workload, f"{r.decode_tps.median:.1f}", f"{r.baseline_tps.median:.1f}" if r.baseline_tps else "-", gain,
-                     f"{acc.median:.2f}" if acc else "-", r.verdict, f"trial {r.recommended_trial}",
-                     " ".join(f"{k}={v}" for k, v in r.recommended_params.items()), r.why])  # fmt: skip
-    parts = [
-        table(
+        ttft = r.summary.latency.get("ttft_s", {})
+        output = "-" if r.output is None else ("CHANGED: " if r.output.changed else "") + r.output.describe()
+        rows.append(
             [
-                "workload",
-                "best t/s",
-                "no-spec t/s",
-                "gain (per-prompt range)",
-                "accept len",
-                "verdict",
-                "run",
-                "flags",
-                "why",
-            ],
-            rows,
+                r.workload,
+                f"trial {r.trial}",
+                tps,
+                base,
+                gain_text(r),
+                pct(r.search_gain),
+                f"{acc.median:.2f}" if acc else "-",
+                f"{ttft['p50']:.2f} / {ttft['p90']:.2f}" if ttft else "-",
+                f"{r.verdict}: {r.why_verdict}",
+                output,
+                f"trial {r.recommended_trial}",
+                params_text(r.recommended_params),
+                r.why,
+            ]
         )
+    headers = [
+        "workload",
+        "config",
+        "t/s (launches)",
+        "no-spec t/s",
+        "gain [98% interval]",
+        "search said",
+        "accept len",
+        "TTFT p50 / p90 (s)",
+        "verdict",
+        "output vs baseline",
+        "run",
+        "flags",
+        "why",
     ]
+    parts = [table(headers, rows)]
+    noise = "; ".join(f"{r.workload}: {r.noise.describe()}" for r in recs)
+    parts.append(f"<p>Noise measured in this study: {html.escape(noise)}.</p>")
     if overall is not None:
-        flags = " ".join(f"{k}={v}" for k, v in overall.params.items())
+        flags = params_text(overall.params)
         parts.append(f"<p><b>One server for all workloads:</b> trial {overall.trial}: <code>{html.escape(flags)}</code> "
                      f"({html.escape(overall.why)}; worst-case gain {overall.worst_gain:+.0%})</p>")  # fmt: skip
+    if warnings.messages:
+        items = "".join(f"<li>{html.escape(m)}</li>" for m in warnings.messages)
+        parts.append(
+            f"<div class='warning'><b>Warnings</b> (verdicts they touch say unreliable):<ul>{items}</ul></div>"
+        )
     return "".join(parts)
 
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}h2{margin-top:1.6em}
 table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:3px 8px;font-size:13px;text-align:left}
-.empty{color:#666;font-style:italic}code{background:#f4f4f4}"""
+.empty{color:#666;font-style:italic}code{background:#f4f4f4}
+.warning{border:2px solid #c0392b;background:#fdecea;padding:.3em 1em;margin:.8em 0}"""
 
 
-def build(study: optuna.Study, study_name: str) -> str:
-    views = trial_views(study)
+def build(study: optuna.Study, study_name: str, found: Study) -> str:
+    views = found.search
     by_number = {v.number: v for v in views}
     frame = study_frame(views)
-    recs, overall = recommendations(views), overall_recommendation(views)
-    panels: list[Panel] = [Panel("Recommendations", html=recommendations_html(recs, overall))]
+    warnings = study_warnings(found.search, found.confirm, found.keys)
+    recs, overall = recommendations(found, warnings), overall_recommendation(found, warnings)
+    panels: list[Panel] = [Panel("Recommendations", html=recommendations_html(recs, overall, warnings))]
     builders: list[Callable[[], Panel]] = [
         lambda: speed_panel(frame, by_number), lambda: acceptance_panel(frame), lambda: context_panel(frame, by_number),
         lambda: pareto_panel(views), lambda: memory_panel(views), lambda: failures_panel(views),

@@ -4,25 +4,28 @@ from __future__ import annotations
 
 import json
 
-from sweep.analysis import OverallRecommendation, Recommendation, TrialView
+from sweep.analysis import OverallRecommendation, Recommendation, Study, StudyWarnings
 
 
 def report_json(
     study_name: str,
-    views: list[TrialView],
+    study: Study,
     recs: list[Recommendation],
     overall: OverallRecommendation | None = None,
+    warnings: StudyWarnings | None = None,
 ) -> str:
     return json.dumps(
         {
             "study": study_name,
             "trials": [
-                {"number": v.number, "state": v.state, "role": v.role, "failure": v.failure,
-                 "record": v.record.to_dict() if v.record else None}
-                for v in views
+                {"number": v.number, "phase": str(v.phase), "label": v.label, "state": v.state, "role": v.role,
+                 "failure": v.failure, "record": v.record.to_dict() if v.record else None}
+                for v in study.views
             ],
             "recommendations": [r.to_dict() for r in recs],
             "overall": overall.to_dict() if overall else None,
+            "warnings": warnings.messages if warnings else [],
+            "min_gain": study.min_gain,
         },
         indent=2,
         ensure_ascii=False,

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import hashlib
+import itertools
 import json
 import time
 import uuid
@@ -17,9 +19,16 @@ def new_nonce() -> str:
     return uuid.uuid4().hex[:12]
 
 
+def prompt_nonce(workload: str, index: int, attempt: int) -> str:
+    """The same nonce for the same prompt in every trial (so outputs compare across configurations under
+    greedy decoding), different for every request one server sees (index and attempt are unique per server)."""
+    return hashlib.sha256(f"{workload}/{index}/{attempt}".encode()).hexdigest()[:12]
+
+
 def unique_content(nonce: str, prompt: str) -> str:
-    """The nonce goes first, so no two measured prompts share even their first token after the template."""
-    return f"[request {nonce}]\n{prompt}"
+    """The nonce is the very first text, so no two requests in a batch share a first token (the runner checks
+    this with the server's tokenizer): a prefix cache has nothing to serve, even between concurrent requests."""
+    return f"{nonce}\n{prompt}"
 
 
 async def measure_request(
@@ -37,6 +46,8 @@ async def measure_request(
     row = functools.partial(RequestMeasurement, workload=workload, repeat=repeat, stream=stream, nonce=nonce)
     started = time.perf_counter()
     first = last = None
+    arrivals: list[float] = []
+    text = ""
     report: ServerReport | None = None
     try:
         path, body = engine.request(content, settings)
@@ -57,13 +68,16 @@ async def measure_request(
                 if engine.has_token(chunk):
                     last = time.perf_counter()
                     first = first or last
+                    arrivals.append(last)
+                text = engine.text_so_far(chunk, text)
                 report = engine.read_final(chunk) or report
     except (httpx.HTTPError, json.JSONDecodeError) as exc:
         return row(status="error", reason=f"{exc.__class__.__name__}: {exc}")
     wall = time.perf_counter() - started
     if report is None:
         return row(status="error", reason="the stream ended without the server's report")
-    return _measurement(row, report, started, first, last, wall)
+    gaps = tuple(round(b - a, 6) for a, b in itertools.pairwise(arrivals))
+    return _measurement(row, report, started, first, last, wall, text, gaps)
 
 
 def _measurement(
@@ -73,6 +87,8 @@ def _measurement(
     first: float | None,
     last: float | None,
     wall: float,
+    text: str,
+    gaps: tuple[float, ...],
 ) -> RequestMeasurement:
     client_tps = None
     if first is not None and last is not None and last > first and report.completion_tokens > 1:
@@ -94,6 +110,9 @@ def _measurement(
         completion_tokens=report.completion_tokens,
         cached_tokens=report.cached_tokens,
         ttft_s=None if first is None else first - started,
+        decode_s=None if first is None or last is None else last - first,
+        itl_s=gaps,
+        text=text,
         client_decode_tps=client_tps,
         server_decode_tps=report.decode_tps,
         server_prefill_tps=report.prefill_tps,

@@ -4,23 +4,29 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import time
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import httpx
 
 from sweep.engines.base import DraftCounters, Engine, RequestSettings
-from sweep.probes.client import measure_request, new_nonce, unique_content
+from sweep.errors import ProbeError
+from sweep.probes.client import measure_request, new_nonce, prompt_nonce, unique_content
 from sweep.probes.filler import fill_to
 from sweep.probes.workloads import Workload
-from sweep.results import RequestMeasurement, Spread, WorkloadSummary
+from sweep.results import HostLoad, RequestMeasurement, Spread, WorkloadSummary
+from sweep.stats import percentile
 
 DEFAULT_REPEATS = 3
 COUNTER_SETTLE_S = 0.05  # llama-server adds a request's draft counters when its slot is released
 COUNTER_RETRIES = 10
+BATCH_ATTEMPTS = 3  # a batch with an invalid request is measured again, this many times in all
+NONCE_TRIES = 20
 
 Progress = Callable[[str], None]
+# Starts watching the host when called; the function it returns stops and says what the rest of the machine did.
+HostWatch = Callable[[], Callable[[], HostLoad | None]]
 
 
 @dataclass(frozen=True)
@@ -29,6 +35,7 @@ class ProbeSettings:
     request: RequestSettings = field(default_factory=RequestSettings)
     warmup: bool = True
     timeout_s: float = 1800.0
+    attempts: int = BATCH_ATTEMPTS
 
 
 @dataclass
@@ -44,6 +51,7 @@ async def probe(
     settings: ProbeSettings,
     progress: Progress = lambda _: None,
     transport: httpx.AsyncBaseTransport | None = None,
+    watch: HostWatch | None = None,
 ) -> ProbeResult:
     """Run every workload in order against the server at `base_url`."""
     result = ProbeResult({}, [])
@@ -62,39 +70,77 @@ async def probe(
                 workload="warmup", repeat=0, stream=0, nonce="warmup",
             )  # fmt: skip
         for workload in workloads:
-            rows: list[RequestMeasurement] = []
-            aggregates: list[float] = []
+            batches = []
+            stop_watching = watch() if watch else None
             for repeat in range(settings.repeats):
                 progress(f"{workload.key} {repeat + 1}/{settings.repeats}")
-                batch, aggregate = await _batch(client, engine, workload, repeat, settings.request)
-                rows += batch
-                if aggregate is not None:
-                    aggregates.append(aggregate)
-            result.requests += rows
-            result.summaries[workload.key] = summarize(
-                workload.key, rows, aggregates if workload.streams > 1 else []
-            )
+                batches.append(await _measured_batch(client, engine, workload, repeat, settings))
+            # Every request goes to requests.jsonl, discarded attempts too (with their status and reason).
+            result.requests += [row for batch in batches for row in (*batch.discarded, *batch.rows)]
+            summary = summarize(workload.key, batches)
+            load = stop_watching() if stop_watching else None
+            result.summaries[workload.key] = dataclasses.replace(summary, host=load) if load else summary
     return result
 
 
+@dataclass
+class Batch:
+    """One repeat of a workload: `streams` requests sent at once, and what they add up to."""
+
+    rows: list[RequestMeasurement]
+    aggregate_tps: float | None = None  # every request's decode tokens over the batch's decode window
+    sum_stream_tps: float | None = None  # the sum of the requests' own decode rates
+    attempts: int = 1
+    discarded: list[RequestMeasurement] = field(default_factory=list)  # earlier attempts' rows, not counted
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.rows) and all(r.status == "ok" for r in self.rows)
+
+
+async def _measured_batch(
+    client: httpx.AsyncClient, engine: Engine, workload: Workload, repeat: int, settings: ProbeSettings
+) -> Batch:
+    """A batch whose every request is valid, measured again (new nonces) when one was not: survivors of a
+    batch are never averaged on their own. A prompt that does not fit is not retried (it never will)."""
+    batch, discarded = Batch([]), []
+    for attempt in range(settings.attempts):
+        discarded += batch.rows
+        batch = await _batch(client, engine, workload, repeat, settings.request, attempt)
+        batch.attempts, batch.discarded = attempt + 1, discarded
+        if batch.ok or any(r.status == "does_not_fit" for r in batch.rows):
+            break
+    return batch
+
+
 async def _batch(
-    client: httpx.AsyncClient, engine: Engine, workload: Workload, repeat: int, settings: RequestSettings
-) -> tuple[list[RequestMeasurement], float | None]:
-    """One repeat: `workload.streams` requests at once, each a different prompt with its own nonce."""
-    contents, nonces = [], []
+    client: httpx.AsyncClient,
+    engine: Engine,
+    workload: Workload,
+    repeat: int,
+    settings: RequestSettings,
+    attempt: int,
+) -> Batch:
+    """One attempt at a repeat: each stream its own prompt, each prompt its own nonce, sent at once."""
+    contents, nonces, indexes = [], [], []
+    first_tokens: set[int] = set()
     for stream in range(workload.streams):
-        index = repeat * workload.streams + stream
+        index = workload.prompt_index(repeat, stream)
         task = workload.prompt(index)
         if workload.context_tokens:
             task, _ = await fill_to(
                 workload.context_tokens, task, index, lambda t: engine.count_tokens(client, t)
             )
-        nonce = new_nonce()
+        nonce = await _distinct_nonce(client, engine, workload.key, index, attempt, first_tokens)
         contents.append(unique_content(nonce, task))
         nonces.append(nonce)
-    await engine.flush(client)  # no prefix cached from earlier requests (the template's included)
+        indexes.append(index)
+    row = functools.partial(RequestMeasurement, workload=workload.key, repeat=repeat)
+    if failure := await engine.flush(client):
+        # Cached prefixes or speculative state from earlier requests may remain: nothing here would be cold.
+        reason = f"the server's cache was not flushed: {failure}"
+        return Batch([row(stream=s, nonce=n, status="error", reason=reason) for s, n in enumerate(nonces)])
     before = await engine.draft_counters(client)
-    started = time.perf_counter()
     rows = list(
         await asyncio.gather(
             *(
@@ -112,13 +158,40 @@ async def _batch(
             )
         )
     )
-    wall = time.perf_counter() - started
     rows = await _with_acceptance_length(client, engine, rows, before)
-    ok = [r for r in rows if r.status == "ok"]
-    tokens = sum(r.completion_tokens for r in ok)
-    if ok and all(r.server_e2e_s for r in ok):
-        wall = max(r.server_e2e_s or 0.0 for r in ok)  # the server's clock, where it reports one
-    return rows, (tokens / wall if wall > 0 and tokens else None)
+    if not all(r.status == "ok" for r in rows) or workload.streams == 1:
+        return Batch(rows)
+    return Batch(rows, _window_rate(rows), sum(r.decode_tps or 0.0 for r in rows))
+
+
+def _window_rate(rows: list[RequestMeasurement]) -> float | None:
+    """Decode tokens of every request (the first token of each comes from prefill) over the decode window:
+    from the first stream's first token to the last stream's last token. The requests are sent together, so
+    each one's times from its arrival line up: the server's clock where it reports first-token and end times
+    (SGLang), the client's otherwise."""
+    if all(r.server_ttft_s is not None and r.server_e2e_s is not None for r in rows):
+        firsts = [r.server_ttft_s for r in rows if r.server_ttft_s is not None]
+        lasts = [r.server_e2e_s for r in rows if r.server_e2e_s is not None]
+    else:
+        firsts = [r.ttft_s for r in rows if r.ttft_s is not None]
+        lasts = [r.ttft_s + r.decode_s for r in rows if r.ttft_s is not None and r.decode_s is not None]
+    tokens = sum(max(0, r.completion_tokens - 1) for r in rows)
+    if not firsts or not lasts or max(lasts) <= min(firsts) or not tokens:
+        return None
+    return tokens / (max(lasts) - min(firsts))
+
+
+async def _distinct_nonce(
+    client: httpx.AsyncClient, engine: Engine, key: str, index: int, attempt: int, taken: set[int]
+) -> str:
+    """A nonce whose first token (by the server's tokenizer) no other request of the batch starts with."""
+    for variant in range(NONCE_TRIES):
+        nonce = prompt_nonce(key, index, attempt * NONCE_TRIES + variant)
+        tokens = await engine.tokenize(client, unique_content(nonce, ""))
+        if tokens and tokens[0] not in taken:
+            taken.add(tokens[0])
+            return nonce
+    raise ProbeError(f"no nonce with a first token of its own after {NONCE_TRIES} tries ({key})")
 
 
 async def _with_acceptance_length(
@@ -141,32 +214,56 @@ async def _with_acceptance_length(
     ]
 
 
-def summarize(key: str, rows: list[RequestMeasurement], aggregates: list[float]) -> WorkloadSummary:
-    ok = [r for r in rows if r.status == "ok"]
-    if not ok:
-        worst = next((r for r in rows if r.status == "does_not_fit"), None) or next(
-            (r for r in rows if r.status == "invalid"), rows[0] if rows else None
+def summarize(key: str, batches: list[Batch]) -> WorkloadSummary:
+    """The workload's numbers, only when every batch was fully valid (else its first problem, no numbers)."""
+    rows = [r for b in batches for r in b.rows]
+    remeasured = sum(b.attempts - 1 for b in batches)
+    bad = [b for b in batches if not b.ok]
+    if not rows or bad:
+        failed = [r for b in bad for r in b.rows if r.status != "ok"]
+        worst = next((r for r in failed if r.status == "does_not_fit"), None) or next(
+            (r for r in failed if r.status == "invalid"), failed[0] if failed else None
         )
+        reason = worst.reason if worst else "no request was measured"
+        if worst and worst.status != "does_not_fit" and bad[0].attempts > 1:
+            reason += f" (in every one of {bad[0].attempts} attempts at the batch)"
         return WorkloadSummary(
             key,
             status=worst.status if worst else "error",
-            reason=worst.reason if worst else "no request was measured",
+            reason=reason,
             requests=len(rows),
+            remeasured=remeasured,
         )
-    dropped = [r for r in rows if r.status != "ok"]
-    drafted = sum(r.draft_tokens for r in ok)
+    drafted = sum(r.draft_tokens for r in rows)
+    gaps = [g for r in rows for g in r.itl_s]
     return WorkloadSummary(
         key,
         status="ok",
-        reason=f"{len(dropped)} of {len(rows)} requests not counted: {dropped[0].reason}" if dropped else "",
-        decode_tps=Spread.of([r.decode_tps for r in ok if r.decode_tps is not None]),
-        aggregate_tps=Spread.of(aggregates),
-        ttft_s=Spread.of([r.ttft_s for r in ok if r.ttft_s is not None]),
-        prefill_tps=Spread.of([r.server_prefill_tps for r in ok if r.server_prefill_tps is not None]),
-        acceptance_rate=Spread.of([r.acceptance_rate for r in ok if r.acceptance_rate is not None]),
-        acceptance_length=Spread.of([r.acceptance_length for r in ok if r.acceptance_length is not None]),
+        reason=f"{remeasured} batches measured again after an invalid request" if remeasured else "",
+        decode_tps=Spread.of([r.decode_tps for r in rows if r.decode_tps is not None]),
+        aggregate_tps=Spread.of([b.aggregate_tps for b in batches if b.aggregate_tps is not None]),
+        sum_stream_tps=Spread.of([b.sum_stream_tps for b in batches if b.sum_stream_tps is not None]),
+        ttft_s=Spread.of([r.ttft_s for r in rows if r.ttft_s is not None]),
+        prefill_tps=Spread.of([r.server_prefill_tps for r in rows if r.server_prefill_tps is not None]),
+        acceptance_rate=Spread.of([r.acceptance_rate for r in rows if r.acceptance_rate is not None]),
+        acceptance_length=Spread.of([r.acceptance_length for r in rows if r.acceptance_length is not None]),
         draft_tokens=drafted,
-        accepted_tokens=sum(r.accepted_tokens for r in ok),
-        prompt_tokens=Spread.of([float(r.prompt_tokens) for r in ok]),
+        accepted_tokens=sum(r.accepted_tokens for r in rows),
+        prompt_tokens=Spread.of([float(r.prompt_tokens) for r in rows]),
         requests=len(rows),
+        remeasured=remeasured,
+        latency={
+            name: _percentiles(values)
+            for name, values in (
+                ("ttft_s", [r.ttft_s for r in rows if r.ttft_s is not None]),
+                ("itl_s", gaps),
+                ("e2e_s", [r.wall_s for r in rows]),
+            )
+            if values
+        },
+        outputs=tuple(r.text for r in rows),
     )
+
+
+def _percentiles(values: list[float]) -> dict[str, float]:
+    return {f"p{q}": round(percentile(values, q) or 0.0, 6) for q in (50, 90, 99)}

@@ -102,6 +102,79 @@ BUILTIN_PROMPTS: dict[str, list[str]] = {
         "to notice.",
     ],
 }
+
+# More prompts per class, made from parts, so that repeats x streams x variants of one class rarely need a
+# prompt twice on one server (each composed prompt has text of its own: its own document, task or subject).
+_LANGUAGES = ("Python", "Rust", "Go", "Java", "C++", "Kotlin")
+_CODE_TASKS = (
+    "parses an ISO-8601 date string and returns the day of the week",
+    "counts word frequencies in a text file and prints the ten most common words",
+    "implements a thread-safe bounded queue with put and get",
+    "validates an IPv4 address without using regular expressions",
+    "computes the shortest path in a weighted graph with Dijkstra's algorithm",
+    "flattens an arbitrarily nested list of integers",
+)
+_PEOPLE = (
+    ("Ines Duarte", "Porto"),
+    ("Ravi Menon", "Kochi"),
+    ("Olga Berg", "Tromso"),
+    ("Diego Rojas", "Cusco"),
+    ("Mei Lin", "Tainan"),
+    ("Yusuf Kaya", "Izmir"),
+    ("Hana Novak", "Ljubljana"),
+    ("Sam Okoro", "Accra"),
+)
+_PRODUCTS = ("desk lamp", "notebook", "headphones", "water bottle", "backpack", "webcam", "stapler", "kettle")
+_TOOL_TASKS = (
+    "Return the same JSON with every `city` in upper case. Output only the JSON.",
+    "Copy this JSON exactly, then add a field `count` with the number of items to each order.",
+    "List each order as `id | customer | total`, one per line, copying the values exactly.",
+    "Extract every customer name and city into a JSON list of {name, city}. Copy the values exactly.",
+)
+_SUBJECTS = (
+    "a clockmaker who repairs a clock that runs backwards",
+    "two strangers sharing an umbrella at a bus stop",
+    "a city where it has not rained for a hundred years",
+    "a child who teaches a robot to whistle",
+    "the last ferry of the season crossing a grey lake",
+    "an old map that shows a street nobody can find",
+)
+_FORMS = (
+    "Write a short story about",
+    "Write a letter, in the voice of a grandmother, about",
+    "用中文写一段故事，主题是",
+    "Write a fable with a moral about",
+    "Describe, as a travel writer would,",
+)
+
+
+def _orders(seed: int) -> str:
+    orders = []
+    for i in range(3):
+        name, city = _PEOPLE[(seed + 3 * i) % len(_PEOPLE)]
+        items = [_PRODUCTS[(seed * 5 + i * 3 + k) % len(_PRODUCTS)] for k in range(1 + (seed + i) % 2)]
+        orders.append(
+            {
+                "id": f"B-{2000 + seed * 10 + i}",
+                "customer": name,
+                "city": city,
+                "items": items,
+                "total": round(12.5 + 7.3 * ((seed * 7 + i * 11) % 29), 2),
+            }
+        )
+    return json.dumps({"orders": orders}, indent=2)
+
+
+BUILTIN_PROMPTS["code"] += [
+    f"Write a {lang} function that {task}, with a short usage example."
+    for task in _CODE_TASKS
+    for lang in _LANGUAGES
+]
+BUILTIN_PROMPTS["tool"] += [
+    f"Here is a JSON document:\n{_orders(seed)}\n{_TOOL_TASKS[seed % len(_TOOL_TASKS)]}"
+    for seed in range(1, 31)
+]
+BUILTIN_PROMPTS["prose"] += [f"{form} {subject}." for subject in _SUBJECTS for form in _FORMS]
 BUILTIN_CLASSES = tuple(BUILTIN_PROMPTS)
 
 
@@ -113,6 +186,9 @@ class Workload:
     prompts: tuple[str, ...]
     context_tokens: int | None = None
     streams: int = 1
+    # Where this workload's prompts start in its list: workloads that share a list (tool and tool@8k) take
+    # different prompts, so no prompt reaches one server twice while the list is long enough.
+    first_prompt: int = 0
 
     @property
     def key(self) -> str:
@@ -131,8 +207,15 @@ class Workload:
             key += f"/{self.streams}streams"
         return key
 
+    def prompt_index(self, repeat: int, stream: int) -> int:
+        """The prompt of a repeat's stream: the same in every trial, so trials pair up prompt by prompt."""
+        return self.first_prompt + repeat * self.streams + stream
+
     def prompt(self, index: int) -> str:
         return self.prompts[index % len(self.prompts)]
+
+    def prompts_needed(self, repeats: int) -> int:
+        return repeats * self.streams
 
 
 def load_prompts(path: Path) -> tuple[str, ...]:

@@ -222,7 +222,19 @@ def build_parser(version: str) -> argparse.ArgumentParser:
         default=1.0,
         help="Multiply every simulated delay (0.01: 100x faster).",
     )
-    sim.add_argument("--sim-seed", type=int, default=0, help="Seed of the simulated noise and acceptance.")
+    sim.add_argument(
+        "--sim-seed",
+        type=int,
+        default=None,
+        help="Seed of the simulated noise and acceptance (default: a new seed per launch, as a real server "
+        "drifts from launch to launch; set it only for a deterministic run).",
+    )
+    sim.add_argument(
+        "--sim-speed-factor",
+        type=float,
+        default=1.0,
+        help="Make this launch truly this many times faster (1.05: +5%%), for testing verdicts against a known truth.",
+    )
     return parser
 
 

@@ -222,8 +222,9 @@ class StepModel:
         )
         return min(0.99, base + (a.at_128k - base) * self._t) if base > a.at_128k else base
 
-    def step_seconds(self, running: int, rng: random.Random) -> float:
-        return max(0.0, self.mean_step_seconds(running) * (1 + rng.gauss(0, self.profile.noise)))
+    def step_seconds(self, running: int, rng: random.Random, pace: float = 1.0) -> float:
+        """One step's duration; `pace` multiplies the mean (this launch's and this request's slowness)."""
+        return max(0.0, self.mean_step_seconds(running) * pace * (1 + rng.gauss(0, self.profile.noise)))
 
     def mean_step_seconds(self, running: int) -> float:
         s, r = self.profile.speed, self.resolved

@@ -104,7 +104,15 @@ class Profile:
     graphs: Graphs
     speed: Speed
     acceptance: Acceptance
+    # Noise, as relative standard deviations: of each decode step, of a whole request (a prompt's own pace),
+    # and of a whole launch (a server that happens to run slower or faster, as real launches do).
     noise: float
+    request_noise: float = 0.0
+    launch_drift: float = 0.0
+    # Speculation that changes what the model says (users report MTP breaking tool calls): with at least this
+    # many speculative steps the output diverges from the greedy text after `broken_output_after` tokens.
+    broken_output_min_steps: int = 0
+    broken_output_after: int = 12
     source: Path | None = None
 
     @classmethod
@@ -134,6 +142,10 @@ class Profile:
                 speed=_section(Speed, data.get("speed"), "speed"),
                 acceptance=_section(Acceptance, data.get("acceptance"), "acceptance"),
                 noise=float(data.get("noise", 0.0)),
+                request_noise=float(data.get("request_noise", 0.0)),
+                launch_drift=float(data.get("launch_drift", 0.0)),
+                broken_output_min_steps=int(data.get("broken_output_min_steps", 0)),
+                broken_output_after=int(data.get("broken_output_after", 12)),
                 source=path,
             )
         except KeyError as exc:

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import random
 import re
 import signal
 import sys
 import threading
 import time
+import zlib
 from collections.abc import Iterator
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -73,7 +76,35 @@ def log(message: str, scheduler: bool = False) -> None:
 
 
 def tokenize(text: str) -> list[int]:
-    return [hash(piece) & 0xFFFFFF for piece in TOKEN.findall(text)]
+    """Token ids stable across processes (unlike hash(), which Python salts per process)."""
+    return [zlib.crc32(piece.encode()) & 0xFFFFFF for piece in TOKEN.findall(text)]
+
+
+class GreedyText:
+    """What the model says under greedy decoding: a function of the prompt alone, so every launch and every
+    correct configuration produce the same text. Tool prompts get JSON-like fields (the answers that break
+    first when speculation corrupts output). `diverge_after`: a broken configuration's text departs there."""
+
+    def __init__(self, prompt: str, workload: str, diverge_after: int | None) -> None:
+        seed = zlib.crc32(prompt.encode())
+        self._good, self._bad = random.Random(seed), random.Random(seed ^ 0x5EED)
+        self.workload, self.diverge_after, self.emitted = workload, diverge_after, 0
+
+    def take(self, n: int) -> str:
+        out = []
+        for _ in range(n):
+            broken = self.diverge_after is not None and self.emitted >= self.diverge_after
+            rng = self._bad if broken else self._good
+            word = rng.choice(WORDS)
+            if self.workload != "tool":
+                word = " " + word
+            elif self.emitted % 2 == 0:  # {"key": "value", "key": "value", ...: a key or a value per token
+                word = ('{"' if self.emitted == 0 else ', "') + word + '": '
+            else:
+                word = f'"{word}"'
+            out.append(word)
+            self.emitted += 1
+        return "".join(out)
 
 
 def classify(prompt: str) -> str:
@@ -92,7 +123,11 @@ class Simulator:
     ) -> None:
         self.args, self.profile, self.resolved, self.plan = args, profile, resolved, plan
         self.ready = False
-        self.rng = random.Random(args.sim_seed)
+        # A new seed per launch unless one is given: launches of one configuration differ as real ones do.
+        self.seed = args.sim_seed if args.sim_seed is not None else int.from_bytes(os.urandom(4), "little")
+        self.rng = random.Random(self.seed)
+        # This launch's pace (>1 is slower): its drift, over the true speed factor a test asked for.
+        self.launch_pace = math.exp(self.rng.gauss(0, profile.launch_drift)) / args.sim_speed_factor
         self.lock = threading.Lock()
         self.slots = threading.BoundedSemaphore(max(1, plan.effective_max_running))
         self.running = 0
@@ -109,7 +144,8 @@ class Simulator:
         ] = []  # (accepted+bonus tokens, verify steps) since the last flush
 
     def sleep(self, seconds: float) -> None:
-        time.sleep(seconds * self.args.sim_time_scale)
+        if self.args.sim_time_scale > 0:  # 0: no waiting at all (benchmarks that only want the numbers)
+            time.sleep(seconds * self.args.sim_time_scale)
 
     def cached_prefix(self, tokens: list[int]) -> int:
         if self.args.disable_radix_cache:
@@ -144,31 +180,40 @@ class Simulator:
         tokens = tokenize(prompt)
         arrived = time.monotonic()
         with self.slots:
-            queued = (time.monotonic() - arrived) / self.args.sim_time_scale
+            queued = (
+                (time.monotonic() - arrived) / self.args.sim_time_scale if self.args.sim_time_scale else 0.0
+            )
             with self.lock:
                 cached = self.cached_prefix(tokens)
                 self.running += 1
-            model = StepModel(self.profile, self.resolved, classify(prompt), len(tokens))
-            rng = random.Random(self.rng.random())
+            workload = classify(prompt)
+            model = StepModel(self.profile, self.resolved, workload, len(tokens))
+            with self.lock:
+                rng = random.Random(self.rng.random())
+            # Greedy decoding drafts and verifies the same tokens for the same prompt on every launch: which
+            # drafts are accepted depends on the prompt, not on the launch.
+            accept_rng = random.Random(zlib.crc32(prompt.encode()))
+            pace = self.launch_pace * math.exp(rng.gauss(0, self.profile.request_noise))
+            text = GreedyText(prompt, workload, self._diverge_after())
             try:
-                ttft = model.prefill_seconds(len(tokens) - cached)
+                ttft = model.prefill_seconds(len(tokens) - cached) * self.launch_pace
                 self.sleep(ttft)
                 with self.lock:
                     self.cache.append(tokens)
                 produced, verify, correct, decode = 1, 0, 0, 0.0
-                yield self._words(rng, 1), None
+                yield text.take(1), None
                 while produced < max_new:
                     with self.lock:
                         running = self.running
-                    step = model.step_seconds(running, rng)
+                    step = model.step_seconds(running, rng, pace)
                     self.sleep(step)
                     decode += step
-                    accepted = model.accepted_drafts(rng)
+                    accepted = model.accepted_drafts(accept_rng)
                     emit = min(accepted + 1, max_new - produced)
                     produced += emit
                     if self.resolved.speculative:
                         verify, correct = verify + 1, correct + accepted
-                    yield self._words(rng, emit), None
+                    yield text.take(emit), None
             finally:
                 with self.lock:
                     self.running -= 1
@@ -176,8 +221,12 @@ class Simulator:
                  "decode_throughput": (produced - 1) / decode if decode else 0.0}  # fmt: skip
         yield "", self._meta(len(tokens), produced, cached, verify, correct, times)
 
-    def _words(self, rng: random.Random, n: int) -> str:
-        return "".join(" " + rng.choice(WORDS) for _ in range(n))
+    def _diverge_after(self) -> int | None:
+        """Where a configuration that breaks outputs departs from the greedy text (None: it does not)."""
+        least = self.profile.broken_output_min_steps
+        if least and self.resolved.speculative and self.resolved.steps >= least:
+            return self.profile.broken_output_after
+        return None
 
     def _meta(
         self, prompt: int, completion: int, cached: int, verify: int, correct: int, times: dict[str, float]

@@ -1,0 +1,254 @@
+"""How often a verdict is right: A/A called "within noise", a true +3/+5/+10% called "faster", and the winner's
+curse, before (one launch each, a fixed 5% threshold) and after (interleaved confirmation launches, noise
+measured in the study, Student's t on round-paired launch means at 98% with a 3% practical minimum, one more
+round at a time while the verdict is open, up to 10).
+
+Launches are simulated in-process with the simulator's own code (`sweep.sim`: its performance model, per-launch
+drift, per-request pace and per-step noise, seeded anew per launch as a real server drifts), on the probe's real
+prompts; `--e2e N` also runs N `specsweep ab` A/B tests per effect against simulator servers, through HTTP.
+
+    .venv/bin/python benchmarks/verdicts.py [--replicates 400] [--drift 0.012] [--e2e 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from sweep import stats
+from sweep.probes.client import prompt_nonce, unique_content
+from sweep.probes.workloads import BUILTIN_PROMPTS
+from sweep.sim.flags import build_parser, normalize
+from sweep.sim.model import plan_memory, resolve
+from sweep.sim.profile import DEFAULT_PROFILE, Profile
+from sweep.sim.server import Simulator
+from sweep.stats import Launch, Verdict
+
+REPEATS = 3
+MAX_TOKENS = 128
+OLD_NOISE = 0.05
+CONFIDENCE = stats.CONFIDENCE
+
+
+def launch(profile: Profile, flags: list[str], prompts: list[str], seed: int) -> Launch:
+    """One simulated server launch measured on `prompts`: the server's decode t/s per prompt."""
+    args = normalize(
+        build_parser(profile.sglang_version).parse_args(
+            [
+                "--model-path",
+                "m",
+                "--sim-time-scale",
+                "0",
+                "--sim-seed",
+                str(seed),
+                "--enable-metrics",
+                *flags,
+            ]
+        )
+    )
+    resolved = resolve(args, profile)
+    sim = Simulator(args, profile, resolved, plan_memory(resolved, args, profile))
+    values = []
+    for prompt in prompts:
+        meta = [final for _, final in sim.generate(prompt, MAX_TOKENS) if final][-1]
+        values.append(float(meta["decode_throughput"]))
+    return Launch(tuple(values))
+
+
+def old_verdict(a: Launch, b: Launch) -> str:
+    """The verdict before: one launch each, per-prompt pairing, a fixed 5% threshold (sweep/analysis.py, stop 5)."""
+    gain = statistics.median(b.values) / statistics.median(a.values) - 1
+    gains = [y / x - 1 for x, y in zip(a.values, b.values, strict=True)]
+    if abs(gain) < OLD_NOISE or (min(gains) <= 0 <= max(gains) and gain < 2 * OLD_NOISE):
+        return "within noise"
+    return "faster" if min(gains) > 0 else "slower" if max(gains) < 0 else "mixed"
+
+
+def confirmed(
+    profile: Profile,
+    flags_a: list[str],
+    flags_b: list[str],
+    prompts: list[str],
+    rounds: int,
+    max_rounds: int,
+    extra: int,
+    rng: random.Random,
+) -> tuple[stats.Comparison, Launch, Launch]:
+    """What the confirmation concludes on B against A: `rounds` interleaved launches each, then one more round
+    at a time while the verdict is open (as `sweep.confirm` does). `extra` configurations launched alongside
+    add to the pooled noise. Also returns the first launch of each (what the search alone saw)."""
+
+    def one(flags: list[str], round_: int) -> Launch:
+        return dataclasses.replace(launch(profile, flags, prompts, rng.getrandbits(31)), round=round_)
+
+    a = [one(flags_a, r) for r in range(rounds)]
+    b = [one(flags_b, r) for r in range(rounds)]
+    others = [[one(flags_a, r) for r in range(rounds)] for _ in range(extra)]
+    while True:
+        found = stats.compare(b, a, stats.measure_noise([a, b, *others], a), confidence=CONFIDENCE)
+        assert found is not None
+        if found.settled() or len(a) >= max_rounds:
+            return found, a[0], b[0]
+        a.append(one(flags_a, len(a)))
+        b.append(one(flags_b, len(b)))
+
+
+def rates(
+    profile: Profile,
+    effect: float,
+    replicates: int,
+    rounds: int,
+    max_rounds: int,
+    extra: int,
+    rng: random.Random,
+) -> dict[str, float]:
+    """Shares of verdicts over `replicates` experiments with B truly `effect` faster than A."""
+    prompts = [
+        unique_content(prompt_nonce("code", i, 0), p) for i, p in enumerate(BUILTIN_PROMPTS["code"][:REPEATS])
+    ]
+    speed = ["--sim-speed-factor", str(1 + effect)]
+    counts = {"before: faster": 0, "before: within noise": 0, **{f"after: {v}": 0 for v in Verdict}}
+    launches_used = 0
+    for _ in range(replicates):
+        found, first_a, first_b = confirmed(profile, [], speed, prompts, rounds, max_rounds, extra, rng)
+        old = old_verdict(first_a, first_b)
+        counts["before: faster"] += old == "faster"
+        counts["before: within noise"] += old == "within noise"
+        counts[f"after: {found.verdict}"] += 1
+        launches_used += found.launches[0]
+    return {**{k: v / replicates for k, v in counts.items()}, "launches": launches_used / replicates}
+
+
+def winners_curse(
+    profile: Profile, configs: int, rounds: int, rng: random.Random
+) -> tuple[float, float, float]:
+    """`configs` identical NEXTN configurations searched once each: the best's search gain, its confirmed gain,
+    and the truth (all against the baseline)."""
+    prompts = [
+        unique_content(prompt_nonce("code", i, 0), p) for i, p in enumerate(BUILTIN_PROMPTS["code"][:REPEATS])
+    ]
+    nextn = [
+        "--speculative-algorithm",
+        "NEXTN",
+        "--speculative-num-steps",
+        "3",
+        "--speculative-eagle-topk",
+        "1",
+    ]
+    base = launch(profile, [], prompts, rng.getrandbits(31))
+    search = [launch(profile, nextn, prompts, rng.getrandbits(31)) for _ in range(configs)]
+    best = max(search, key=lambda x: x.log_mean(REPEATS))
+    searched = math.exp(best.log_mean(REPEATS) - base.log_mean(REPEATS)) - 1
+    found, _, _ = confirmed(profile, [], nextn, prompts, rounds, rounds, 0, rng)
+    quiet = dataclasses.replace(profile, noise=0.0, request_noise=0.0, launch_drift=0.0)
+    truth = (
+        math.exp(
+            launch(quiet, nextn, prompts, 1).log_mean(REPEATS)
+            - launch(quiet, [], prompts, 1).log_mean(REPEATS)
+        )
+        - 1
+    )
+    return searched, found.gain, truth
+
+
+def e2e(effect: float, runs: int, drift: float) -> dict[str, int]:
+    """`specsweep ab` against simulator servers (B is the simulator told to run `effect` faster): the verdicts'
+    counts over `runs` A/B tests."""
+    counts: dict[str, int] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        profile = Path(tmp) / "profile.yaml"
+        text = DEFAULT_PROFILE.read_text()
+        profile.write_text(
+            "\n".join(line for line in text.splitlines() if not line.startswith("launch_drift:"))
+            + f"\nlaunch_drift: {drift}\n"
+        )
+        space = Path(tmp) / "ab.yaml"
+        space.write_text(
+            "engine: sglang\n"
+            f'server: {{launcher: ["{{python}}", -m, sweep.sim, --sim-time-scale, "0.002", --sim-profile, "{profile}"], '
+            "model: /m}\n"
+            f"workloads: [{{class: code}}]\nprobe: {{repeats: {REPEATS}, max_tokens: {MAX_TOKENS}}}\n"
+        )
+        for i in range(runs):
+            out = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "sweep",
+                    "ab",
+                    "--space",
+                    str(space),
+                    "--a",
+                    "baseline",
+                    "--b",
+                    f"sim-speed-factor={1 + effect}",
+                    "--rounds",
+                    "3",
+                    "--study",
+                    f"e2e-{i}",
+                    "--runs",
+                    f"{tmp}/runs",
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            line = next(line for line in out.stdout.splitlines() if line.startswith("code: decode t/s"))
+            verdict = line.split("  ")[-1].strip()
+            counts[verdict] = counts.get(verdict, 0) + 1
+    return counts
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--replicates", type=int, default=400)
+    parser.add_argument("--drift", type=float, help="launch drift (default: the profile's)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--max-rounds", type=int, default=10)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--e2e", type=int, default=0, help="also run this many `specsweep ab` tests per effect"
+    )
+    args = parser.parse_args()
+    profile = Profile.load(DEFAULT_PROFILE)
+    if args.drift is not None:
+        profile = dataclasses.replace(profile, launch_drift=args.drift)
+    rng = random.Random(args.seed)
+    print(
+        f"profile {profile.name}: launch drift {profile.launch_drift:.1%}, request noise "
+        f"{profile.request_noise:.1%}, step noise {profile.noise:.1%}; {args.replicates} experiments per cell"
+    )
+    for extra, what in ((0, "A/B alone (specsweep ab)"), (2, "confirmation with 2 more configurations")):
+        print(f"\n{what}: {args.rounds} launches each, up to {args.max_rounds} while the verdict is open")
+        print(
+            f"{'true effect':>12}  {'before: faster':>14}  {'before: w/in noise':>18}  {'after: faster':>13}  "
+            f"{'after: w/in noise':>17}  {'after: unreliable':>17}  {'launches (mean)':>15}"
+        )
+        for effect in (0.0, 0.03, 0.05, 0.10):
+            r = rates(profile, effect, args.replicates, args.rounds, args.max_rounds, extra, rng)
+            print(
+                f"{effect:>+12.0%}  {r['before: faster']:>14.1%}  {r['before: within noise']:>18.1%}  "
+                f"{r['after: faster']:>13.1%}  {r['after: within noise']:>17.1%}  {r['after: unreliable']:>17.1%}  "
+                f"{r['launches']:>15.1f}"
+            )
+    for effect in (0.0, 0.05, 0.10) if args.e2e else ():
+        counts = e2e(effect, args.e2e, profile.launch_drift)
+        print(f"specsweep ab through simulator servers, true effect {effect:+.0%}: {counts}")
+    searched, confirmed, truth = zip(
+        *(winners_curse(profile, 12, args.rounds, rng) for _ in range(40)), strict=True
+    )
+    print(
+        f"\nwinner's curse, best of 12 identical NEXTN configurations (40 studies): search said "
+        f"{statistics.fmean(searched):+.1%}, confirmation {statistics.fmean(confirmed):+.1%}, truth {truth[0]:+.1%}"
+    )
+
+
+if __name__ == "__main__":
+    main()

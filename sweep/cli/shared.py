@@ -1,0 +1,90 @@
+"""Helpers every command shares: the study options, progress lines, and reading a study back."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from pathlib import Path
+
+import optuna
+import yaml
+
+from sweep.analysis import Phase, Study, trial_views
+from sweep.confirm import load_confirm_study
+from sweep.errors import UserError
+from sweep.space import Space, load_space, parse_space
+from sweep.stats import MIN_GAIN
+from sweep.study import MIN_GAIN_ATTR, SPACE_PATH_ATTR, SPACE_TEXT_ATTR, StudyPaths, make_storage
+
+DEFAULT_RUNS = Path("runs")
+
+
+def add_study_options(parser: argparse.ArgumentParser, study_required: bool = False) -> None:
+    parser.add_argument(
+        "--study", required=study_required, help="study name (default: the space file's name)"
+    )
+    parser.add_argument("--storage", help="Optuna storage URL (default: sqlite:///runs/<study>/study.db)")
+    parser.add_argument(
+        "--runs", type=Path, default=DEFAULT_RUNS, help="folder of study folders (default: runs)"
+    )
+
+
+def progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def load(study: str, storage: str | None, runs: Path) -> optuna.Study:
+    paths = StudyPaths.for_study(study, runs, storage)
+    if storage is None and not (paths.run_dir / "study.db").is_file():
+        raise UserError(
+            f"no study '{study}' in {paths.run_dir}",
+            "run `specsweep run --space FILE` first, or pass --storage",
+        )
+    try:
+        return optuna.load_study(study_name=study, storage=make_storage(paths.storage_url))
+    except KeyError:
+        raise UserError(f"no study '{study}' in {paths.storage_url}", "check --study and --storage") from None
+
+
+def results(study: optuna.Study) -> Study:
+    """The study's search and confirmation launches, read once for every output of a command."""
+    confirm = load_confirm_study(study._storage, study.study_name)
+    return Study(
+        trial_views(study),
+        trial_views(confirm, Phase.CONFIRM) if confirm is not None else [],
+        float(study.user_attrs.get(MIN_GAIN_ATTR, MIN_GAIN)),
+    )
+
+
+def publish(study: optuna.Study, name: str, runs: Path) -> None:
+    """The report on stdout and the dashboard beside runs/ (as in a clone: runs/ and dashboards/ at the top)."""
+    from sweep.analysis import overall_recommendation, recommendations, study_warnings
+    from sweep.outputs.console import report_text
+    from sweep.outputs.dashboard import build
+
+    found = results(study)
+    warnings = study_warnings(found.search, found.confirm, found.keys)
+    print(
+        report_text(
+            name, found, recommendations(found, warnings), overall_recommendation(found, warnings), warnings
+        )
+    )
+    page = runs.parent / "dashboards" / f"{name}.html"
+    page.parent.mkdir(parents=True, exist_ok=True)
+    page.write_text(build(study, name, found), encoding="utf-8")
+    progress(f"dashboard: {page}")
+
+
+def stored_space(study: optuna.Study, given: Path | None) -> Space:
+    """The space a study was run with (kept in the study), or the file given instead."""
+    if given is not None:
+        return load_space(given)
+    text = study.user_attrs.get(SPACE_TEXT_ATTR)
+    if not text:
+        raise UserError(
+            f"study '{study.study_name}' does not hold its space file (made by an older specsweep)",
+            "pass --space FILE with the space it was run with",
+        )
+    where = Path(str(study.user_attrs.get(SPACE_PATH_ATTR) or "."))
+    return dataclasses.replace(parse_space(yaml.safe_load(text), where.parent, source=where), text=text)

@@ -1,0 +1,207 @@
+"""Confirmation: launch configurations again, interleaved (A B C A B C ...), before any verdict is given.
+
+The launches live in a companion Optuna study in the same storage (`<study>:confirm`), so that they never feed
+the search's sampler, workers sharing a PostgreSQL study share them too (each WAITING launch is taken once),
+and a confirmation cut short resumes where it stopped. `specsweep ab` runs the same machinery on two
+configurations of its own.
+"""
+
+from __future__ import annotations
+
+import time
+
+import optuna
+from optuna.trial import TrialState
+
+from sweep import stats
+from sweep.analysis import (
+    BASELINE,
+    LABEL_ATTR,
+    ROUND_ATTR,
+    SET_ATTR,
+    Candidate,
+    Phase,
+    TrialView,
+    confirmation_plan,
+    launches,
+    plan_id,
+    study_noise,
+    trial_views,
+)
+from sweep.results import TrialRecord
+from sweep.study import ROLE_ATTR, Progress, Sweep, TrialFailed, is_result, make_storage
+
+SUFFIX = ":confirm"
+METRIC = "workloads measured"
+
+
+def confirm_study_name(study: str) -> str:
+    return study + SUFFIX
+
+
+def open_confirm_study(sweep: Sweep, name: str | None = None) -> optuna.Study:
+    study = optuna.create_study(
+        study_name=name or confirm_study_name(sweep.paths.name),
+        storage=make_storage(sweep.paths.storage_url),
+        directions=["maximize"],
+        load_if_exists=True,
+    )
+    if study.metric_names is None:
+        study.set_metric_names([METRIC])
+    return study
+
+
+def load_confirm_study(storage: optuna.storages.BaseStorage, study: str) -> optuna.Study | None:
+    """The confirmation launches of a study, if it has any."""
+    names = {s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)}
+    if confirm_study_name(study) not in names:
+        return None
+    return optuna.load_study(study_name=confirm_study_name(study), storage=storage)
+
+
+def slots(plan: list[Candidate], rounds: int) -> list[tuple[int, Candidate]]:
+    """Launch order: every round launches every configuration once, rotated so none is always first."""
+    return [(r, plan[(i + r) % len(plan)]) for r in range(rounds) for i in range(len(plan))]
+
+
+class Confirmation:
+    """Launches the plan's configurations `rounds` times each, interleaved, into the companion study; then one
+    more round at a time, up to `max_rounds`, for the configurations whose verdict against `reference` is
+    still open (see `Comparison.settled`), with the reference launched beside them."""
+
+    def __init__(self, sweep: Sweep, study_name: str | None = None, reference: str = BASELINE) -> None:
+        self.sweep = sweep
+        self.study_name = study_name
+        self.reference = reference
+        self._plan: dict[str, Candidate] = {}
+        self._done = 0
+        self._total = 0
+        self._durations: list[float] = []
+
+    def run(self, plan: list[Candidate], rounds: int, max_rounds: int | None = None) -> optuna.Study:
+        study = open_confirm_study(self.sweep, self.study_name)
+        set_id = plan_id(plan, rounds)
+        self._plan = {c.label: c for c in plan}
+        self._launch(study, set_id, slots(plan, rounds))
+        for round_ in range(rounds, max_rounds or rounds):
+            views = [v for v in trial_views(study, Phase.CONFIRM) if v.plan == set_id]
+            open_ = [c for c in plan if c.label != self.reference and not self._settled(views, c)]
+            if not open_:
+                break
+            self.sweep.progress(
+                f"confirmation: round {round_ + 1} for {', '.join(c.label for c in open_)} "
+                "(their verdicts are still open)"
+            )
+            extra = [self._plan[self.reference], *open_]
+            self._launch(study, set_id, [(round_, c) for c in extra])
+        return study
+
+    def _settled(self, views: list[TrialView], candidate: Candidate) -> bool:
+        min_gain = self.sweep.space.confirm.min_gain
+        for key in candidate.workloads:
+            found = stats.compare(
+                launches(views, candidate.label, key),
+                launches(views, self.reference, key),
+                study_noise(views, key, reference=self.reference),
+                min_gain,
+            )
+            if found is not None and not found.settled(min_gain):
+                return False
+        return True
+
+    def _launch(self, study: optuna.Study, set_id: str, wanted: list[tuple[int, Candidate]]) -> None:
+        """Queue the launches not already done (or under way), then run what is queued."""
+        have = {
+            (t.user_attrs.get(LABEL_ATTR), t.user_attrs.get(ROUND_ATTR))
+            for t in study.get_trials(deepcopy=False)
+            if t.user_attrs.get(SET_ATTR) == set_id
+            and (t.state in (TrialState.WAITING, TrialState.RUNNING) or is_result(t))
+        }
+        for round_, candidate in wanted:
+            if (candidate.label, round_) not in have:
+                study.enqueue_trial(
+                    {},
+                    user_attrs={
+                        ROLE_ATTR: "confirm",
+                        LABEL_ATTR: candidate.label,
+                        ROUND_ATTR: round_,
+                        SET_ATTR: set_id,
+                    },
+                )
+        waiting = [
+            t
+            for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+            if t.user_attrs.get(SET_ATTR) == set_id
+        ]
+        self._total, self._done = len(wanted), len(wanted) - len(waiting)
+        self._durations = []
+        if waiting:
+            study.optimize(
+                self.objective,
+                n_trials=len(waiting),
+                catch=(TrialFailed,),
+                gc_after_trial=False,
+                callbacks=[_stop_when_none_waiting],
+            )
+
+    def objective(self, trial: optuna.Trial) -> float:
+        label = trial.user_attrs.get(LABEL_ATTR)
+        candidate = self._plan.get(str(label))
+        if candidate is None:
+            # Another worker took the last queued launch between our check and Optuna's: nothing left to do.
+            raise optuna.TrialPruned("no confirmation launch left")
+        started = time.monotonic()
+        say = self._sayer(candidate, int(trial.user_attrs.get(ROUND_ATTR, 0)), started)
+        say(" ".join(f"{k}={v}" for k, v in candidate.params.items()))
+        workloads = [w for w in self.sweep.space.workloads if w.key in candidate.workloads]
+        trial_dir = self.sweep.paths.run_dir / "confirm" / str(trial.number)
+        record = self.sweep.measure(
+            trial, TrialRecord(trial.number, dict(candidate.params)), say, trial_dir, workloads
+        )
+        self._durations.append(time.monotonic() - started)
+        self._done += 1
+        if record.failed:
+            say(f"failed: {record.failure}")
+            raise TrialFailed(record.failure)
+        measured = [s for s in record.workloads.values() if s.status == "ok" and s.decode_tps]
+        say(
+            "done: "
+            + ", ".join(f"{s.workload} {s.decode_tps.median:.1f} t/s" for s in measured if s.decode_tps)
+        )
+        return float(len(measured))
+
+    def _sayer(self, candidate: Candidate, round_: int, started: float) -> Progress:
+        index = self._done
+
+        def say(message: str) -> None:
+            eta = ""
+            if self._durations:
+                per = sum(self._durations) / len(self._durations)
+                left = max(0, self._total - index - 1) * per + max(0.0, per - (time.monotonic() - started))
+                eta = f" · ETA {int(left // 60)}m{int(left % 60):02d}s"
+            self.sweep.progress(
+                f"[confirm {index + 1}/{self._total}{eta}] {candidate.label} (round {round_ + 1}): {message}"
+            )
+
+        return say
+
+
+def _stop_when_none_waiting(study: optuna.Study, _trial: optuna.trial.FrozenTrial) -> None:
+    if not study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+        study.stop()
+
+
+def confirm_search(
+    sweep: Sweep, search: optuna.Study, top: int, rounds: int, max_rounds: int | None = None
+) -> optuna.Study | None:
+    """Confirm a search: its best candidates per workload and its one-for-all pick, against the baseline."""
+    min_gain = sweep.space.confirm.min_gain
+    plan = confirmation_plan(trial_views(search), top, min_gain)
+    if not plan or rounds < 2:
+        sweep.progress("confirmation: nothing to confirm (no completed baseline and candidate)")
+        return None
+    sweep.progress(
+        f"confirmation: {len(plan)} configurations ({', '.join(c.label for c in plan)}) x {rounds} launches, "
+        f"interleaved (up to {max(rounds, max_rounds or rounds)} where a verdict stays open)"
+    )
+    return Confirmation(sweep).run(plan, rounds, max_rounds)

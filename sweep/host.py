@@ -1,0 +1,102 @@
+"""The host while a server was measured: how much of the machine other processes took, and the hypervisor.
+
+A speed measured while something else ran (a build, another benchmark, a noisy neighbour stealing CPU) is not
+the configuration's speed. The sweep samples the machine's CPU counters (`/proc/stat`) around each probe and
+subtracts what it and the server's process group used, so the server's own load never counts against it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from sweep.results import HostLoad
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class HostSample:
+    total_s: float  # every CPU's time, all states
+    busy_s: float  # not idle, not waiting for I/O
+    steal_s: float  # taken by the hypervisor for other guests
+    ours_s: float  # this process (and its reaped children) and the server's process group
+    loadavg: float
+
+
+def _cpu_line() -> list[float]:
+    with open("/proc/stat", encoding="ascii") as stat:
+        fields = stat.readline().split()[1:]
+    return [int(f) / CLOCK_TICKS for f in fields]
+
+
+def group_cpu_s(pgid: int) -> float:
+    """CPU seconds used by the live members of a process group (with their reaped children)."""
+    used = 0.0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if (
+            int(fields[2]) == pgid
+        ):  # after the name: state, ppid, pgrp, ..., utime at 11, stime, cutime, cstime
+            used += sum(int(v) for v in fields[11:15]) / CLOCK_TICKS
+    return used
+
+
+def sample(server_pgid: int | None) -> HostSample:
+    cpu = _cpu_line()
+    _user, _nice, _system, idle, iowait = cpu[:5]
+    steal = cpu[7] if len(cpu) > 7 else 0.0
+    total = sum(cpu[:8])
+    own = os.times()
+    ours = own.user + own.system + own.children_user + own.children_system
+    if server_pgid is not None:
+        ours += group_cpu_s(server_pgid)
+    with open("/proc/loadavg", encoding="ascii") as load:
+        loadavg = float(load.read().split()[0])
+    return HostSample(total, total - idle - iowait, steal, ours, loadavg)
+
+
+def load_between(start: HostSample, end: HostSample) -> HostLoad | None:
+    """What the rest of the machine did between two samples (None if the window is too short to say)."""
+    total = end.total_s - start.total_s
+    if total <= 0:
+        return None
+    others = max(0.0, (end.busy_s - start.busy_s) - (end.ours_s - start.ours_s))
+    return HostLoad(
+        other_cpu=round(min(1.0, others / total), 4),
+        steal=round(max(0.0, end.steal_s - start.steal_s) / total, 4),
+        loadavg=round(max(start.loadavg, end.loadavg), 2),
+        cpus=os.cpu_count() or 1,
+        seconds=round(total / (os.cpu_count() or 1), 2),
+    )
+
+
+def watcher(server_pgid: int | None) -> Callable[[], Callable[[], HostLoad | None]]:
+    """For the probes: each call starts a window on the host; the function it returns closes it."""
+
+    def start() -> Callable[[], HostLoad | None]:
+        before = sample(server_pgid)
+        return lambda: load_between(before, sample(server_pgid))
+
+    return start
+
+
+def combine(loads: list[HostLoad]) -> HostLoad | None:
+    """Several probing windows (a server restarted per workload) as one, weighted by duration."""
+    if not loads:
+        return None
+    seconds = sum(load.seconds for load in loads) or 1.0
+    return HostLoad(
+        other_cpu=round(sum(load.other_cpu * load.seconds for load in loads) / seconds, 4),
+        steal=round(sum(load.steal * load.seconds for load in loads) / seconds, 4),
+        loadavg=max(load.loadavg for load in loads),
+        cpus=loads[0].cpus,
+        seconds=round(seconds, 2),
+    )

@@ -1,0 +1,245 @@
+"""Statistics of a study: noise measured from its own repeated launches, gains with intervals, verdicts.
+
+The unit of evidence is a *launch*: one server process measured on a fixed list of prompts (prompt i is the
+same text in every launch, so launches pair up prompt by prompt). Speeds are compared on a log scale, so a
+gain is a ratio and noise is relative.
+
+- *Launch noise* is how much the mean of a launch moves between launches of one configuration (a server that
+  happens to run slower, the host's state). It is estimated from every configuration launched more than once
+  in the study (the baseline's repeats, confirmation rounds), pooled, with its degrees of freedom.
+- *Request noise* is how much one request moves around its launch and its prompt (two-way residual).
+- Confirmation launches come in rounds (every configuration once per round, interleaved), a randomized block
+  design: a gain is the mean of the round-by-round differences against the reference, and its interval is
+  Student's t with the variance of those differences pooled over every configuration compared. A machine whose
+  speed drifts over the night (seen here: a VM 12% slower after ten minutes, no other process busy) moves both
+  sides of a difference alike, so it widens nothing. Launches without rounds (the search) are compared as
+  two samples with the pooled launch variance. With no configuration launched twice there is no noise to go
+  on, and the verdict says so ("unconfirmed").
+- "faster" needs the 98% interval to exclude zero **and** the gain to reach a practical minimum (default 3%):
+  a real +1% is not worth a configuration, and the cheaper one wins.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+# 98%, not 95%: the confirmation looks at the data again after each extra round, and every look is a chance
+# for noise to cross the line (benchmarks/verdicts.py: at 95% an A/A test was called faster 5% of the time).
+CONFIDENCE = 0.98
+MIN_GAIN = 0.03  # a smaller gain is not worth a configuration, however sure
+
+
+class Verdict(StrEnum):
+    FASTER = "faster"
+    SLOWER = "slower"
+    WITHIN_NOISE = "within noise"
+    UNRELIABLE = "unreliable"  # the noise (host load, drift, spread) is too large to call it
+    UNCONFIRMED = "unconfirmed"  # no launch-to-launch noise measured yet: the number stands alone
+    NO_BASELINE = "no baseline"
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One launch's values for one workload, in prompt order (index i is the same prompt in every launch), and
+    the confirmation round it was launched in (None in the search)."""
+
+    values: tuple[float, ...]
+    round: int | None = None
+
+    def log_mean(self, n: int) -> float:
+        """Mean log value over the first `n` prompts (the ones every compared launch has)."""
+        return statistics.fmean(math.log(v) for v in self.values[:n])
+
+
+@dataclass(frozen=True)
+class Noise:
+    """Relative noise (standard deviations on the log scale) measured in one study for one workload."""
+
+    launch_sd: float | None  # of a launch's mean over the prompts; None: no configuration launched twice
+    request_sd: float | None  # of one request around its launch and prompt
+    df: int  # degrees of freedom of launch_sd
+    launches: int  # launches it was measured from
+    # Of the difference between two configurations launched in the same round (the machine's slow drift,
+    # which moves both, cancels): pooled over every configuration compared with the reference.
+    pair_sd: float | None = None
+    pair_df: int = 0
+
+    @property
+    def measured(self) -> bool:
+        return (self.launch_sd is not None and self.df > 0) or self.paired
+
+    @property
+    def paired(self) -> bool:
+        return self.pair_sd is not None and self.pair_df > 0
+
+    def describe(self) -> str:
+        if not self.measured:
+            return "launch-to-launch noise not measured (no configuration launched twice)"
+        parts = []
+        if self.paired and self.pair_sd is not None:
+            parts.append(f"within a round {self.pair_sd / math.sqrt(2):.1%} per launch")
+        if self.launch_sd is not None and self.df:
+            parts.append(f"launch-to-launch {self.launch_sd:.1%} over the study")
+        if self.request_sd is not None:
+            parts.append(f"request-to-request {self.request_sd:.1%}")
+        return f"{', '.join(parts)} ({self.launches} launches)"
+
+
+def usable(launches: Sequence[Launch]) -> list[Launch]:
+    return [launch for launch in launches if launch.values and all(v > 0 for v in launch.values)]
+
+
+def common_prompts(*groups: Sequence[Launch]) -> int:
+    return min((len(launch.values) for group in groups for launch in group), default=0)
+
+
+def round_differences(candidate: Sequence[Launch], reference: Sequence[Launch]) -> list[float]:
+    """Log differences of the candidate's and the reference's launches in the same round, round by round."""
+    mine = {x.round: x for x in usable(candidate) if x.round is not None}
+    theirs = {x.round: x for x in usable(reference) if x.round is not None}
+    both = sorted(set(mine) & set(theirs))
+    n = common_prompts([mine[r] for r in both], [theirs[r] for r in both])
+    return [mine[r].log_mean(n) - theirs[r].log_mean(n) for r in both] if n else []
+
+
+def measure_noise(groups: Sequence[Sequence[Launch]], reference: Sequence[Launch] = ()) -> Noise:
+    """Pooled launch and request noise from groups of launches of one configuration each; with a reference
+    (the baseline), also the noise of round-paired differences against it, pooled over the groups."""
+    launch_ss, launch_df, request_ss, request_df, count = 0.0, 0, 0.0, 0, 0
+    for raw in groups:
+        group = usable(raw)
+        count += len(group)
+        n = common_prompts(group)
+        if len(group) < 2 or n == 0:
+            continue
+        means = [launch.log_mean(n) for launch in group]
+        grand = statistics.fmean(means)
+        launch_ss += sum((m - grand) ** 2 for m in means)
+        launch_df += len(group) - 1
+        if n > 1:  # two-way residual: request noise after the launch's and the prompt's own effects
+            logs = [[math.log(v) for v in launch.values[:n]] for launch in group]
+            prompt_means = [statistics.fmean(row[i] for row in logs) for i in range(n)]
+            request_ss += sum(
+                (logs[j][i] - means[j] - prompt_means[i] + grand) ** 2
+                for j in range(len(group))
+                for i in range(n)
+            )
+            request_df += (len(group) - 1) * (n - 1)
+    pair_ss, pair_df = 0.0, 0
+    for paired in groups if reference else ():
+        diffs = round_differences(paired, reference) if paired is not reference else []
+        if len(diffs) >= 2:
+            mean = statistics.fmean(diffs)
+            pair_ss += sum((d - mean) ** 2 for d in diffs)
+            pair_df += len(diffs) - 1
+    return Noise(
+        launch_sd=math.sqrt(launch_ss / launch_df) if launch_df else None,
+        request_sd=math.sqrt(request_ss / request_df) if request_df else None,
+        df=launch_df,
+        launches=count,
+        pair_sd=math.sqrt(pair_ss / pair_df) if pair_df else None,
+        pair_df=pair_df,
+    )
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A candidate against a reference (the baseline), with the interval and the verdict."""
+
+    gain: float  # candidate / reference - 1, from the launch means
+    low: float | None  # the interval, None when the noise is not measured
+    high: float | None
+    verdict: Verdict
+    launches: tuple[int, int]  # candidate's, reference's
+    why: str
+
+    def settled(self, min_gain: float = MIN_GAIN) -> bool:
+        """Whether more launches could not change the verdict: faster or slower for sure, or an interval that
+        already excludes any practical gain or loss. Unconfirmed, unreliable or open-ended ones are not."""
+        if self.verdict in (Verdict.FASTER, Verdict.SLOWER):
+            return True
+        if self.verdict != Verdict.WITHIN_NOISE or self.low is None or self.high is None:
+            return False
+        return -min_gain < self.low and self.high < min_gain
+
+    @property
+    def interval(self) -> str:
+        if self.low is None or self.high is None:
+            return "no interval"
+        return f"{self.low:+.1%} .. {self.high:+.1%}"
+
+
+def compare(
+    candidate: Sequence[Launch],
+    reference: Sequence[Launch],
+    noise: Noise,
+    min_gain: float = MIN_GAIN,
+    confidence: float = CONFIDENCE,
+) -> Comparison | None:
+    """The candidate's gain over the reference with a `confidence` interval, and what it means."""
+    a, b = usable(candidate), usable(reference)
+    n = common_prompts(a, b)
+    if not a or not b or n == 0:
+        return None
+    diffs = round_differences(a, b)
+    if noise.paired and noise.pair_sd is not None and len(diffs) >= 2:
+        # Interleaved rounds: compare within each round, so a machine that slows down over the night moves
+        # both sides of every difference alike.
+        d = statistics.fmean(diffs)
+        sd, df, launches = noise.pair_sd / math.sqrt(len(diffs)), noise.pair_df, (len(diffs), len(diffs))
+    else:
+        d = statistics.fmean(x.log_mean(n) for x in a) - statistics.fmean(x.log_mean(n) for x in b)
+        launches = (len(a), len(b))
+        if not noise.measured or noise.launch_sd is None or not noise.df:
+            return Comparison(math.exp(d) - 1, None, None, Verdict.UNCONFIRMED, launches, noise.describe())
+        sd, df = noise.launch_sd * math.sqrt(1 / len(a) + 1 / len(b)), noise.df
+    gain = math.exp(d) - 1
+    half = t_quantile(0.5 + confidence / 2, df) * sd
+    low, high = math.exp(d - half) - 1, math.exp(d + half) - 1
+    width = (high - low) / 2
+    if width > max(abs(gain), 2 * min_gain):
+        verdict = Verdict.UNRELIABLE
+        why = f"the noise (±{width:.0%}) dwarfs the effect ({gain:+.1%})"
+    elif low > 0 and gain >= min_gain:
+        verdict, why = Verdict.FASTER, f"{confidence:.0%} interval above zero and gain >= {min_gain:.0%}"
+    elif high < 0 and gain <= -min_gain:
+        verdict, why = Verdict.SLOWER, f"{confidence:.0%} interval below zero and loss >= {min_gain:.0%}"
+    else:
+        verdict = Verdict.WITHIN_NOISE
+        why = (
+            f"smaller than the practical minimum of {min_gain:.0%}"
+            if low > 0 or high < 0
+            else f"the {confidence:.0%} interval includes zero"
+        )
+    return Comparison(gain, low, high, verdict, launches, why)
+
+
+def t_quantile(p: float, df: int) -> float:
+    """Student's t quantile (exact for 1 and 2 degrees of freedom, Cornish-Fisher beyond: error < 1e-3)."""
+    if df <= 0:
+        raise ValueError("degrees of freedom must be positive")
+    if df == 1:
+        return math.tan(math.pi * (p - 0.5))
+    if df == 2:
+        return (2 * p - 1) / math.sqrt(2 * p * (1 - p))
+    z = statistics.NormalDist().inv_cdf(p)
+    g1 = (z**3 + z) / 4
+    g2 = (5 * z**5 + 16 * z**3 + 3 * z) / 96
+    g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384
+    g4 = (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / 92160
+    return z + g1 / df + g2 / df**2 + g3 / df**3 + g4 / df**4
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The q-th percentile (0..100) by linear interpolation, as numpy's default."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * q / 100
+    low = math.floor(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)

@@ -1,0 +1,103 @@
+"""The statistics behind every verdict: noise from repeated launches, intervals, and what they let us say."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from sweep import stats
+from sweep.stats import Launch, Noise, Verdict
+
+
+def launches(
+    rng: random.Random, mean: float, n: int, launch_sd: float, request_sd: float = 0.01
+) -> list[Launch]:
+    prompts = [1.0, 1.3, 0.8]  # prompt effects: they cancel because every launch uses the same prompts
+    out = []
+    for _ in range(n):
+        drift = math.exp(rng.gauss(0, launch_sd))
+        out.append(Launch(tuple(mean * p * drift * math.exp(rng.gauss(0, request_sd)) for p in prompts)))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("p", "df", "expected"),
+    [
+        (0.975, 1, 12.706),
+        (0.975, 2, 4.303),
+        (0.975, 3, 3.182),
+        (0.975, 4, 2.776),
+        (0.975, 10, 2.228),
+        (0.95, 20, 1.725),
+    ],
+)
+def test_t_quantiles_match_tables(p: float, df: int, expected: float) -> None:
+    assert stats.t_quantile(p, df) == pytest.approx(expected, rel=2e-3)
+
+
+def test_noise_is_measured_from_repeated_launches_and_pooled() -> None:
+    rng = random.Random(4)
+    groups = [launches(rng, mean, 6, launch_sd=0.03) for mean in (40.0, 80.0, 120.0) for _ in range(10)]
+    noise = stats.measure_noise(groups)
+    assert noise.df == 30 * 5 and noise.launches == 180
+    assert noise.launch_sd == pytest.approx(0.03, rel=0.15)  # request noise (1%/sqrt(3)) adds a little
+    assert noise.request_sd == pytest.approx(0.01, rel=0.2)
+
+
+def test_configurations_launched_once_measure_no_launch_noise() -> None:
+    rng = random.Random(1)
+    noise = stats.measure_noise([launches(rng, 50.0, 1, 0.02), launches(rng, 60.0, 1, 0.02)])
+    assert not noise.measured and noise.launch_sd is None
+    found = stats.compare(launches(rng, 60.0, 1, 0.02), launches(rng, 50.0, 1, 0.02), noise)
+    assert found is not None and found.verdict == Verdict.UNCONFIRMED and found.low is None
+    assert "not measured" in found.why
+
+
+def test_clear_gain_is_faster_with_an_interval_around_it() -> None:
+    rng = random.Random(2)
+    a, b = launches(rng, 50.0, 4, 0.015), launches(rng, 60.0, 4, 0.015)
+    found = stats.compare(b, a, stats.measure_noise([a, b]))
+    assert found is not None and found.verdict == Verdict.FASTER and found.settled()
+    assert found.low is not None and found.high is not None
+    assert 0 < found.low < found.gain < found.high and found.gain == pytest.approx(0.2, abs=0.04)
+
+
+def test_loss_is_slower() -> None:
+    rng = random.Random(3)
+    a, b = launches(rng, 50.0, 4, 0.01), launches(rng, 40.0, 4, 0.01)
+    found = stats.compare(b, a, stats.measure_noise([a, b]))
+    assert found is not None and found.verdict == Verdict.SLOWER
+
+
+def test_real_but_tiny_gain_is_within_noise() -> None:
+    # +1.5% measured very precisely: the interval excludes zero, but it is below the practical minimum.
+    a = [Launch((50.0, 60.0, 40.0))] * 2 + [Launch((50.1, 60.1, 40.1))] * 2
+    b = [Launch((50.75, 60.9, 40.6))] * 2 + [Launch((50.85, 61.0, 40.7))] * 2
+    found = stats.compare(b, a, stats.measure_noise([a, b]))
+    assert found is not None and found.low is not None and found.low > 0
+    assert found.verdict == Verdict.WITHIN_NOISE and "practical minimum" in found.why
+    assert found.settled()  # more launches cannot make 1.5% worth a configuration
+
+
+def test_aa_is_within_noise_and_open_ended_intervals_are_not_settled() -> None:
+    rng = random.Random(5)
+    a, b = launches(rng, 50.0, 5, 0.02), launches(rng, 50.0, 5, 0.02)
+    found = stats.compare(b, a, stats.measure_noise([a, b]))
+    assert found is not None and found.verdict == Verdict.WITHIN_NOISE
+    assert found.low is not None and found.low < 0 < (found.high or 0)
+    assert not found.settled()  # a +3% gain is still inside the interval: another round could tell
+
+
+def test_noise_that_dwarfs_the_effect_is_unreliable() -> None:
+    noise = Noise(launch_sd=0.3, request_sd=0.1, df=4, launches=6)
+    found = stats.compare([Launch((52.0,))] * 3, [Launch((50.0,))] * 3, noise)
+    assert found is not None and found.verdict == Verdict.UNRELIABLE and "dwarfs" in found.why
+
+
+def test_percentiles_interpolate_like_numpy() -> None:
+    values = [0.1, 0.2, 0.3, 0.4, 1.0]
+    assert stats.percentile(values, 50) == pytest.approx(0.3)
+    assert stats.percentile(values, 90) == pytest.approx(0.76)
+    assert stats.percentile([], 50) is None

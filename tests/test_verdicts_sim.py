@@ -1,0 +1,153 @@
+"""Verdicts end to end against the SGLang simulator (real HTTP, real processes, noise drawn per launch): a known
+true effect, a confirmation after the fact, multi-stream aggregates, broken outputs and a busy host."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+
+from sweep.cli import main
+from sweep.sim.profile import DEFAULT_PROFILE
+
+SIM = '["{python}", -m, sweep.sim, --sim-time-scale, "0.002"'
+
+
+def space(tmp_path: Path, body: str, profile: Path | None = None, scale: str = "0.002") -> Path:
+    extra = f', --sim-profile, "{profile}"' if profile else ""
+    path = tmp_path / "space.yaml"
+    launcher = SIM.replace('"0.002"', f'"{scale}"')
+    path.write_text(f"engine: sglang\nserver: {{launcher: {launcher}{extra}], model: /m}}\n{body}")
+    return path
+
+
+def ab(tmp_path: Path, capsys: pytest.CaptureFixture[str], b: str, *extra: str) -> dict[str, str]:
+    path = space(tmp_path, "workloads: [{class: code}]\nprobe: {repeats: 3, max_tokens: 96}\n")
+    argv = ["ab", "--space", str(path), "--a", "baseline", "--b", b, "--runs", str(tmp_path / "runs"), *extra]
+    assert main(argv) == 0
+    rows = {}
+    for line in capsys.readouterr().out.splitlines():
+        cells = [c.strip() for c in line.split("  ") if c.strip()]
+        if cells and cells[0].startswith("code: "):
+            rows[cells[0]] = cells[-1]
+    return rows
+
+
+def test_ab_finds_a_true_gain(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = ab(tmp_path, capsys, "sim-speed-factor=1.25")
+    assert rows["code: decode t/s"] == "faster"
+
+
+def test_ab_of_a_configuration_against_itself_claims_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = ab(tmp_path, capsys, "baseline", "--max-rounds", "6")
+    assert rows["code: decode t/s"] in ("within noise", "unreliable")
+
+
+def test_confirm_after_the_fact_and_multi_stream_aggregates(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    body = """fixed: {kv-cache-dtype: fp8_e4m3}
+params:
+  speculative-algorithm: {choices: [NEXTN]}
+  speculative-num-steps: {int: [2, 4]}
+workloads: [{class: tool, streams: [1, 4]}]
+probe: {repeats: 2, max_tokens: 64}
+confirm: {top: 1, launches: 2, max_launches: 3}
+trials: 3
+seed: 2
+"""
+    path = space(tmp_path, body)
+    runs = str(tmp_path / "runs")
+    assert main(["run", "--space", str(path), "--study", "late", "--runs", runs, "--no-confirm"]) == 0
+    assert "verdicts are unconfirmed" in capsys.readouterr().out
+    path.unlink()  # the study keeps its space: confirm needs only the study
+    assert main(["confirm", "--study", "late", "--runs", runs]) == 0
+    assert "confirmation: " in capsys.readouterr().out
+    assert main(["report", "--study", "late", "--runs", runs, "--json"]) == 0
+    report: dict[str, Any] = json.loads(capsys.readouterr().out)
+    recs = {r["workload"]: r for r in report["recommendations"]}
+    assert all(r["confirmed"] and r["verdict"] == "faster" for r in recs.values())
+    # Four streams at once: every request valid (the nonce leads, so the radix cache has nothing to give),
+    # and the aggregate is the sum of the streams, not the survivors'.
+    rows = [
+        json.loads(line)
+        for p in Path(runs, "late").glob("**/requests.jsonl")
+        for line in p.read_text().splitlines()
+    ]
+    assert rows and all(r["status"] == "ok" and r["cached_tokens"] == 0 for r in rows)
+    four = next(t for t in report["trials"] if t["role"] == "baseline")["record"]["workloads"][
+        "tool/4streams"
+    ]
+    one = next(t for t in report["trials"] if t["role"] == "baseline")["record"]["workloads"]["tool"]
+    assert four["aggregate_tps"]["median"] > 3 * one["decode_tps"]["median"]
+    assert four["aggregate_tps"]["median"] == pytest.approx(four["sum_stream_tps"]["median"], rel=0.25)
+
+
+def test_a_configuration_that_breaks_outputs_is_flagged_and_not_recommended(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    profile = tmp_path / "broken.yaml"
+    profile.write_text(DEFAULT_PROFILE.read_text() + "broken_output_min_steps: 4\n")
+    body = """params:
+  speculative-algorithm: {choices: [NEXTN]}
+  speculative-num-steps: {choices: [5]}
+enqueue: [{speculative-algorithm: NEXTN, speculative-num-steps: 5}]
+workloads: [{class: tool}]
+probe: {repeats: 3, max_tokens: 48}
+confirm: {launches: 0}
+trials: 2
+"""
+    path = space(tmp_path, body, profile)
+    assert main(["run", "--space", str(path), "--study", "broken", "--runs", str(tmp_path / "runs")]) == 0
+    out = capsys.readouterr().out
+    assert "CHANGES THE MODEL'S OUTPUT: 0/3 outputs identical" in out
+    assert "3/3 structured answers broken" in out
+    assert main(["report", "--study", "broken", "--runs", str(tmp_path / "runs"), "--json"]) == 0
+    rec = json.loads(capsys.readouterr().out)["recommendations"][0]
+    assert rec["output"]["changed"] and rec["output"]["first_divergence"] is not None
+
+
+def test_a_busy_host_is_named_and_its_verdicts_are_unreliable(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    burn = "import time\nend = time.time() + 120\nwhile time.time() < end: pass"
+    burner = subprocess.Popen([sys.executable, "-c", burn], start_new_session=True)
+    try:
+        # Slow enough (scale 0.2) that every workload is measured over more than a second: shorter windows
+        # are not judged.
+        path = space(
+            tmp_path, "workloads: [{class: code}]\nprobe: {repeats: 3, max_tokens: 64}\n", scale="0.2"
+        )
+        argv = [
+            "ab",
+            "--space",
+            str(path),
+            "--a",
+            "baseline",
+            "--b",
+            "sim-speed-factor=1.5",
+            "--rounds",
+            "2",
+            "--max-rounds",
+            "2",
+            "--runs",
+            str(tmp_path / "runs"),
+            "--study",
+            "busy",
+        ]
+        assert main(argv) == 0
+    finally:
+        burner.kill()
+        burner.wait()
+    out = capsys.readouterr().out
+    assert "unreliable" in out and "host busy during" in out
+    study = optuna.load_study(study_name="busy", storage=f"sqlite:///{tmp_path / 'runs/busy/study.db'}")
+    hosts = [t.user_attrs["record"]["workloads"]["code"]["host"] for t in study.trials]
+    assert all(h["other_cpu"] > 0.15 for h in hosts)
