@@ -266,6 +266,10 @@ class Recommendation:
     confirmed_baseline_tps: float | None = None
 
     @property
+    def trial_label(self) -> str:
+        return f"trial {self.trial}"
+
+    @property
     def gain(self) -> float | None:
         return self.comparison.gain if self.comparison else self.search_gain
 
@@ -322,6 +326,7 @@ class Study:
     search: list[TrialView]
     confirm: list[TrialView]
     min_gain: float = stats.MIN_GAIN
+    latency_limits: dict[str, float] = field(default_factory=dict)
 
     @property
     def views(self) -> list[TrialView]:
@@ -362,6 +367,12 @@ def _compare(
         reason = "measured on a busy or drifting host (see the warnings)"
         return dataclasses.replace(found, verdict=Verdict.UNRELIABLE, why=reason)
     return found
+
+
+def within_limits(views: list[TrialView], label: str, key: str, limits: dict[str, float]) -> bool:
+    """Whether the configuration's launches meet every latency limit on the workload (median over launches)."""
+    over = [s.over_limits(limits) for v in views if v.label == label and (s := ok_summary(v, key))]
+    return not limits or (bool(over) and all(statistics.median(o[n] for o in over) <= 0 for n in limits))
 
 
 def output_check(study: Study, label: str, key: str) -> fidelity.OutputCheck | None:
@@ -470,11 +481,15 @@ def _what_to_run(
 ) -> Recommendation:
     """Faster for sure: of the candidates faster than the baseline whose output is intact, the cheapest not
     slower than the best of them. Anything else: speculation off, which costs nothing."""
-    if rec.verdict == Verdict.UNCONFIRMED:
+    acceptable = within_limits(views, rec.trial_label, key, study.latency_limits) and not (
+        rec.output is not None and rec.output.changed
+    )
+    if rec.verdict == Verdict.UNCONFIRMED and acceptable:
         why = "unconfirmed: one launch each; run `specsweep confirm` before acting on it"
         return dataclasses.replace(rec, recommended_trial=rec.trial, recommended_params=rec.params, why=why)
     if rec.verdict != Verdict.FASTER or baseline is None or baseline.record is None:
         why = {
+            Verdict.UNCONFIRMED: "the best measured changes the output or exceeds the latency limits",
             Verdict.WITHIN_NOISE: "the best gain is within noise: no speculation costs less (memory, draft work)",
             Verdict.SLOWER: "every candidate is slower than no speculation",
             Verdict.UNRELIABLE: "the measurements are unreliable (see the warnings): keep speculation off",
@@ -488,10 +503,14 @@ def _what_to_run(
         for label, comparison in scored
         if comparison.verdict == Verdict.FASTER
         and not ((check := output_check(study, label, key)) is not None and check.changed)
+        and within_limits(views, label, key, study.latency_limits)
     ]
     if not intact:
         params = baseline.record.params
-        why = "the faster candidates change the model's output (see the output check): keep speculation off"
+        why = (
+            "the faster candidates change the model's output (see the output check) or exceed the latency "
+            "limits: keep speculation off"
+        )
         return dataclasses.replace(rec, recommended_trial=baseline.number, recommended_params=params, why=why)
     best_label = max(intact, key=lambda item: item[1].gain)[0]
     good = []
@@ -530,8 +549,11 @@ class OverallRecommendation:
         return dataclasses.asdict(self)
 
 
-def search_overall(views: list[TrialView], min_gain: float = stats.MIN_GAIN) -> TrialView | None:
-    """The search's best worst-case configuration (what the confirmation checks for all workloads)."""
+def search_overall(
+    views: list[TrialView], min_gain: float = stats.MIN_GAIN, limits: dict[str, float] | None = None
+) -> TrialView | None:
+    """The search's best worst-case configuration within the latency limits (the confirmation checks it on
+    every workload)."""
     baseline = baseline_view(views)
     if baseline is None or baseline.record is None:
         return None
@@ -541,7 +563,11 @@ def search_overall(views: list[TrialView], min_gain: float = stats.MIN_GAIN) -> 
         if view.label == BASELINE:
             continue
         medians = {k: decode_median(view, k) for k in keys}
-        if keys and all(medians.values()):
+        if (
+            keys
+            and all(medians.values())
+            and all(within_limits([view], view.label, k, limits or {}) for k in keys)
+        ):
             worst = min((medians[k] or 0.0) / (decode_median(baseline, k) or 1.0) - 1 for k in keys)
             scored.append((worst, view))
     if not scored:
@@ -571,7 +597,8 @@ def overall_recommendation(
         if keys and all(comparisons.values()):
             done = {k: c for k, c in comparisons.items() if c is not None}
             sure = all(c.verdict == Verdict.FASTER for c in done.values()) or not confirmed
-            if sure and not any((c := output_check(study, label, k)) and c.changed for k in keys):
+            limited = all(within_limits(evidence, label, k, study.latency_limits) for k in keys)
+            if sure and limited and not any((c := output_check(study, label, k)) and c.changed for k in keys):
                 scored.append((min(c.gain for c in done.values()), by_label[label], done))
     if not scored or max(item[0] for item in scored) < study.min_gain:
         why = "no configuration is faster on every workload beyond noise: run without speculation"
@@ -598,8 +625,11 @@ class Candidate:
     workloads: tuple[str, ...]
 
 
-def confirmation_plan(views: list[TrialView], top: int, min_gain: float = stats.MIN_GAIN) -> list[Candidate]:
-    """The search's `top` best configurations per workload and its one-for-all pick, with the baseline."""
+def confirmation_plan(
+    views: list[TrialView], top: int, min_gain: float = stats.MIN_GAIN, limits: dict[str, float] | None = None
+) -> list[Candidate]:
+    """The search's `top` best configurations per workload that meet the latency limits, and its one-for-all
+    pick, with the baseline."""
     baseline = baseline_view(views)
     if baseline is None or baseline.record is None or top <= 0:
         return []
@@ -607,7 +637,13 @@ def confirmation_plan(views: list[TrialView], top: int, min_gain: float = stats.
     chosen: dict[str, tuple[dict[str, Any], set[str]]] = {}
     for key in keys:
         ranked = sorted(
-            (v for v in complete_views(views) if v.label != BASELINE and decode_median(v, key)),
+            (
+                v
+                for v in complete_views(views)
+                if v.label != BASELINE
+                and decode_median(v, key)
+                and within_limits([v], v.label, key, limits or {})
+            ),
             key=lambda v: -(decode_median(v, key) or 0.0),
         )
         best: dict[str, TrialView] = {}
@@ -616,7 +652,7 @@ def confirmation_plan(views: list[TrialView], top: int, min_gain: float = stats.
         for view in list(best.values())[:top]:
             assert view.record is not None
             chosen.setdefault(view.label, (view.record.params, set()))[1].add(key)
-    if (pick := search_overall(views, min_gain)) is not None and pick.record is not None:
+    if (pick := search_overall(views, min_gain, limits)) is not None and pick.record is not None:
         chosen.setdefault(pick.label, (pick.record.params, set()))[1].update(keys)
     if not chosen:
         return []
@@ -702,14 +738,14 @@ def ab_rows(
             _speed(views, key, "decode_tps", "decode t/s", min_gain, warnings),
             _speed(views, key, "aggregate_tps", "aggregate t/s (decode window)", min_gain, warnings),
             _speed(views, key, "sum_stream_tps", "sum of stream t/s", min_gain, warnings),
-            _plain(
-                views, f"{key}: TTFT p50 (s)", functools.partial(_latency, key=key, part="ttft_s"), "{:.3f}"
-            ),
-            _plain(
-                views,
-                f"{key}: inter-token p50 (s)",
-                functools.partial(_latency, key=key, part="itl_s"),
-                "{:.4f}",
+            *(
+                _plain(
+                    views,
+                    f"{key}: {name} (s)",
+                    functools.partial(_latency, key=key, part=part, quantile=q),
+                    fmt,
+                )
+                for name, part, q, fmt in LATENCY_ROWS
             ),
             _plain(views, f"{key}: accept length", functools.partial(_accept_length, key=key), "{:.2f}"),
         ]
@@ -723,9 +759,18 @@ def ab_rows(
     return [row for row in rows if row is not None]
 
 
-def _latency(view: TrialView, key: str, part: str) -> float | None:
+# (row name, latency part, percentile, format). Speculation streams accepted tokens back to back, so the median
+# gap between chunks can be ~0: time per output token is the per-token figure, the gaps' p90 shows the steps.
+LATENCY_ROWS = (
+    ("TTFT p50", "ttft_s", "p50", "{:.3f}"),
+    ("time per output token p50", "tpot_s", "p50", "{:.4f}"),
+    ("inter-token p90", "itl_s", "p90", "{:.4f}"),
+)
+
+
+def _latency(view: TrialView, key: str, part: str, quantile: str) -> float | None:
     summary = ok_summary(view, key)
-    return summary.latency.get(part, {}).get("p50") if summary else None
+    return summary.latency.get(part, {}).get(quantile) if summary else None
 
 
 def _accept_length(view: TrialView, key: str) -> float | None:

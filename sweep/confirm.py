@@ -196,7 +196,7 @@ def confirm_search(
 ) -> optuna.Study | None:
     """Confirm a search: its best candidates per workload and its one-for-all pick, against the baseline."""
     min_gain = sweep.space.confirm.min_gain
-    plan = confirmation_plan(trial_views(search), top, min_gain)
+    plan = confirmation_plan(trial_views(search), top, min_gain, dict(sweep.space.latency_limits))
     if not plan or rounds < 2:
         sweep.progress("confirmation: nothing to confirm (no completed baseline and candidate)")
         return None

@@ -7,11 +7,16 @@ Each record has a plain-JSON form (`to_dict` / `from_dict`) so that a trial is c
 from __future__ import annotations
 
 import dataclasses
+import re
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Self
 
 RequestStatus = Literal["ok", "invalid", "does_not_fit", "error"]
+# A latency limit's name: what (time to first token, inter-token gap, time per output token, end to end) and
+# which percentile, in seconds: `ttft_p90_s`, `tpot_p50_s`.
+LATENCY_LIMIT = re.compile(r"(ttft|itl|tpot|e2e)_(p50|p90|p99)_s")
 
 
 @dataclass(frozen=True)
@@ -133,6 +138,15 @@ class WorkloadSummary:
     # The generated texts in prompt order (the same order as decode_tps.values).
     outputs: tuple[str, ...] = ()
     host: HostLoad | None = None  # what the rest of the machine did while this workload was measured
+
+    def over_limits(self, limits: Mapping[str, float]) -> dict[str, float]:
+        """Seconds by which each latency limit (`ttft_p90_s: 2.0`) is exceeded; <= 0 where it is met."""
+        over = {}
+        for name, limit in limits.items():
+            part, _, quantile = name.removesuffix("_s").partition("_")
+            value = self.latency.get(f"{part}_s", {}).get(quantile)
+            over[name] = float("inf") if value is None else value - limit
+        return over
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -35,6 +35,7 @@ from sweep.engines.base import RequestSettings
 from sweep.errors import UserError
 from sweep.probes.runner import ProbeSettings
 from sweep.probes.workloads import BUILTIN_CLASSES, BUILTIN_PROMPTS, Workload, load_prompts
+from sweep.results import LATENCY_LIMIT
 
 TOP_KEYS = {
     "engine",
@@ -48,6 +49,7 @@ TOP_KEYS = {
     "trials",
     "seed",
     "confirm",
+    "latency_limits",
 }
 CONFIRM_KEYS = {"top", "launches", "max_launches", "min_gain"}
 SERVER_KEYS = {"binary", "launcher", "model", "port", "host", "startup_timeout", "extra_args"}
@@ -139,6 +141,9 @@ class Space:
     source: Path | None = None
     confirm: ConfirmSettings = field(default_factory=ConfirmSettings)
     text: str = ""  # the file as written: kept with the study, so `specsweep confirm` needs only the study
+    # Decode t/s subject to these (`ttft_p90_s: 2.0`): Optuna constraints on every trial, and no configuration
+    # that exceeds one on a workload is confirmed or recommended for it.
+    latency_limits: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def workload_keys(self) -> list[str]:
@@ -302,6 +307,19 @@ def parse_space(data: Any, base: Path, source: Path | None = None) -> Space:
             )
     elif objective != "per-workload":
         raise _fail("objective", f"cannot be {objective!r}", "use `per-workload` or `{workload: NAME}`")
+    limits = _mapping(data.get("latency_limits"), "latency_limits")
+    for name, limit in limits.items():
+        if (
+            not LATENCY_LIMIT.fullmatch(str(name))
+            or isinstance(limit, bool)
+            or not isinstance(limit, int | float)
+            or limit <= 0
+        ):
+            raise _fail(
+                f"latency_limits.{name}",
+                f"'{name}: {limit}' is not a limit in seconds",
+                "name one of ttft, itl, tpot, e2e with p50, p90 or p99, e.g. `latency_limits: {ttft_p90_s: 2.0}`",
+            )
     confirm = _mapping(data.get("confirm"), "confirm")
     _unknown_keys(confirm, CONFIRM_KEYS, "confirm")
     if not all(
@@ -358,6 +376,7 @@ def parse_space(data: Any, base: Path, source: Path | None = None) -> Space:
                 max_launches=int(confirm.get("max_launches", 10)),
                 min_gain=float(confirm.get("min_gain", 0.03)),
             ),
+            latency_limits={str(k): float(v) for k, v in limits.items()},
         )
     except (TypeError, ValueError) as exc:
         raise _fail(

@@ -35,6 +35,7 @@ ROLE_ATTR = "role"
 SPACE_TEXT_ATTR = "space_text"
 SPACE_PATH_ATTR = "space_path"
 MIN_GAIN_ATTR = "min_gain"
+LIMITS_ATTR = "latency_limits"
 INTERRUPTED = "interrupted: the sweep stopped during this trial"
 
 Progress = Callable[[str], None]
@@ -153,6 +154,8 @@ def open_study(space: Space, paths: StudyPaths) -> optuna.Study:
         study.set_user_attr(SPACE_PATH_ATTR, str(space.source.resolve()) if space.source else "")
     if study.user_attrs.get(MIN_GAIN_ATTR) != space.confirm.min_gain:
         study.set_user_attr(MIN_GAIN_ATTR, space.confirm.min_gain)
+    if study.user_attrs.get(LIMITS_ATTR, {}) != dict(space.latency_limits):
+        study.set_user_attr(LIMITS_ATTR, dict(space.latency_limits))
     names = study.metric_names
     if names is None:
         study.set_metric_names(space.objective_names)
@@ -261,6 +264,8 @@ class Sweep:
                     f"{record.failure} (log: {self.paths.trial_dir(record.number)}/server.log)"
                 )
             raise TrialFailed(record.failure)
+        for name, over in self._latency_over(record).items():
+            trial.set_constraint(f"latency {name}", over)  # the sampler steers away from what breaks a limit
         values = [self._objective_value(record, name) for name in self.space.objective_names]
         say(
             "done: "
@@ -397,6 +402,14 @@ class Sweep:
         if server.returncode is not None:
             return f"server died while probing: {server.exit_reason()}"
         return f"server stopped answering while probing ({exc.__class__.__name__}: {exc})"
+
+    def _latency_over(self, record: TrialRecord) -> dict[str, float]:
+        """Per latency limit, the worst excess over the objective's workloads (<= 0: met on all of them)."""
+        limits = self.space.latency_limits
+        summaries = [
+            s for n in self.space.objective_names if (s := record.workloads.get(n)) and s.status == "ok"
+        ]
+        return {name: max((s.over_limits(limits)[name] for s in summaries), default=0.0) for name in limits}
 
     def _objective_value(self, record: TrialRecord, workload: str) -> float:
         summary = record.workloads.get(workload)

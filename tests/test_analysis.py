@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from typing import Any
@@ -165,3 +166,23 @@ def test_a_configuration_that_changes_the_output_is_not_recommended() -> None:
     code = recs["code"]
     assert code.trial == 1 and code.output is not None and code.output.changed
     assert code.recommended_trial == 2 and "changes the model's output" in code.why
+
+
+def test_a_latency_limit_keeps_a_configuration_out() -> None:
+    truth = {BASELINE: SPEEDS, "trial 1": {"code": 90.0}, "trial 2": {"code": 88.0, "prose": 70.0}}
+    views = confirm(truth)
+    slow_first_token = {"ttft_s": {"p50": 0.5, "p90": 3.0, "p99": 4.0}}
+    quick = {"ttft_s": {"p50": 0.2, "p90": 0.4, "p99": 0.5}}
+    for v in views:
+        assert v.record is not None
+        for key, s in v.record.workloads.items():
+            v.record.workloads[key] = dataclasses.replace(
+                s, latency=slow_first_token if v.label == "trial 2" else quick
+            )
+    limited = {
+        r.workload: r for r in recommendations(Study(search(), views, latency_limits={"ttft_p90_s": 1.0}))
+    }
+    assert limited["code"].recommended_trial == 1  # trial 2 is cheaper but its p90 TTFT is 3 s
+    assert limited["prose"].recommended_trial == 0 and "latency limits" in limited["prose"].why
+    free = {r.workload: r for r in recommendations(Study(search(), views))}
+    assert free["code"].recommended_trial == 2

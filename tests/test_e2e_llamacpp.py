@@ -162,6 +162,7 @@ def test_report_json_has_a_recommendation_per_workload(
     # This study skipped the confirmation: one launch each, so nothing is claimed beyond the number.
     assert tool["verdict"] == "unconfirmed" and not tool["confirmed"] and "specsweep confirm" in tool["why"]
     assert tool["latency"]["ttft_s"]["p50"] > 0 and tool["latency"]["itl_s"]["p90"] > 0
+    assert tool["latency"]["tpot_s"]["p50"] > 0
 
 
 def test_port_in_use_is_one_line_and_leaves_the_study_intact(

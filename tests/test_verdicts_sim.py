@@ -151,3 +151,22 @@ def test_a_busy_host_is_named_and_its_verdicts_are_unreliable(
     study = optuna.load_study(study_name="busy", storage=f"sqlite:///{tmp_path / 'runs/busy/study.db'}")
     hosts = [t.user_attrs["record"]["workloads"]["code"]["host"] for t in study.trials]
     assert all(h["other_cpu"] > 0.15 for h in hosts)
+
+
+def test_latency_limits_are_optuna_constraints(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    body = """params:
+  speculative-algorithm: {choices: [NEXTN]}
+  speculative-num-steps: {int: [2, 4]}
+workloads: [{class: code}]
+probe: {repeats: 2, max_tokens: 32}
+latency_limits: {ttft_p90_s: 0.000001, tpot_p50_s: 100}
+trials: 3
+"""
+    path = space(tmp_path, body)
+    assert main(["run", "--space", str(path), "--study", "lim", "--runs", str(tmp_path / "runs")]) == 0
+    out = capsys.readouterr().out
+    study = optuna.load_study(study_name="lim", storage=f"sqlite:///{tmp_path / 'runs/lim/study.db'}")
+    for trial in study.trials:  # TTFT over its limit, TPOT well under
+        assert trial.constraints["latency ttft_p90_s"] > 0 and trial.constraints["latency tpot_p50_s"] < 0
+    # No configuration meets the TTFT limit: nothing is confirmed, and speculation stays off.
+    assert "confirmation: none yet" in out and "run for code: trial 0" in out

@@ -15,7 +15,7 @@ from sweep.confirm import load_confirm_study
 from sweep.errors import UserError
 from sweep.space import Space, load_space, parse_space
 from sweep.stats import MIN_GAIN
-from sweep.study import MIN_GAIN_ATTR, SPACE_PATH_ATTR, SPACE_TEXT_ATTR, StudyPaths, make_storage
+from sweep.study import LIMITS_ATTR, MIN_GAIN_ATTR, SPACE_PATH_ATTR, SPACE_TEXT_ATTR, StudyPaths, make_storage
 
 DEFAULT_RUNS = Path("runs")
 
@@ -54,6 +54,7 @@ def results(study: optuna.Study) -> Study:
         trial_views(study),
         trial_views(confirm, Phase.CONFIRM) if confirm is not None else [],
         float(study.user_attrs.get(MIN_GAIN_ATTR, MIN_GAIN)),
+        dict(study.user_attrs.get(LIMITS_ATTR, {})),
     )
 
 

@@ -256,7 +256,17 @@ def summarize(key: str, batches: list[Batch]) -> WorkloadSummary:
             name: _percentiles(values)
             for name, values in (
                 ("ttft_s", [r.ttft_s for r in rows if r.ttft_s is not None]),
+                # Gaps between chunks: speculation sends accepted tokens back to back, so the median gap can be
+                # ~0 while p90 shows the step; time per output token is each request's decode time per token.
                 ("itl_s", gaps),
+                (
+                    "tpot_s",
+                    [
+                        r.decode_s / (r.completion_tokens - 1)
+                        for r in rows
+                        if r.decode_s is not None and r.completion_tokens > 1
+                    ],
+                ),
                 ("e2e_s", [r.wall_s for r in rows]),
             )
             if values
