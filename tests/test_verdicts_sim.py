@@ -112,6 +112,14 @@ trials: 2
     assert main(["report", "--study", "broken", "--runs", str(tmp_path / "runs"), "--json"]) == 0
     rec = json.loads(capsys.readouterr().out)["recommendations"][0]
     assert rec["output"]["changed"] and rec["output"]["first_divergence"] is not None
+    assert rec["recommended_trial"] == 0  # the fast configuration is not recommended
+    argv = ["export", "--study", "broken", "--runs", str(tmp_path / "runs"), "--workload", "tool"]
+    assert main([*argv, "--format", "json"]) == 0
+    exported = json.loads(capsys.readouterr().out)
+    assert exported["trial"] == 0 and "changes the output" in exported["notes"][0]
+    assert main(argv) == 0
+    cli = capsys.readouterr()
+    assert cli.out.strip().endswith("--port 30000") and cli.err.startswith("# unconfirmed")
 
 
 def test_a_busy_host_is_named_and_its_verdicts_are_unreliable(

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
-from sweep.analysis import overall_recommendation, recommendations, study_engine
+from sweep.analysis import output_check, overall_recommendation, recommendations, study_engine
 from sweep.cli.shared import add_study_options, load, results
 from sweep.engines import engine_class
 from sweep.errors import UserError
@@ -33,7 +34,10 @@ def main(args: argparse.Namespace) -> int:
                 f"study '{args.study}' has no measured workload '{args.workload}'",
                 f"choose one of: {', '.join(recs) or '(none)'}",
             )
-        trial, params = recs[args.workload].recommended_trial, recs[args.workload].recommended_params
+        rec = recs[args.workload]
+        trial, params = rec.recommended_trial, rec.recommended_params
+        notes = [f"{rec.verdict} ({rec.why_verdict}); {rec.why}"]
+        keys = [args.workload]
     else:
         overall = overall_recommendation(found)
         if overall is None:
@@ -42,14 +46,20 @@ def main(args: argparse.Namespace) -> int:
                 "run the study until its baseline completes",
             )
         trial, params = overall.trial, overall.params
+        notes = [overall.why + ("" if overall.confirmed else "; unconfirmed: run `specsweep confirm` first")]
+        keys = found.keys
+    for key in keys:
+        if (check := output_check(found, f"trial {trial}", key)) is not None and check.changed:
+            notes.append(f"{key}: CHANGES THE MODEL'S OUTPUT: {check.describe()}")
     record = next(v.record for v in views if v.number == trial)
     assert record is not None
     engine = study_engine(study, views)
     port = args.port or engine_class(engine).default_port
-    print(
-        render(
-            Export(engine, args.study, trial, args.workload, params, with_port(record.argv, port)),
-            args.format,
-        )
+    export = Export(
+        engine, args.study, trial, args.workload, params, with_port(record.argv, port), tuple(notes)
     )
+    if args.format == "cli":  # the command alone on stdout (to paste or run); what to know on stderr
+        for note in notes:
+            print(f"# {note}", file=sys.stderr)
+    print(render(export, args.format))
     return 0

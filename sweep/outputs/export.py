@@ -20,10 +20,12 @@ class Export:
     workload: str | None
     params: dict[str, Any]
     argv: list[str]
+    # The verdict behind it and anything to know before running it (unconfirmed, output changed).
+    notes: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {"engine": self.engine, "study": self.study, "trial": self.trial, "workload": self.workload,
-                "params": self.params, "argv": self.argv}  # fmt: skip
+                "params": self.params, "argv": self.argv, "notes": list(self.notes)}  # fmt: skip
 
 
 def with_port(argv: list[str], port: int) -> list[str]:
@@ -42,7 +44,8 @@ def render(export: Export, fmt: str) -> str:
         head = f"# specsweep study {export.study}, trial {export.trial}" + (
             f", for {export.workload}" if export.workload else ", for all workloads"
         )
-        return head + "\n" + yaml.safe_dump(service, sort_keys=False, width=1000)
+        notes = "".join(f"\n# {note}" for note in export.notes)
+        return head + notes + "\n" + yaml.safe_dump(service, sort_keys=False, width=1000)
     if fmt == "json":
         return json.dumps(export.to_dict(), indent=2)
     return yaml.safe_dump(export.to_dict(), sort_keys=False, width=1000)
