@@ -406,56 +406,54 @@ def recommendations(study: Study, warnings: StudyWarnings | None = None) -> list
         scored = [
             (c, comp)
             for c in candidates
-            if c in search_by_label
+            if c in search_by_label and ok_summary(search_by_label[c], key)
             if (comp := _compare(views, c, key, noise, study, warnings)) is not None
         ]
         base_summary = ok_summary(baseline, key) if baseline else None
+        base_tps = base_summary.decode_tps if base_summary else None
         if not scored:
-            best_view = max(measured, key=lambda v: decode_median(v, key) or 0.0)
-            summary = ok_summary(best_view, key)
-            assert summary is not None and summary.decode_tps is not None and best_view.record is not None
-            rec = Recommendation(
-                key,
-                best_view.number,
-                best_view.record.params,
-                summary.decode_tps,
-                base_summary.decode_tps if base_summary else None,
-                None,
-                None,
-                Verdict.NO_BASELINE,
-                "no baseline measured this workload",
-                noise,
-                False,
-                summary,
-                recommended_trial=best_view.number,
-                recommended_params=best_view.record.params,
-                why="no baseline to compare with",
+            best = max(measured, key=lambda v: decode_median(v, key) or 0.0)
+            summary = ok_summary(best, key)
+            assert summary is not None and summary.decode_tps is not None and best.record is not None
+            out.append(
+                Recommendation(
+                    key,
+                    best.number,
+                    best.record.params,
+                    summary.decode_tps,
+                    base_tps,
+                    search_gain=None,
+                    comparison=None,
+                    verdict=Verdict.NO_BASELINE,
+                    why_verdict="no baseline measured this workload",
+                    noise=noise,
+                    confirmed=False,
+                    summary=summary,
+                    recommended_trial=best.number,
+                    recommended_params=best.record.params,
+                    why="no baseline to compare with",
+                )
             )
-            out.append(rec)
             continue
         label, comparison = max(scored, key=lambda item: item[1].gain)
         view = search_by_label[label]
-        assert view.record is not None
-        summary = ok_summary(view, key) or next(iter(view.record.workloads.values()))
-        assert summary.decode_tps is not None
-        search_gain = (
-            summary.decode_tps.median / base_summary.decode_tps.median - 1
-            if base_summary and base_summary.decode_tps and base_summary.decode_tps.median > 0
-            else None
-        )
+        summary = ok_summary(view, key)
+        assert view.record is not None and summary is not None and summary.decode_tps is not None
         rec = Recommendation(
             key,
             view.number,
             view.record.params,
             summary.decode_tps,
-            base_summary.decode_tps if base_summary else None,
-            search_gain,
-            comparison,
-            comparison.verdict,
-            comparison.why,
-            noise,
-            confirmed,
-            summary,
+            base_tps,
+            search_gain=summary.decode_tps.median / base_tps.median - 1
+            if base_tps and base_tps.median > 0
+            else None,
+            comparison=comparison,
+            verdict=comparison.verdict,
+            why_verdict=comparison.why,
+            noise=noise,
+            confirmed=confirmed,
+            summary=summary,
             output=output_check(study, label, key),
             confirmed_tps=_geo_mean(launches(views, label, key)) if confirmed else None,
             confirmed_baseline_tps=_geo_mean(launches(views, BASELINE, key)) if confirmed else None,
@@ -760,11 +758,12 @@ def ab_rows(
 
 
 # (row name, latency part, percentile, format). Speculation streams accepted tokens back to back, so the median
-# gap between chunks can be ~0: time per output token is the per-token figure, the gaps' p90 shows the steps.
+# gap between chunks can be ~0 (and p90 too at 20 tokens a step): time per output token is the per-token figure,
+# the gaps' p99 shows the steps.
 LATENCY_ROWS = (
     ("TTFT p50", "ttft_s", "p50", "{:.3f}"),
     ("time per output token p50", "tpot_s", "p50", "{:.4f}"),
-    ("inter-token p90", "itl_s", "p90", "{:.4f}"),
+    ("inter-token p99", "itl_s", "p99", "{:.4f}"),
 )
 
 

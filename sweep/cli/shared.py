@@ -10,9 +10,18 @@ from pathlib import Path
 import optuna
 import yaml
 
-from sweep.analysis import Phase, Study, trial_views
+from sweep.analysis import (
+    Phase,
+    Study,
+    overall_recommendation,
+    recommendations,
+    study_warnings,
+    trial_views,
+)
 from sweep.confirm import load_confirm_study
 from sweep.errors import UserError
+from sweep.outputs.console import report_text
+from sweep.outputs.dashboard import build
 from sweep.space import Space, load_space, parse_space
 from sweep.stats import MIN_GAIN
 from sweep.study import LIMITS_ATTR, MIN_GAIN_ATTR, SPACE_PATH_ATTR, SPACE_TEXT_ATTR, StudyPaths, make_storage
@@ -60,10 +69,6 @@ def results(study: optuna.Study) -> Study:
 
 def publish(study: optuna.Study, name: str, runs: Path) -> None:
     """The report on stdout and the dashboard beside runs/ (as in a clone: runs/ and dashboards/ at the top)."""
-    from sweep.analysis import overall_recommendation, recommendations, study_warnings
-    from sweep.outputs.console import report_text
-    from sweep.outputs.dashboard import build
-
     found = results(study)
     warnings = study_warnings(found.search, found.confirm, found.keys)
     print(
