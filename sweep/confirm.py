@@ -88,12 +88,13 @@ class Confirmation:
             open_ = [c for c in plan if c.label != self.reference and not self._settled(views, c)]
             if not open_:
                 break
-            self.sweep.progress(
-                f"confirmation: round {round_ + 1} for {', '.join(c.label for c in open_)} "
-                "(their verdicts are still open)"
-            )
-            extra = [self._plan[self.reference], *open_]
-            self._launch(study, set_id, [(round_, c) for c in extra])
+            extra = [(round_, c) for c in (self._plan[self.reference], *open_)]
+            if self._missing(study, set_id, extra):
+                labels = ", ".join(c.label for c in open_)
+                self.sweep.progress(
+                    f"confirmation: round {round_ + 1} for {labels} (their verdicts are still open)"
+                )
+            self._launch(study, set_id, extra)
         return study
 
     def _settled(self, views: list[TrialView], candidate: Candidate) -> bool:
@@ -109,25 +110,31 @@ class Confirmation:
                 return False
         return True
 
-    def _launch(self, study: optuna.Study, set_id: str, wanted: list[tuple[int, Candidate]]) -> None:
-        """Queue the launches not already done (or under way), then run what is queued."""
+    @staticmethod
+    def _missing(
+        study: optuna.Study, set_id: str, wanted: list[tuple[int, Candidate]]
+    ) -> list[tuple[int, Candidate]]:
+        """The launches not already done, queued or under way."""
         have = {
             (t.user_attrs.get(LABEL_ATTR), t.user_attrs.get(ROUND_ATTR))
             for t in study.get_trials(deepcopy=False)
             if t.user_attrs.get(SET_ATTR) == set_id
             and (t.state in (TrialState.WAITING, TrialState.RUNNING) or is_result(t))
         }
-        for round_, candidate in wanted:
-            if (candidate.label, round_) not in have:
-                study.enqueue_trial(
-                    {},
-                    user_attrs={
-                        ROLE_ATTR: "confirm",
-                        LABEL_ATTR: candidate.label,
-                        ROUND_ATTR: round_,
-                        SET_ATTR: set_id,
-                    },
-                )
+        return [(r, c) for r, c in wanted if (c.label, r) not in have]
+
+    def _launch(self, study: optuna.Study, set_id: str, wanted: list[tuple[int, Candidate]]) -> None:
+        """Queue the launches not already done (or under way), then run what is queued."""
+        for round_, candidate in self._missing(study, set_id, wanted):
+            study.enqueue_trial(
+                {},
+                user_attrs={
+                    ROLE_ATTR: "confirm",
+                    LABEL_ATTR: candidate.label,
+                    ROUND_ATTR: round_,
+                    SET_ATTR: set_id,
+                },
+            )
         waiting = [
             t
             for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,))

@@ -24,8 +24,15 @@ class Export:
     notes: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"engine": self.engine, "study": self.study, "trial": self.trial, "workload": self.workload,
-                "params": self.params, "argv": self.argv, "notes": list(self.notes)}  # fmt: skip
+        return {
+            "engine": self.engine,
+            "study": self.study,
+            "trial": self.trial,
+            "workload": self.workload,
+            "params": self.params,
+            "argv": self.argv,
+            "notes": list(self.notes),
+        }
 
 
 def with_port(argv: list[str], port: int) -> list[str]:
