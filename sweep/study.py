@@ -247,6 +247,9 @@ class Sweep:
                 trial.set_user_attr(
                     RECORD_ATTR, {**duplicate.user_attrs[RECORD_ATTR], "number": trial.number}
                 )
+                for key, value in duplicate.constraints.items():  # the same result, feasible or not
+                    if key not in trial.constraints:  # the engine's own were set above
+                        trial.set_constraint(key, value)
                 return list(duplicate.values)
             say(f"{role}: " + " ".join(f"{k}={v}" for k, v in swept.items()))
         except KeyboardInterrupt:

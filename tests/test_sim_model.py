@@ -4,6 +4,8 @@ and SGLang's argument rules as the simulator applies them."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -164,3 +166,49 @@ def test_startup_failures_for_memory() -> None:
         StartupFailure, match=r"Not enough GPU memory for hybrid \(mamba/linear-attention\) state cache"
     ):
         plan_memory(resolve(few, PROFILE), few, PROFILE)
+
+
+def test_launches_draw_their_own_seed_unless_told(tmp_path: Path) -> None:
+    from sweep.sim.server import launch_seed
+
+    def args(*extra: str) -> Any:
+        return normalize(build_parser("0.5.23").parse_args(["--model-path", "m", *extra]))
+
+    assert launch_seed(args("--sim-seed", "7")) == launch_seed(args("--sim-seed", "7")) == 7
+    assert launch_seed(args()) != launch_seed(args())  # 1 in 4 billion to fail
+    seeds = tmp_path / "seeds"
+    seeds.write_text("41")
+    assert [launch_seed(args("--sim-seed-file", str(seeds))) for _ in range(3)] == [41, 42, 43]
+    assert seeds.read_text() == "44"
+
+
+def test_drift_speed_factor_and_greedy_text() -> None:
+    from sweep.sim.server import Simulator
+
+    profile = Profile.load(DEFAULT_PROFILE)
+
+    def launch(seed: int, *extra: str) -> tuple[float, str]:
+        a = normalize(
+            build_parser("0.5.23").parse_args(
+                [
+                    "--model-path",
+                    "m",
+                    "--sim-time-scale",
+                    "0",
+                    "--sim-seed",
+                    str(seed),
+                    "--enable-metrics",
+                    *extra,
+                ]
+            )
+        )
+        r = resolve(a, profile)
+        sim = Simulator(a, profile, r, plan_memory(r, a, profile))
+        pieces = list(sim.generate("Write a Python function that adds two numbers.", 64))
+        return float(pieces[-1][1]["decode_throughput"]), "".join(p for p, _ in pieces)  # type: ignore[index]
+
+    (a, text_a), (b, text_b) = launch(1), launch(2)
+    assert a != b and text_a == text_b  # launches drift; greedy text does not
+    assert launch(1) == (a, text_a)  # a seed repeats a launch exactly
+    fast, _ = launch(1, "--sim-speed-factor", "1.25")
+    assert fast / a == pytest.approx(1.25, rel=1e-6)

@@ -19,7 +19,11 @@ SIM = '["{python}", -m, sweep.sim, --sim-time-scale, "0.002"'
 
 
 def space(tmp_path: Path, body: str, profile: Path | None = None, scale: str = "0.002") -> Path:
-    extra = f', --sim-profile, "{profile}"' if profile else ""
+    """A space on the simulator. Each launch draws the next seed from a file: launches differ as real ones
+    do, and the test sees the same launches every time (an A/A test is otherwise wrong 2% of the time)."""
+    seeds = tmp_path / "seeds"
+    seeds.write_text("1000")
+    extra = f', --sim-seed-file, "{seeds}"' + (f', --sim-profile, "{profile}"' if profile else "")
     path = tmp_path / "space.yaml"
     launcher = SIM.replace('"0.002"', f'"{scale}"')
     path.write_text(f"engine: sglang\nserver: {{launcher: {launcher}{extra}], model: /m}}\n{body}")
@@ -103,6 +107,7 @@ workloads: [{class: tool}]
 probe: {repeats: 3, max_tokens: 48}
 confirm: {launches: 0}
 trials: 2
+seed: 1
 """
     path = space(tmp_path, body, profile)
     assert main(["run", "--space", str(path), "--study", "broken", "--runs", str(tmp_path / "runs")]) == 0
@@ -164,17 +169,20 @@ def test_a_busy_host_is_named_and_its_verdicts_are_unreliable(
 def test_latency_limits_are_optuna_constraints(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     body = """params:
   speculative-algorithm: {choices: [NEXTN]}
-  speculative-num-steps: {int: [2, 4]}
+  speculative-num-steps: {int: [2, 3]}
+enqueue: [{speculative-algorithm: NEXTN, speculative-num-steps: 2}, {speculative-algorithm: NEXTN, speculative-num-steps: 2}]
 workloads: [{class: code}]
 probe: {repeats: 2, max_tokens: 32}
 latency_limits: {ttft_p90_s: 0.000001, tpot_p50_s: 100}
 trials: 3
+seed: 1
 """
     path = space(tmp_path, body)
     assert main(["run", "--space", str(path), "--study", "lim", "--runs", str(tmp_path / "runs")]) == 0
     out = capsys.readouterr().out
     study = optuna.load_study(study_name="lim", storage=f"sqlite:///{tmp_path / 'runs/lim/study.db'}")
-    for trial in study.trials:  # TTFT over its limit, TPOT well under
+    for trial in study.trials:  # TTFT over its limit, TPOT well under (a repeated configuration copies them)
         assert trial.constraints["latency ttft_p90_s"] > 0 and trial.constraints["latency tpot_p50_s"] < 0
+    assert any("duplicate_of" in t.user_attrs for t in study.trials)  # steps 2..3 in 3 trials: one repeats
     # No configuration meets the TTFT limit: nothing is confirmed, and speculation stays off.
     assert "confirmation: none yet" in out and "run for code: trial 0" in out

@@ -230,6 +230,11 @@ def build_parser(version: str) -> argparse.ArgumentParser:
         "drifts from launch to launch; set it only for a deterministic run).",
     )
     sim.add_argument(
+        "--sim-seed-file",
+        help="A file holding the next seed: each launch takes it and writes the one after, so launches differ "
+        "and a whole run repeats exactly (tests).",
+    )
+    sim.add_argument(
         "--sim-speed-factor",
         type=float,
         default=1.0,

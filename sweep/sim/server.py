@@ -7,6 +7,7 @@ Endpoints: /health, /health_generate, /server_info (/get_server_info), /model_in
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import math
 import os
@@ -115,6 +116,22 @@ def classify(prompt: str) -> str:
     return "code" if CODE_WORDS.search(task) else "prose"
 
 
+def launch_seed(args: argparse.Namespace) -> int:
+    """--sim-seed, else the next seed from --sim-seed-file (advanced for the next launch), else a random one."""
+    if args.sim_seed is not None:
+        return int(args.sim_seed)
+    if args.sim_seed_file:
+        path = Path(args.sim_seed_file)
+        with path.open("a+", encoding="ascii") as file:
+            fcntl.flock(file, fcntl.LOCK_EX)  # launches may start together
+            file.seek(0)
+            seed = int(file.read().strip() or 0)
+            file.truncate(0)
+            file.write(str(seed + 1))
+        return seed
+    return int.from_bytes(os.urandom(4), "little")
+
+
 class Simulator:
     """The state a running simulated server shares between its HTTP threads."""
 
@@ -124,7 +141,7 @@ class Simulator:
         self.args, self.profile, self.resolved, self.plan = args, profile, resolved, plan
         self.ready = False
         # A new seed per launch unless one is given: launches of one configuration differ as real ones do.
-        self.seed = args.sim_seed if args.sim_seed is not None else int.from_bytes(os.urandom(4), "little")
+        self.seed = launch_seed(args)
         self.rng = random.Random(self.seed)
         # This launch's pace (>1 is slower): its drift, over the true speed factor a test asked for.
         self.launch_pace = math.exp(self.rng.gauss(0, profile.launch_drift)) / args.sim_speed_factor
