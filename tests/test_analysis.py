@@ -186,3 +186,17 @@ def test_a_latency_limit_keeps_a_configuration_out() -> None:
     assert limited["prose"].recommended_trial == 0 and "latency limits" in limited["prose"].why
     free = {r.workload: r for r in recommendations(Study(search(), views))}
     assert free["code"].recommended_trial == 2
+
+
+def test_the_report_lists_failed_confirmation_launches_and_the_noise() -> None:
+    from sweep.outputs.console import report_text
+
+    truth = {BASELINE: SPEEDS, "trial 1": {"code": 90.0}, "trial 2": {"code": 88.0, "prose": 70.0}}
+    views = confirm(truth)
+    died = TrialRecord(99, DEEP, failure="server died while probing: CUDA out of memory", stage="probe")
+    views.append(TrialView(99, "FAIL", "confirm", died, Phase.CONFIRM, "trial 1", 2))
+    study = Study(search(), views)
+    text = report_text("s", study, recommendations(study), overall_recommendation(study))
+    assert "confirmation: 9 launches" in text and "search said" in text
+    assert "launch 99 (trial 1, round 3): server died while probing: CUDA out of memory" in text
+    assert "noise within a round" in text and "per launch" in text

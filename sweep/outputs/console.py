@@ -114,6 +114,11 @@ def report_text(
     if failed:
         lines += ["", "failed trials:"]
         lines += [f"  trial {v.number}: {v.failure}" for v in failed]
+    if failed_confirm := [v for v in study.confirm if v.state == "FAIL"]:
+        lines += ["", "failed confirmation launches:"]
+        lines += [
+            f"  launch {v.number} ({v.label}, round {v.round + 1}): {v.failure}" for v in failed_confirm
+        ]
     return "\n".join(lines)
 
 

@@ -23,6 +23,7 @@ from plotly.subplots import make_subplots
 
 from sweep.analysis import (
     OverallRecommendation,
+    Phase,
     Recommendation,
     Study,
     StudyWarnings,
@@ -250,11 +251,15 @@ def table(headers: list[str], rows: list[list[str]]) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
-def failures_panel(views: list[TrialView]) -> Panel:
-    failed = [v for v in views if v.state == "FAIL"]
+def _name(view: TrialView) -> str:
+    return str(view.number) if view.phase == Phase.SEARCH else f"confirmation {view.number} ({view.label})"
+
+
+def failures_panel(views: list[TrialView], confirm: list[TrialView]) -> Panel:
+    failed = [v for v in (*views, *confirm) if v.state == "FAIL"]
     overridden = [v for v in views if v.record and v.record.facts.overrides]
     parts = [table(["trial", "stage", "reason", "flags"],
-                   [[str(v.number), v.record.stage if v.record else "interrupted", v.failure,
+                   [[_name(v), v.record.stage if v.record else "interrupted", v.failure,
                      " ".join(f"{k}={x}" for k, x in (v.record.params if v.record else {}).items())] for v in failed])
              if failed else "<p class='empty'>No trial failed.</p>"]  # fmt: skip
     parts.append("<h3>Silent overrides (asked one value, the server used another)</h3>")
@@ -371,7 +376,7 @@ def build(study: optuna.Study, study_name: str, found: Study) -> str:
     panels: list[Panel] = [Panel("Recommendations", html=recommendations_html(recs, overall, warnings))]
     builders: list[Callable[[], Panel]] = [
         lambda: speed_panel(frame, by_number), lambda: acceptance_panel(frame), lambda: context_panel(frame, by_number),
-        lambda: pareto_panel(views), lambda: memory_panel(views), lambda: failures_panel(views),
+        lambda: pareto_panel(views), lambda: memory_panel(views), lambda: failures_panel(views, found.confirm),
         lambda: importance_panel(study), lambda: timeline_panel(study),
     ]  # fmt: skip
     panels += [make() for make in builders]
@@ -383,7 +388,10 @@ def build(study: optuna.Study, study_name: str, found: Study) -> str:
             body.append(panel.figure.to_html(full_html=False, include_plotlyjs=False, div_id=f"panel-{i}"))
         body.append("</section>")
     done = sum(v.state == "COMPLETE" for v in views)
-    summary = f"{len(views)} trials, {done} complete, {sum(v.state == 'FAIL' for v in views)} failed"
+    confirmed = sum(v.state == "COMPLETE" for v in found.confirm)
+    summary = f"{len(views)} trials, {done} complete, {sum(v.state == 'FAIL' for v in views)} failed; " + (
+        f"{confirmed} confirmation launches" if confirmed else "no confirmation yet: verdicts are unconfirmed"
+    )
     meta = json.dumps({"study": study_name, "trials": len(views)})
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>specsweep: {html.escape(study_name)}</title>"
