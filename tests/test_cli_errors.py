@@ -58,6 +58,19 @@ def run_error(tmp_path: Path, capsys: pytest.CaptureFixture[str], space: str, *e
             SPACE.replace("{class: tool}", "{class: tool, context: [-5]}"),
             "context and streams must be positive",
         ),
+        (
+            SPACE + "confirm: {launches: 1}\n",
+            "confirm: bad values {'launches': 1}; fix: top >= 0, launches 0",
+        ),
+        (SPACE + "confirm: {rounds: 3}\n", "confirm: unknown key 'rounds'; fix: allowed keys: launches,"),
+        (
+            SPACE + "latency_limits: {ttft_p95_s: 2}\n",
+            "latency_limits.ttft_p95_s: 'ttft_p95_s: 2' is not a limit in seconds; fix: name one of ttft",
+        ),
+        (
+            SPACE.replace("{class: tool}", "{class: tool, streams: 16}") + "probe: {repeats: 3}\n",
+            "workloads[0] (tool/16streams): needs 48 different prompts (repeats x streams) but has 35",
+        ),
     ],
 )
 def test_bad_space_is_one_line_and_exit_2(
@@ -97,3 +110,29 @@ def test_every_command_has_help(capsys: pytest.CaptureFixture[str]) -> None:
             main([command, "--help"])
         assert exc.value.code == 0
         assert f"usage: specsweep {command}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["ab", "--a", "baseline", "--b", "baseline", "--rounds", "1"],
+            "--rounds 1 gives no launch-to-launch noise",
+        ),
+        (
+            ["ab", "--a", "baseline", "--b", "spec-type"],
+            "configuration 'spec-type' is not baseline, STUDY:TRIAL",
+        ),
+        (["ab", "--a", "baseline", "--b", "nostudy:3"], "no study 'nostudy' in"),
+        (["confirm", "--study", "nostudy"], "no study 'nostudy' in"),
+    ],
+)
+def test_bad_ab_and_confirm_arguments_are_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    space = tmp_path / "space.yaml"
+    space.write_text(SPACE)
+    extra = ["--space", str(space)] if argv[0] == "ab" else []
+    assert main([*argv, *extra, "--runs", str(tmp_path / "runs")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0], err

@@ -92,6 +92,31 @@ seed: 2
     one = next(t for t in report["trials"] if t["role"] == "baseline")["record"]["workloads"]["tool"]
     assert four["aggregate_tps"]["median"] > 3 * one["decode_tps"]["median"]
     assert four["aggregate_tps"]["median"] == pytest.approx(four["sum_stream_tps"]["median"], rel=0.25)
+    # A/B of two of its trials, by reference.
+    path = space(tmp_path, body)
+    argv = [
+        "ab",
+        "--space",
+        str(path),
+        "--a",
+        "late:0",
+        "--b",
+        "late:1",
+        "--rounds",
+        "2",
+        "--max-rounds",
+        "2",
+    ]
+    assert main([*argv, "--runs", runs, "--study", "late-ab"]) == 0
+    out = capsys.readouterr().out
+    trial_1 = next(t for t in report["trials"] if t["number"] == 1 and t["phase"] == "search")["record"][
+        "params"
+    ]
+    assert f"B: {' '.join(f'{k}={v}' for k, v in trial_1.items())}" in out
+    assert (
+        "A: kv-cache-dtype=fp8_e4m3 speculative-algorithm=none" in out
+        and "tool/4streams: aggregate t/s" in out
+    )
 
 
 def test_a_configuration_that_breaks_outputs_is_flagged_and_not_recommended(
