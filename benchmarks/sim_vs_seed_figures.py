@@ -32,6 +32,7 @@ workloads:
   - {{class: prose}}
 {extra_workloads}
 probe: {{repeats: 3, max_tokens: 256}}
+confirm: {{launches: 0}}  # the figures are the search's measurements, one launch per configuration
 trials: {trials}
 """
 
