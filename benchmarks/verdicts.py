@@ -25,10 +25,8 @@ from pathlib import Path
 from sweep import stats
 from sweep.probes.client import prompt_nonce, unique_content
 from sweep.probes.workloads import BUILTIN_PROMPTS
-from sweep.sim.flags import build_parser, normalize
-from sweep.sim.model import plan_memory, resolve
 from sweep.sim.profile import DEFAULT_PROFILE, Profile
-from sweep.sim.server import Simulator
+from sweep.sim.server import in_process
 from sweep.stats import Launch, Verdict
 
 REPEATS = 3
@@ -39,22 +37,7 @@ CONFIDENCE = stats.CONFIDENCE
 
 def launch(profile: Profile, flags: list[str], prompts: list[str], seed: int) -> Launch:
     """One simulated server launch measured on `prompts`: the server's decode t/s per prompt."""
-    args = normalize(
-        build_parser(profile.sglang_version).parse_args(
-            [
-                "--model-path",
-                "m",
-                "--sim-time-scale",
-                "0",
-                "--sim-seed",
-                str(seed),
-                "--enable-metrics",
-                *flags,
-            ]
-        )
-    )
-    resolved = resolve(args, profile)
-    sim = Simulator(args, profile, resolved, plan_memory(resolved, args, profile))
+    sim = in_process(profile, ["--sim-seed", str(seed), *flags])
     values = []
     for prompt in prompts:
         meta = [final for _, final in sim.generate(prompt, MAX_TOKENS) if final][-1]

@@ -360,9 +360,14 @@ def _compare(
     views: list[TrialView], label: str, key: str, noise: Noise, study: Study, warnings: StudyWarnings
 ) -> Comparison | None:
     found = stats.compare(launches(views, label, key), launches(views, BASELINE, key), noise, study.min_gain)
-    if found is None:
-        return None
-    used = {(v.phase, v.number, key) for v in views if v.label in (label, BASELINE) and ok_summary(v, key)}
+    return None if found is None else host_checked(found, views, (label, BASELINE), key, warnings)
+
+
+def host_checked(
+    found: Comparison, views: list[TrialView], labels: tuple[str, ...], key: str, warnings: StudyWarnings
+) -> Comparison:
+    """The comparison, or "unreliable" where a launch behind it ran on a busy host or the workload drifted."""
+    used = {(v.phase, v.number, key) for v in views if v.label in labels and ok_summary(v, key)}
     if used & warnings.busy or key in warnings.unreliable_workloads:
         reason = "measured on a busy or drifting host (see the warnings)"
         return dataclasses.replace(found, verdict=Verdict.UNRELIABLE, why=reason)
@@ -709,8 +714,7 @@ def _speed(
     a_mean, b_mean = _geo_mean(a), _geo_mean(b)
     if found is None or a_mean is None or b_mean is None:
         return None
-    if any((v.phase, v.number, key) in warnings.busy for v in views if ok_summary(v, key)):
-        found = dataclasses.replace(found, verdict=Verdict.UNRELIABLE)
+    found = host_checked(found, views, ("A", "B"), key, warnings)
     return ABRow(
         f"{key}: {name}",
         f"{a_mean:.1f} x{len(a)}",

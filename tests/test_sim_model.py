@@ -183,27 +183,12 @@ def test_launches_draw_their_own_seed_unless_told(tmp_path: Path) -> None:
 
 
 def test_drift_speed_factor_and_greedy_text() -> None:
-    from sweep.sim.server import Simulator
+    from sweep.sim.server import in_process
 
     profile = Profile.load(DEFAULT_PROFILE)
 
     def launch(seed: int, *extra: str) -> tuple[float, str]:
-        a = normalize(
-            build_parser("0.5.23").parse_args(
-                [
-                    "--model-path",
-                    "m",
-                    "--sim-time-scale",
-                    "0",
-                    "--sim-seed",
-                    str(seed),
-                    "--enable-metrics",
-                    *extra,
-                ]
-            )
-        )
-        r = resolve(a, profile)
-        sim = Simulator(a, profile, r, plan_memory(r, a, profile))
+        sim = in_process(profile, ["--sim-seed", str(seed), *extra])
         pieces = list(sim.generate("Write a Python function that adds two numbers.", 64))
         return float(pieces[-1][1]["decode_throughput"]), "".join(p for p, _ in pieces)  # type: ignore[index]
 

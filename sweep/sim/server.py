@@ -478,6 +478,18 @@ class Handler(BaseHTTPRequestHandler):
         self._send(200, base | {"object": "chat.completion", "choices": [choice], "usage": usage} | extra)
 
 
+def in_process(profile: Profile, flags: list[str]) -> Simulator:
+    """A simulated server without HTTP, logs or waiting (time scale 0): the same model, noise and text, for
+    benchmarks and tests that only want the numbers. `flags` are SGLang's and the simulator's own."""
+    args = normalize(
+        build_parser(profile.sglang_version).parse_args(
+            ["--model-path", "m", "--sim-time-scale", "0", "--enable-metrics", *flags]
+        )
+    )
+    resolved = resolve(args, profile)
+    return Simulator(args, profile, resolved, plan_memory(resolved, args, profile))
+
+
 def start_up(args: argparse.Namespace, profile: Profile) -> Simulator:
     """Everything SGLang logs before it listens; raises StartupFailure where SGLang would die."""
     log(
