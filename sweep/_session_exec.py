@@ -1,9 +1,9 @@
-"""Exec shim: start the server as the leader of a new session and say its pid.
+"""Exec shim: start the server as the leader of a new session, tied to the life of the thread that started it.
 
-subprocess-tee starts children through asyncio and gives no pid and no session option, so the server is
-started through this module: it calls setsid, writes its pid, then execs the server (same pid). The whole
-process group can then be stopped with one killpg.
-Usage: python -m sweep._session_exec PIDFILE -- ARGV...
+The shim calls setsid (so the whole process group can be stopped with one killpg), asks the kernel for SIGKILL
+when its parent thread dies (a SIGKILLed specsweep leaves no server answering on the port; anything the server
+forked is found by its launch marker and reaped by the next run), then execs the server (same pid).
+Usage: python -m sweep._session_exec -- ARGV...
 """
 
 from __future__ import annotations
@@ -12,28 +12,28 @@ import ctypes
 import os
 import signal
 import sys
-from pathlib import Path
 
 PR_SET_PDEATHSIG = 1
 
 
-def _terminate_with_parent() -> None:
-    """Ask Linux to send SIGTERM if specsweep dies (even by SIGKILL), so no server outlives its sweep."""
+def _die_with_parent(parent: int) -> None:
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     except (OSError, AttributeError):
-        pass  # not Linux: the sweep's own stop() is the only guard
+        return  # not Linux: the sweep's own stop() and the registry are the guards
+    if os.getppid() != parent:
+        os._exit(1)  # the parent died before the request took effect
 
 
 def main(args: list[str]) -> int:
-    pidfile, separator, *argv = args
+    separator, *argv = args or [""]
     if separator != "--" or not argv:
-        print("usage: python -m sweep._session_exec PIDFILE -- ARGV...", file=sys.stderr)
+        print("usage: python -m sweep._session_exec -- ARGV...", file=sys.stderr)
         return 2
+    parent = os.getppid()
     os.setsid()
-    _terminate_with_parent()
-    Path(pidfile).write_text(str(os.getpid()))
+    _die_with_parent(parent)
     try:
         os.execvp(argv[0], argv)
     except OSError as exc:

@@ -29,7 +29,17 @@ from sweep.analysis import (
     trial_views,
 )
 from sweep.results import TrialRecord
-from sweep.study import ROLE_ATTR, Progress, Sweep, TrialFailed, is_result, make_storage
+from sweep.study import (
+    DRIVER_ATTR,
+    ROLE_ATTR,
+    Progress,
+    Sweep,
+    TrialFailed,
+    driver_identity,
+    is_result,
+    make_storage,
+    recover,
+)
 
 SUFFIX = ":confirm"
 METRIC = "workloads measured"
@@ -80,6 +90,7 @@ class Confirmation:
 
     def run(self, plan: list[Candidate], rounds: int, max_rounds: int | None = None) -> optuna.Study:
         study = open_confirm_study(self.sweep, self.study_name)
+        recover(study, self.sweep.paths.registry, self.sweep.progress)
         set_id = plan_id(plan, rounds)
         self._plan = {c.label: c for c in plan}
         self._launch(study, set_id, slots(plan, rounds))
@@ -150,6 +161,8 @@ class Confirmation:
                 gc_after_trial=False,
                 callbacks=[_stop_when_none_waiting],
             )
+        if self.sweep.write_error:
+            raise self.sweep.write_error
 
     def objective(self, trial: optuna.Trial) -> float:
         label = trial.user_attrs.get(LABEL_ATTR)
@@ -158,6 +171,7 @@ class Confirmation:
             # Another worker took the last queued launch between our check and Optuna's: nothing left to do.
             raise optuna.TrialPruned("no confirmation launch left")
         started = time.monotonic()
+        trial.set_user_attr(DRIVER_ATTR, driver_identity())
         say = self._sayer(candidate, int(trial.user_attrs.get(ROUND_ATTR, 0)), started)
         say(" ".join(f"{k}={v}" for k, v in candidate.params.items()))
         workloads = [w for w in self.sweep.space.workloads if w.key in candidate.workloads]

@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Self
 
-RequestStatus = Literal["ok", "invalid", "does_not_fit", "error"]
+# "stalled": the server stopped sending (or the request passed its deadline): the trial ends there.
+RequestStatus = Literal["ok", "invalid", "does_not_fit", "error", "stalled"]
 # A latency limit's name: what (time to first token, inter-token gap, time per output token, end to end) and
 # which percentile, in seconds: `ttft_p90_s`, `tpot_p50_s`.
 LATENCY_LIMIT = re.compile(r"(ttft|itl|tpot|e2e)_(p50|p90|p99)_s")

@@ -1,12 +1,19 @@
-"""`ServerProcess`: one server, started in its own session, its output teed to a log, stopped by process group.
+"""`ServerProcess`: one server, started in its own session, its output logged byte for byte, stopped with
+everything it started.
 
 The shape follows vLLM's `benchmarks/sweep` server: a context manager, a health wait that fails fast when the
-process dies, and a stop that signals the whole group (never a kill by name).
+process dies, and a stop that signals the whole group (never a kill by name). An overnight sweep adds what a
+night brings: a server is only ready when the process answering on the port is the one launched (not whatever
+else holds the port); a server that daemonises or leaves its group is still found (every launch marks its
+processes' environment) and stopped; the driver's own death is covered by the kernel (the server gets SIGKILL
+when the thread that started it is gone) and by a registry on disk that the next run of the study reaps.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -14,24 +21,30 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
+from types import FrameType, TracebackType
+from urllib.parse import urlsplit
 
 import httpx
-import subprocess_tee
 
+from sweep import processes
 from sweep.engines.base import reason_from_log
-from sweep.errors import LaunchError, UserError
+from sweep.errors import Interrupted, LaunchError, UserError
 
 DEFAULT_HOST = "127.0.0.1"
 STARTUP_TIMEOUT_S = 300.0
 STOP_GRACE_S = 10.0
+KILL_WAIT_S = 5.0
 POLL_INTERVAL_S = 0.25
 LOG_TAIL_LINES = 12
+READ_CHUNK = 1 << 16
 
 # Decides from the log and the exit code why a server that exited did so (engines know their own log lines).
 ExitReason = Callable[[str, int], str]
+
+_LIVE: set[ServerProcess] = set()  # servers of this driver not yet stopped: stopped at exit whatever happens
 
 
 def free_port(host: str = DEFAULT_HOST) -> int:
@@ -57,7 +70,10 @@ def log_tail(text: str, lines: int = LOG_TAIL_LINES) -> str:
 
 
 class ServerProcess:
-    """A server process in a new session whose stdout and stderr are teed into `log_path`."""
+    """A server process in a new session whose stdout and stderr go, byte for byte, into `log_path`.
+
+    `registry` is a folder where the launch is written down (pid, start time, marker) while it may be alive,
+    so that a later run can stop what a killed driver left behind (`reap`)."""
 
     def __init__(
         self,
@@ -65,17 +81,22 @@ class ServerProcess:
         log_path: Path,
         env: Mapping[str, str],
         exit_reason: ExitReason | None = None,
+        registry: Path | None = None,
     ) -> None:
         self.argv = list(argv)
         self.log_path = log_path
-        self.env = dict(env)
+        self.marker = uuid.uuid4().hex
+        self.env = {**env, processes.MARKER_ENV: self.marker}
         self._exit_reason = exit_reason
-        self._pidfile = log_path.with_name(log_path.name + ".pid")
+        self._registry_file = registry / f"{self.marker}.json" if registry else None
         self._thread: threading.Thread | None = None
-        self._returncode: int | None = None
-        self._tee_error: BaseException | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._started = threading.Event()
+        self._spawn_error: OSError | None = None
         self.pid: int | None = None
         self.started_at = 0.0
+        # The exit code of a server that exited on its own (before stop() asked it to), else None.
+        self.exited_early: int | None = None
 
     def __enter__(self) -> ServerProcess:
         self.start()
@@ -86,111 +107,220 @@ class ServerProcess:
     ) -> None:
         self.stop()
 
+    # --- start ------------------------------------------------------------------------------------------------
+
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._pidfile.unlink(missing_ok=True)
         self.started_at = time.monotonic()
+        # One thread starts, reads and waits for the server: the kernel's parent-death signal is tied to the
+        # thread that forked, so that thread lives exactly as long as the server.
         self._thread = threading.Thread(
             target=self._run, name=f"server-{self.log_path.parent.name}", daemon=True
         )
         self._thread.start()
-        while self.pid is None and self._thread.is_alive():
-            with contextlib.suppress(FileNotFoundError, ValueError):
-                self.pid = int(self._pidfile.read_text())
-            time.sleep(0.01)
+        self._started.wait()
+        if self._proc is not None:
+            self.pid = self._proc.pid
+            _LIVE.add(self)
+            self._register()
 
     def _run(self) -> None:
-        shim = [sys.executable, "-m", "sweep._session_exec", str(self._pidfile), "--", *self.argv]
-        with self.log_path.open("w", encoding="utf-8", buffering=1) as log:
+        shim = [sys.executable, "-m", "sweep._session_exec", "--", *self.argv]
+        with self.log_path.open("wb") as log:
             try:
-                done = subprocess_tee.run(
-                    shim, stdout=log, stderr=log, env=self.env, stdin=subprocess.DEVNULL
+                self._proc = subprocess.Popen(
+                    shim,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env=self.env,
                 )
-                self._returncode = done.returncode
-            except BaseException as exc:  # the tee thread must not die silently: the health wait reports it
-                self._tee_error = exc
-                self._returncode = -1
+            except OSError as exc:
+                self._spawn_error = exc
+                return
+            finally:
+                self._started.set()
+            assert self._proc.stdout is not None
+            fd = self._proc.stdout.fileno()
+            # Raw chunks, not lines: odd bytes and lines of any length are kept as the server wrote them.
+            while chunk := os.read(fd, READ_CHUNK):
+                log.write(chunk)
+                log.flush()
+            self._proc.stdout.close()
+            self._proc.wait()
+
+    def _register(self) -> None:
+        if self._registry_file is None or self.pid is None:
+            return
+        entry = {
+            "marker": self.marker,
+            "pid": self.pid,
+            "start_ticks": processes.start_ticks(self.pid),
+            "driver_pid": os.getpid(),
+            "driver_start_ticks": processes.start_ticks(os.getpid()),
+            "argv": self.argv,
+            "log": str(self.log_path),
+        }
+        with contextlib.suppress(OSError):  # a full disk must not stop a launch: the kernel's guard remains
+            self._registry_file.parent.mkdir(parents=True, exist_ok=True)
+            self._registry_file.write_text(json.dumps(entry))
+
+    # --- what the server says ----------------------------------------------------------------------------------
 
     @property
     def returncode(self) -> int | None:
-        """The exit code once the process has exited, else None."""
-        if self._thread is not None and not self._thread.is_alive():
-            return self._returncode
-        return None
+        """The exit code once the launched process has exited, else None."""
+        if self._spawn_error is not None:
+            return 127
+        return self._proc.poll() if self._proc is not None else None
 
     def log_text(self) -> str:
         try:
-            return self.log_path.read_text(encoding="utf-8", errors="replace")
+            return self.log_path.read_bytes().decode("utf-8", errors="replace")
         except FileNotFoundError:
             return ""
 
     def exit_reason(self) -> str:
+        if self._spawn_error is not None:
+            return f"could not run the server: {self._spawn_error}"
         code = self.returncode if self.returncode is not None else -1
         text = self.log_text()
-        if self._tee_error is not None:
-            return f"could not run the server: {self._tee_error}"
         if self._exit_reason is not None:
             return self._exit_reason(text, code)
         return reason_from_log(text, code, (), "the server")
 
+    def processes(self) -> list[processes.Proc]:
+        """Every live process of this launch: its group, and anything carrying its marker."""
+        return processes.launched(self.marker, self.pid)
+
     def wait_ready(self, health_url: str, timeout_s: float = STARTUP_TIMEOUT_S) -> float:
-        """Poll `health_url` until it answers 200. Fails at once when the process exits. Returns seconds waited."""
+        """Poll `health_url` until the launched server answers 200. Fails at once when the process exits, or when
+        what answers on the port is another process. Returns seconds waited."""
         deadline = time.monotonic() + timeout_s
+        port = urlsplit(health_url).port
         with httpx.Client(timeout=5.0) as client:
             while time.monotonic() < deadline:
                 if self.returncode is not None:
-                    raise LaunchError(self.exit_reason())
+                    raise LaunchError(self._exited_reason())
                 try:
-                    if client.get(health_url).status_code == 200:
-                        return time.monotonic() - self.started_at
+                    ready = client.get(health_url).status_code == 200
                 except httpx.TransportError:
-                    pass  # not listening yet (connection refused), or busy loading
+                    ready = False  # not listening yet (connection refused), or busy loading
+                if ready and port is not None:
+                    self._check_owner(port)
+                    return time.monotonic() - self.started_at
                 time.sleep(POLL_INTERVAL_S)
         raise LaunchError(
             f"server not ready after {timeout_s:.0f} s (no 200 from {health_url}); last log lines: "
             f"{log_tail(self.log_text(), 3)}"
         )
 
+    def _exited_reason(self) -> str:
+        left = self.processes()
+        if left:
+            return (
+                f"the launched process exited (code {self.returncode}) and left {len(left)} process(es) running "
+                "in the background: the server daemonises; run it in the foreground"
+            )
+        return self.exit_reason()
+
+    def _check_owner(self, port: int) -> None:
+        """The listening socket on `port` must belong to this launch: a 200 from anything else is not ours."""
+        inodes = processes.listening_inodes(port)
+        if not inodes:
+            return  # nothing listens here on this machine: the launcher runs the server elsewhere
+        holders = processes.socket_holders(inodes)
+        ours = {p.pid for p in self.processes()}
+        if not ours.intersection(holders):
+            who = (
+                f"pid {holders[0]}: {processes.command(holders[0])[:80]}"
+                if holders
+                else "another user's process"
+            )
+            raise LaunchError(
+                f"port {port} answers, but it is held by another process ({who}), not by the launched server"
+            )
+
+    # --- stop ---------------------------------------------------------------------------------------------------
+
     def stop(self, grace_s: float = STOP_GRACE_S) -> None:
-        """TERM the process group, KILL it after the grace period, and make sure no member is left."""
+        """TERM every process of the launch, KILL what is left after the grace period. A Ctrl-C meanwhile goes
+        straight to KILL, and is raised once the server is gone."""
         if self.pid is None:
             return
-        for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
-            if not self._group_alive():
-                break
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.pid, sig)
-            deadline = time.monotonic() + wait_s
-            while self._group_alive() and time.monotonic() < deadline:
+        if self.exited_early is None and self.returncode is not None:
+            self.exited_early = self.returncode
+        with _escalating_interrupts() as interrupted:
+            for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, KILL_WAIT_S)):
+                left = self.processes()
+                if not left:
+                    break
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(self.pid, sig)
+                processes.kill([p for p in left if p.pgid != self.pid], sig)
+                deadline = time.monotonic() + wait_s
+                while self.processes() and time.monotonic() < deadline and not interrupted.is_set():
+                    processes.reap_children(p.pid for p in left if p.ppid == os.getpid())
+                    time.sleep(0.05)
+            processes.reap_children(p.pid for p in left)
+            if self._thread is not None:
+                self._thread.join(timeout=KILL_WAIT_S)
+            if not self.processes():
+                _LIVE.discard(self)
+                if self._registry_file is not None:
+                    self._registry_file.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def _escalating_interrupts() -> Iterator[threading.Event]:
+    """While a server is being stopped, Ctrl-C and SIGTERM only hurry the stop; the interrupt is raised after,
+    so a second Ctrl-C during shutdown still ends with the server's processes killed."""
+    hurried = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield hurried
+        return
+    received: list[int] = []
+
+    def hurry(signum: int, _frame: FrameType | None) -> None:
+        received.append(signum)
+        hurried.set()
+
+    previous = {sig: signal.signal(sig, hurry) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield hurried
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if received:
+        raise Interrupted(signal.Signals(received[0]))
+
+
+def reap(registry: Path) -> list[str]:
+    """Stop what servers a dead driver left (their entries in `registry`); say what was stopped."""
+    stopped = []
+    for entry_file in sorted(registry.glob("*.json")) if registry.is_dir() else []:
+        try:
+            entry = json.loads(entry_file.read_text())
+        except (OSError, ValueError):
+            entry_file.unlink(missing_ok=True)
+            continue
+        if processes.same_process(entry["driver_pid"], entry["driver_start_ticks"]):
+            continue  # its driver still runs (another worker of the study): its servers are its own
+        leader_alive = processes.same_process(entry["pid"], entry["start_ticks"])
+        left = processes.launched(entry["marker"], entry["pid"] if leader_alive else None)
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            processes.kill(left, sig)
+            deadline = time.monotonic() + KILL_WAIT_S
+            while processes.launched(entry["marker"]) and time.monotonic() < deadline:
                 time.sleep(0.05)
-        if self._thread is not None:
-            self._thread.join(timeout=5.0)
-        self._pidfile.unlink(missing_ok=True)
-
-    def _group_alive(self) -> bool:
-        if self.pid is None:
-            return False
-        leader_running = self._thread is not None and self._thread.is_alive()
-        try:
-            os.killpg(self.pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return leader_running or _group_has_live_member(self.pid)
+        if left:
+            stopped.append(f"{len(left)} process(es) of {entry['argv'][0]} (log {entry['log']})")
+        entry_file.unlink(missing_ok=True)
+    return stopped
 
 
-def _group_has_live_member(pgid: int) -> bool:
-    """True if a process other than a zombie is in the group (a reaped leader may leave children behind)."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # fields after the command name: state, ppid, pgrp, ...
-        fields = stat.rsplit(")", 1)[1].split()
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            return True
-    return False
+@atexit.register
+def _stop_all() -> None:
+    for server in list(_LIVE):
+        with contextlib.suppress(Exception):
+            server.stop(grace_s=2.0)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import socket
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ import yaml
 
 from sweep.engines.base import RequestSettings
 from sweep.errors import UserError
+from sweep.files import read_text
 from sweep.probes.runner import ProbeSettings
 from sweep.probes.workloads import BUILTIN_CLASSES, BUILTIN_PROMPTS, Workload, load_prompts
 from sweep.results import LATENCY_LIMIT
@@ -53,7 +55,18 @@ TOP_KEYS = {
 }
 CONFIRM_KEYS = {"top", "launches", "max_launches", "min_gain"}
 SERVER_KEYS = {"binary", "launcher", "model", "port", "host", "startup_timeout", "extra_args"}
-PROBE_KEYS = {"repeats", "max_tokens", "seed", "ignore_eos", "warmup"}
+PROBE_KEYS = {
+    "repeats",
+    "max_tokens",
+    "seed",
+    "ignore_eos",
+    "warmup",
+    "stall_timeout_s",
+    "request_timeout_s",
+    "trial_timeout_s",
+}
+MAX_TOKENS_LIMIT = 131072  # more than any model writes in one answer: a larger value is a typo
+WEEK_S = 7 * 24 * 3600.0
 DEFAULT_TRIALS = 20
 
 
@@ -186,6 +199,34 @@ def _unknown_keys(data: Mapping[str, Any], allowed: set[str], where: str) -> Non
         raise _fail(where, f"unknown key '{unknown[0]}'", f"allowed keys: {', '.join(sorted(allowed))}")
 
 
+def _number(
+    value: Any, where: str, example: str, low: float, high: float = math.inf, integer: bool = True
+) -> Any:
+    """`value` as a number within [low, high] (an int where `integer`), or a one-line refusal naming `where`."""
+    is_number = isinstance(value, int | float) and not isinstance(value, bool)
+    if not is_number or not math.isfinite(value) or (integer and not float(value).is_integer()):
+        kind = "a whole number" if integer else "a number"
+        raise _fail(where, f"{value!r} is not {kind}", f"e.g. `{example}`")
+    if not low <= value <= high:
+        bounds = f"from {_shown(low)} to {_shown(high)}" if math.isfinite(high) else f"at least {_shown(low)}"
+        raise _fail(where, f"{value!r} is out of range", f"give a value {bounds}, e.g. `{example}`")
+    return int(value) if integer else float(value)
+
+
+def _shown(bound: float) -> str:
+    return str(int(bound)) if float(bound).is_integer() else f"{bound:g}"
+
+
+def _resolvable(host: str) -> str:
+    try:
+        socket.getaddrinfo(host, None)
+    except (OSError, UnicodeError):
+        raise _fail(
+            "server.host", f"'{host}' does not resolve to an address", "use 127.0.0.1 (the default)"
+        ) from None
+    return host
+
+
 def _as_tuple(value: Any) -> tuple[Any, ...]:
     return tuple(value) if isinstance(value, list | tuple) else (value,)
 
@@ -215,6 +256,8 @@ def _param(name: str, raw: Any, where: str) -> ParamSpec:
     low, high = float(bounds[0]), float(bounds[1])
     if not low <= high or (raw.get("log") and low <= 0) or not all(math.isfinite(b) for b in (low, high)):
         raise _fail(where, f"bad range [{bounds[0]}, {bounds[1]}]", "low <= high, and low > 0 for log ranges")
+    if raw.get("step") is not None:
+        _number(raw["step"], f"{where}.step", "step: 2", 1e-12, high - low or 1.0, integer=kinds[0] == "int")
     return ParamSpec(
         name, low=low, high=high, step=raw.get("step"), log=bool(raw.get("log")),
         integer=kinds[0] == "int", when=when, when_not=when_not,
@@ -232,14 +275,14 @@ def _workloads(raw: Any, base: Path) -> tuple[Workload, ...]:
         item = {"class": item} if isinstance(item, str) else _mapping(item, where)
         _unknown_keys(item, {"name", "class", "file", "prompts", "context", "streams"}, where)
         name, prompts = _workload_prompts(item, base, where)
-        contexts = [int(c) if c else None for c in _as_tuple(item.get("context", [None]))]
-        streams = [int(s) for s in _as_tuple(item.get("streams", [1]))]
-        if any(s < 1 for s in streams) or any(c is not None and c < 1 for c in contexts):
-            raise _fail(
-                where,
-                "context and streams must be positive",
-                "e.g. `context: [2048, 8192]`, `streams: [1, 2]`",
-            )
+        contexts = [
+            None if c is None else _number(c, f"{where}.context", "context: [2048, 8192]", 1, 1 << 24)
+            for c in _as_tuple(item.get("context", [None]))
+        ]
+        streams = [
+            _number(n, f"{where}.streams", "streams: [1, 2, 4]", 1, 4096)
+            for n in _as_tuple(item.get("streams", [1]))
+        ]
         out += [Workload(name, prompts, ctx, n) for ctx in contexts for n in streams]
     keys = [w.key for w in out]
     if len(set(keys)) != len(keys):
@@ -331,6 +374,16 @@ def parse_space(data: Any, base: Path, source: Path | None = None) -> Space:
             "top >= 0, launches 0 (no confirmation) or >= 2, max_launches >= launches, min_gain from 0 to 1, "
             "e.g. `confirm: {top: 2, launches: 3, max_launches: 10, min_gain: 0.03}`",
         )
+    repeats = _number(probe.get("repeats", 3), "probe.repeats", "repeats: 3", 1, 1000)
+    max_tokens = _number(
+        probe.get("max_tokens", 128), "probe.max_tokens", "max_tokens: 128", 1, MAX_TOKENS_LIMIT
+    )
+    timeouts = {
+        key: _number(probe[key], f"probe.{key}", f"{key}: 300", 1, WEEK_S, integer=False)
+        for key in ("stall_timeout_s", "request_timeout_s", "trial_timeout_s")
+        if key in probe
+    }
+    trials = _number(data.get("trials", DEFAULT_TRIALS), "trials", "trials: 20", 1, 100000)
     params = _mapping(data.get("params"), "params")
     enqueue = data.get("enqueue") or []
     if not isinstance(enqueue, list) or not all(isinstance(e, dict) for e in enqueue):
@@ -348,26 +401,36 @@ def parse_space(data: Any, base: Path, source: Path | None = None) -> Space:
                     for a in _as_tuple(server.get("launcher", ()))
                 ),
                 model=str(server.get("model", "embedded")),
-                port=int(server.get("port", 0)),
-                host=str(server.get("host", "127.0.0.1")),
-                startup_timeout=float(server.get("startup_timeout", 300)),
+                port=_number(
+                    server.get("port", 0), "server.port", "port: 30000 (or 0: any free port)", 0, 65535
+                ),
+                host=_resolvable(str(server.get("host", "127.0.0.1"))),
+                startup_timeout=_number(
+                    server.get("startup_timeout", 300),
+                    "server.startup_timeout",
+                    "startup_timeout: 300",
+                    1,
+                    WEEK_S,
+                    False,
+                ),
                 extra_args=tuple(str(a) for a in server.get("extra_args") or ()),
             ),
             fixed=_mapping(data.get("fixed"), "fixed"),
             params=tuple(_param(name, spec, f"params.{name}") for name, spec in params.items()),
             enqueue=tuple(enqueue),
-            workloads=_assign_prompts(workloads, int(probe.get("repeats", 3))),
+            workloads=_assign_prompts(workloads, repeats),
             probe=ProbeSettings(
-                repeats=int(probe.get("repeats", 3)),
+                repeats=repeats,
                 warmup=bool(probe.get("warmup", True)),
+                **timeouts,
                 request=RequestSettings(
-                    max_tokens=int(probe.get("max_tokens", 128)),
+                    max_tokens=max_tokens,
                     seed=int(probe.get("seed", 1234)),
                     ignore_eos=bool(probe.get("ignore_eos", False)),
                 ),
             ),
             objective_workload=objective_workload,
-            trials=int(data.get("trials", DEFAULT_TRIALS)),
+            trials=trials,
             seed=None if data.get("seed") is None else int(data["seed"]),
             source=source,
             confirm=ConfirmSettings(
@@ -387,7 +450,7 @@ def parse_space(data: Any, base: Path, source: Path | None = None) -> Space:
 def load_space(path: Path) -> Space:
     if not path.is_file():
         raise UserError(f"space file {path} does not exist", "pass --space with a file from search_spaces/")
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path, "space file", "save it as UTF-8 text (YAML)")
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:

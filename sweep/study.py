@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
+import os
+import re
+import socket
 import time
 import traceback
 import warnings
@@ -18,13 +22,21 @@ import optuna
 import sqlalchemy.exc
 from optuna.trial import TrialState
 
-from sweep import host
+from sweep import host, processes
 from sweep.engines import Engine, ServerSetup, engine_class
-from sweep.errors import LaunchError, ProbeError, SpeculationInactive, UserError
+from sweep.errors import (
+    LaunchError,
+    ProbeError,
+    SpeculationInactive,
+    UserError,
+    interrupted_how,
+    mask_secrets,
+)
+from sweep.files import write_atomic
 from sweep.probes.runner import probe
 from sweep.probes.workloads import Workload
 from sweep.results import HostLoad, RequestMeasurement, TrialRecord
-from sweep.server import ServerProcess, ensure_port_free, free_port
+from sweep.server import ServerProcess, ensure_port_free, free_port, reap
 from sweep.space import Space
 
 HEARTBEAT_S = 20
@@ -36,6 +48,8 @@ SPACE_TEXT_ATTR = "space_text"
 SPACE_PATH_ATTR = "space_path"
 MIN_GAIN_ATTR = "min_gain"
 LIMITS_ATTR = "latency_limits"
+DRIVER_ATTR = "driver"  # host, pid and pid start time of the process running the trial
+SPACE_ID_ATTR = "space_id"  # the space file's hash when the trial ran
 INTERRUPTED = "interrupted: the sweep stopped during this trial"
 
 Progress = Callable[[str], None]
@@ -48,6 +62,9 @@ class TrialFailed(Exception):
     """A trial that produced a result: the failure and its reason (stored on the trial)."""
 
 
+STUDY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
 @dataclass(frozen=True)
 class StudyPaths:
     name: str
@@ -56,11 +73,27 @@ class StudyPaths:
 
     @classmethod
     def for_study(cls, name: str, runs_dir: Path, storage_url: str | None) -> StudyPaths:
+        if not STUDY_NAME.fullmatch(name) or ".." in name:
+            raise UserError(
+                f"study name {name!r} is not a plain name",
+                "use letters, digits, '.', '_' and '-' (no '/', no '..'), e.g. --study tool-night",
+            )
+        if runs_dir.exists() and not runs_dir.is_dir():
+            raise UserError(f"--runs {runs_dir} is a file, not a folder", "pass a folder, e.g. --runs runs")
         run_dir = runs_dir / name
         return cls(name, run_dir, storage_url or f"sqlite:///{(run_dir / 'study.db').resolve()}")
 
     def trial_dir(self, number: int) -> Path:
         return self.run_dir / "trials" / str(number)
+
+    @property
+    def registry(self) -> Path:
+        """Where the servers that may be alive are written down (reaped by the next run if the driver died)."""
+        return self.run_dir / "servers"
+
+    @property
+    def shown_url(self) -> str:
+        return mask_secrets(self.storage_url)
 
 
 def make_storage(url: str) -> optuna.storages.BaseStorage:
@@ -77,11 +110,12 @@ def make_storage(url: str) -> optuna.storages.BaseStorage:
             time.sleep(1.0 + attempt)
         except Exception as exc:  # SQLAlchemy raises many kinds; all mean the URL cannot be used
             raise UserError(
-                f"cannot open storage {url} ({exc.__class__.__name__}: {exc})".split("\n")[0],
+                f"cannot open storage {mask_secrets(url)} ({exc.__class__.__name__}: {exc})".split("\n")[0],
                 "check the URL, e.g. sqlite:///runs/x/study.db or postgresql://user@host/db",
             ) from None
     raise UserError(
-        f"cannot create Optuna's tables in {url}", "run again: another worker may be creating them"
+        f"cannot create Optuna's tables in {mask_secrets(url)}",
+        "run again: another worker may be creating them",
     )
 
 
@@ -135,7 +169,9 @@ def validate(space: Space, engine: Engine) -> None:
         ensure_port_free(space.server.host, space.server.port)
 
 
-def open_study(space: Space, paths: StudyPaths) -> optuna.Study:
+def open_study(
+    space: Space, paths: StudyPaths, recover_with: Callable[[optuna.Study], None] | None = None
+) -> optuna.Study:
     storage = make_storage(paths.storage_url)
     # Failed trials are reported by the sweep in one line each; Optuna would add a traceback per failure.
     optuna.logging.set_verbosity(logging.ERROR)
@@ -164,6 +200,8 @@ def open_study(space: Space, paths: StudyPaths) -> optuna.Study:
             f"study '{paths.name}' measures {', '.join(names)}, this space measures {', '.join(space.objective_names)}",
             "give this space another --study name",
         )
+    if recover_with is not None:
+        recover_with(study)  # before the baseline check: a baseline left RUNNING by a dead driver is not live
     new = not study.trials
     live = (TrialState.COMPLETE, TrialState.WAITING, TrialState.RUNNING)
     if not any(t.user_attrs.get(ROLE_ATTR) == "baseline" and t.state in live for t in study.trials):
@@ -176,10 +214,50 @@ def open_study(space: Space, paths: StudyPaths) -> optuna.Study:
     return study
 
 
-def finished_trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
+def finished_trials(study: optuna.Study, space_id: str | None = None) -> list[optuna.trial.FrozenTrial]:
     """Trials that are results: completed, or failed for a recorded reason. An interrupted trial (Ctrl-C, or a
-    process that died: Optuna's heartbeat marks it failed, with no record) is not, and is run again."""
-    return [t for t in study.get_trials(deepcopy=False) if is_result(t)]
+    process that died: Optuna's heartbeat marks it failed, with no record) is not, and is run again.
+
+    With `space_id`, the trials that count towards `--trials`: start-ups that failed on flags of another version
+    of the space file, or on the baseline's (flags common to every trial), do not eat the budget."""
+    return [t for t in study.get_trials(deepcopy=False) if is_result(t) and counts(t, space_id)]
+
+
+def counts(trial: optuna.trial.FrozenTrial, space_id: str | None) -> bool:
+    if space_id is None or trial.state != TrialState.FAIL:
+        return True
+    if trial.user_attrs.get(RECORD_ATTR, {}).get("stage") not in ("launch", "params"):
+        return True
+    return trial.user_attrs.get(ROLE_ATTR) != "baseline" and trial.user_attrs.get(SPACE_ID_ATTR) == space_id
+
+
+def driver_identity() -> dict[str, Any]:
+    pid = os.getpid()
+    return {"host": socket.gethostname(), "pid": pid, "start_ticks": processes.start_ticks(pid)}
+
+
+def recover(study: optuna.Study, registry: Path, progress: Progress) -> None:
+    """Start-up after a driver died: stop the servers it left, and fail its trials that still say RUNNING (on
+    this host, at once; other hosts' trials are left to Optuna's heartbeat) so they are run again."""
+    for line in reap(registry):
+        progress(f"stopped what a stopped sweep left running: {line}")
+    here = socket.gethostname()
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        driver = trial.user_attrs.get(DRIVER_ATTR) or {}
+        if driver.get("host") != here or processes.same_process(driver["pid"], driver["start_ticks"]):
+            continue
+        record = trial.user_attrs.get(RECORD_ATTR) or {"number": trial.number, "params": {}}
+        reason = f"interrupted: the sweep running it (pid {driver['pid']}) stopped"
+        storage = study._storage
+        storage.set_trial_user_attr(
+            trial._trial_id, RECORD_ATTR, {**record, "failure": reason, "stage": "interrupted"}
+        )
+        storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
+        progress(f"trial {trial.number} was left running by a stopped sweep: marked interrupted, run again")
+
+
+def space_id(space: Space) -> str:
+    return hashlib.sha256(space.text.encode()).hexdigest()[:16]
 
 
 def is_result(trial: optuna.trial.FrozenTrial) -> bool:
@@ -198,16 +276,25 @@ class Sweep:
         self._target = space.trials
         self._finished_before = 0
         self.baseline_launch_failure = ""
+        self._deadline: float | None = None  # the running trial's end, whatever happens (monotonic)
+        self.write_error: UserError | None = None  # a file a trial wrote could not be written: stop after it
 
     def run(self, trials: int | None = None) -> optuna.Study:
-        study = open_study(self.space, self.paths)
+        study = open_study(self.space, self.paths, lambda s: recover(s, self.paths.registry, self.progress))
         self._target = trials or self.space.trials
-        self._finished_before = len(finished_trials(study))
+        self._finished_before = len(finished_trials(study, space_id(self.space)))
         remaining = self._target - self._finished_before
         if remaining > 0:
             # Workers sharing the study stop when together they reach the target (each may finish one more).
-            study.optimize(self.objective, n_trials=remaining, catch=(TrialFailed,), gc_after_trial=False,
-                           callbacks=[self._stop_at_target])  # fmt: skip
+            study.optimize(
+                self.objective,
+                n_trials=remaining,
+                catch=(TrialFailed,),
+                gc_after_trial=False,
+                callbacks=[self._stop_at_target],
+            )
+        if self.write_error:
+            raise self.write_error
         if self.baseline_launch_failure:
             raise UserError(
                 f"the server exits at start even with speculation off: {self.baseline_launch_failure}",
@@ -216,12 +303,14 @@ class Sweep:
         return study
 
     def _stop_at_target(self, study: optuna.Study, _trial: optuna.trial.FrozenTrial) -> None:
-        if len(finished_trials(study)) >= self._target:
+        if len(finished_trials(study, space_id(self.space))) >= self._target or self.write_error:
             study.stop()
 
     def objective(self, trial: optuna.Trial) -> list[float]:
         started = time.monotonic()
         role = trial.user_attrs.get(ROLE_ATTR, "search")
+        trial.set_user_attr(DRIVER_ATTR, driver_identity())
+        trial.set_user_attr(SPACE_ID_ATTR, space_id(self.space))
         swept = self.engine.baseline_params() if role == "baseline" else self.space.suggest(trial)
         params = self.engine.derive(self.space.launch_params(swept))
         record = TrialRecord(trial.number, params)
@@ -252,8 +341,8 @@ class Sweep:
                         trial.set_constraint(key, value)
                 return list(duplicate.values)
             say(f"{role}: " + " ".join(f"{k}={v}" for k, v in swept.items()))
-        except KeyboardInterrupt:
-            record.failure, record.stage = "interrupted by the user (Ctrl-C)", "interrupted"
+        except KeyboardInterrupt as exc:
+            record.failure, record.stage = f"interrupted {interrupted_how(exc)}", "interrupted"
             self._save(trial, record)
             raise
         record = self.measure(trial, record, say, self.paths.trial_dir(record.number))
@@ -287,8 +376,8 @@ class Sweep:
         """Run the trial and save its record on the Optuna trial and in `trial_dir`, whatever happens."""
         try:
             record = self.run_trial(record, say, workloads, trial_dir)
-        except KeyboardInterrupt:
-            record.failure, record.stage = "interrupted by the user (Ctrl-C)", "interrupted"
+        except KeyboardInterrupt as exc:
+            record.failure, record.stage = f"interrupted {interrupted_how(exc)}", "interrupted"
             self._save(trial, record, trial_dir)
             raise
         except UserError:
@@ -297,8 +386,7 @@ class Sweep:
             # A server that answers something unexpected must not end the night: the trial fails, with its
             # reason here and the traceback in the trial's folder.
             record.failure, record.stage = f"unexpected {exc.__class__.__name__}: {exc}", "error"
-            trial_dir.mkdir(parents=True, exist_ok=True)
-            (trial_dir / "error.txt").write_text(traceback.format_exc())
+            self._write(trial_dir / "error.txt", traceback.format_exc())
         self._save(trial, record, trial_dir)
         return record
 
@@ -318,6 +406,7 @@ class Sweep:
             return record
         workloads = list(workloads or self.space.workloads)
         trial_dir = trial_dir or self.paths.trial_dir(record.number)
+        self._deadline = time.monotonic() + self.space.probe.trial_timeout_s
         separate = self.engine.speculative_state_persists(record.params) and len(workloads) > 1
         groups = [[w] for w in workloads] if separate else [workloads]
         rows: list[RequestMeasurement] = []
@@ -328,11 +417,16 @@ class Sweep:
                 say(f"server {index + 1}/{len(groups)} (speculative state persists across requests)")
             if not self._launch_and_probe(record, group, log, say, rows, loads, first=index == 0):
                 break
-        _write_jsonl(trial_dir / "requests.jsonl", [r.to_dict() for r in rows])
+        self._write(
+            trial_dir / "requests.jsonl",
+            "".join(json.dumps(r.to_dict(), ensure_ascii=False) + "\n" for r in rows),
+        )
         record.host = host.combine(loads)
-        if not record.failed and all(s.status == "error" for s in record.workloads.values()):
-            first = next(iter(record.workloads.values()))
-            record.failure, record.stage = f"every request failed: {first.reason}", "probe"
+        if not record.failed and not any(s.status == "ok" for s in record.workloads.values()):
+            # No workload has a number: a trial at 0 t/s would teach the sampler a speed nobody measured.
+            first = next(iter(record.workloads.values()), None)
+            reason = f"{first.workload}: {first.reason}" if first else "nothing was measured"
+            record.failure, record.stage = f"no workload was measured ({reason})", "probe"
         return record
 
     def _launch_and_probe(
@@ -352,7 +446,26 @@ class Sweep:
         base_url = f"http://{host_name}:{port}"
         if first:
             record.argv = argv  # known before the launch: an interrupted trial still says what it ran
-        with ServerProcess(argv, log, self.engine.env(), self.engine.exit_reason) as server:
+        server = ServerProcess(argv, log, self.engine.env(), self.engine.exit_reason, self.paths.registry)
+        measured = self._serve(server, record, workloads, base_url, say, rows, loads, first)
+        if server.exited_early is not None and not record.failed:
+            # Whatever the probe saw, numbers from a server that died before the trial ended are not kept.
+            record.failure = f"the server exited (code {server.exited_early}) before the trial ended: {server.exit_reason()}"
+            record.stage = "probe"
+        return measured and not record.failed
+
+    def _serve(
+        self,
+        server: ServerProcess,
+        record: TrialRecord,
+        workloads: list[Workload],
+        base_url: str,
+        say: Progress,
+        rows: list[RequestMeasurement],
+        loads: list[HostLoad],
+        first: bool,
+    ) -> bool:
+        with server:
             try:
                 startup = server.wait_ready(
                     base_url + self.engine.health_path(), self.space.server.startup_timeout
@@ -383,6 +496,7 @@ class Sweep:
                         self.space.probe,
                         say,
                         watch=host.watcher(server.pid),
+                        deadline=self._deadline,
                     )
                 )
             except httpx.HTTPError as exc:
@@ -428,11 +542,18 @@ class Sweep:
         return None
 
     def _save(self, trial: optuna.Trial, record: TrialRecord, trial_dir: Path | None = None) -> None:
+        """The record goes into the study first: a file that cannot be written (a full disk) does not turn a
+        measured trial into a failure; the sweep stops after the trial with one line saying why."""
         data = record.to_dict()
         trial.set_user_attr(RECORD_ATTR, data)
         trial_dir = trial_dir or self.paths.trial_dir(record.number)
-        trial_dir.mkdir(parents=True, exist_ok=True)
-        (trial_dir / "record.json").write_text(json.dumps(data, indent=2, ensure_ascii=False))
+        self._write(trial_dir / "record.json", json.dumps(data, indent=2, ensure_ascii=False))
+
+    def _write(self, path: Path, text: str) -> None:
+        try:
+            write_atomic(path, text)
+        except UserError as exc:
+            self.write_error = self.write_error or exc
 
     def _sayer(self, started: float) -> Progress:
         index = self._finished_before + len(self._durations)  # trials finished before this one
@@ -450,10 +571,3 @@ class Sweep:
 
 def _minutes(seconds: float) -> str:
     return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
-
-
-def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8") as out:
-        for row in rows:
-            out.write(json.dumps(row, ensure_ascii=False) + "\n")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -56,8 +58,34 @@ def run_error(tmp_path: Path, capsys: pytest.CaptureFixture[str], space: str, *e
         ("engine: llamacpp\nworkloads: [{class: tool}\n", "is not valid YAML at line 3"),
         (
             SPACE.replace("{class: tool}", "{class: tool, context: [-5]}"),
-            "context and streams must be positive",
+            "workloads[0].context: -5 is out of range; fix: give a value from 1 to 16777216",
         ),
+        (
+            SPACE.replace("{class: tool}", "{class: tool, streams: [1, two]}"),
+            "workloads[0].streams: 'two' is not a whole number; fix: e.g. `streams: [1, 2, 4]`",
+        ),
+        (SPACE + "trials: 0\n", "trials: 0 is out of range; fix: give a value from 1 to 100000"),
+        (SPACE + "probe: {repeats: 0}\n", "probe.repeats: 0 is out of range"),
+        (SPACE + "probe: {max_tokens: -1}\n", "probe.max_tokens: -1 is out of range"),
+        (SPACE + "probe: {max_tokens: 100000000}\n", "probe.max_tokens: 100000000 is out of range"),
+        (SPACE + "probe: {stall_timeout_s: soon}\n", "probe.stall_timeout_s: 'soon' is not a number"),
+        (
+            SPACE.replace("spec-type: {choices: [ngram-mod]}", "spec-ngram-size-n: {int: [1, 8], step: 0}"),
+            "params.spec-ngram-size-n.step: 0 is out of range",
+        ),
+        (
+            SPACE.replace("spec-type: {choices: [ngram-mod]}", "spec-ngram-size-n: {int: [1, 8], step: x}"),
+            "params.spec-ngram-size-n.step: 'x' is not a whole number",
+        ),
+        (
+            SPACE.replace("spec-type: {choices: [ngram-mod]}", "spec-draft-n-max: {int: [-4, 99999999999]}"),
+            "spec-draft-n-max",
+        ),
+        (
+            SPACE + "server: {host: no-such-host.invalid}\n",
+            "server.host: 'no-such-host.invalid' does not resolve",
+        ),
+        (SPACE + "server: {port: 70000}\n", "server.port: 70000 is out of range"),
         (
             SPACE + "confirm: {launches: 1}\n",
             "confirm: bad values {'launches': 1}; fix: top >= 0, launches 0",
@@ -136,3 +164,66 @@ def test_bad_ab_and_confirm_arguments_are_one_line(
     assert main([*argv, *extra, "--runs", str(tmp_path / "runs")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0], err
+
+
+def test_non_utf8_and_binary_space_files_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name, data, message in (
+        ("latin1.yaml", SPACE.encode() + b"# caf\xe9\n", "is not UTF-8 text"),
+        ("binary.yaml", b"\x7fELF\x02\x01\x00\x00", "is a binary file, not text"),
+    ):
+        path = tmp_path / name
+        path.write_bytes(data)
+        assert main(["run", "--space", str(path), "--runs", str(tmp_path / "runs")]) == 2
+        err = capsys.readouterr().err
+        assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_non_utf8_prompt_file_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "prompts.jsonl").write_bytes(b'{"prompt": "caf\xe9"}\n')
+    space = SPACE.replace("[{class: tool}]", "[{name: mine, file: prompts.jsonl}]")
+    line = run_error(tmp_path, capsys, space)
+    assert "workload file" in line and "is not UTF-8 text" in line
+
+
+@pytest.mark.parametrize("name", ["../escape", "a/b", "/abs", "..", ".hidden"])
+def test_study_names_are_plain_names(tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str) -> None:
+    line = run_error(tmp_path, capsys, SPACE, "--study", name)
+    assert "is not a plain name" in line
+    assert not (tmp_path / "escape").exists()
+
+
+def test_runs_pointing_at_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "runs-file").write_text("")
+    path = tmp_path / "space.yaml"
+    path.write_text(SPACE)
+    assert main(["run", "--space", str(path), "--runs", str(tmp_path / "runs-file")]) == 2
+    assert "is a file, not a folder" in capsys.readouterr().err
+
+
+def test_storage_password_is_masked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = "postgresql://specsweep:hunter2@127.0.0.1:1/nowhere"
+    assert main(["report", "--study", "x", "--storage", url]) == 2
+    err = capsys.readouterr().err
+    assert "hunter2" not in err and "specsweep:***@127.0.0.1" in err
+
+
+def test_report_into_a_closed_pipe_exits_quietly(tmp_path: Path) -> None:
+    """`specsweep report | head -1`: the reader leaves early; no traceback, no BrokenPipeError message."""
+    script = (
+        "import sys\n"
+        "from sweep.cli import _errors_as_lines\n"
+        "def report():\n"
+        "    for i in range(100000): print('line', i)\n"
+        "    return 0\n"
+        "sys.exit(_errors_as_lines(report))\n"
+    )
+    writer = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert writer.stdout is not None
+    head = subprocess.run(["head", "-1"], stdin=writer.stdout, capture_output=True, text=True, timeout=60)
+    writer.stdout.close()  # head was the only other reader: the writer's next write breaks the pipe
+    _, err = writer.communicate(timeout=60)
+    assert head.stdout == "line 0\n"
+    assert err == b""
+    assert writer.returncode == 0

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import errno
+import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 
-from sweep.cli import ab, compare, confirm, dashboard, demo, export, inspect_log, report, run, sim
-from sweep.errors import UserError
+import sqlalchemy.exc
 
+from sweep.cli import ab, compare, confirm, dashboard, demo, export, inspect_log, report, run, sim
+from sweep.errors import UserError, interrupted_how, mask_secrets, raise_interrupted
+
+DISK_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EFBIG}
 COMMANDS = (run, confirm, report, dashboard, export, compare, ab, demo, inspect_log, sim)
 
 
@@ -35,6 +41,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The simulator parses SGLang's command line itself, --help included, as `sglang serve` would.
         return _errors_as_lines(lambda: sim.run(argv[1:]))
     args = build_parser().parse_args(argv)
+    # SIGTERM (a service manager, `kill`) and SIGHUP (a closed terminal) stop a sweep as Ctrl-C does.
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, raise_interrupted)
     return _errors_as_lines(lambda: int(args.handler(args)))
 
 
@@ -42,9 +51,34 @@ def _errors_as_lines(command: Callable[[], int]) -> int:
     try:
         return command()
     except UserError as exc:
-        print(f"specsweep: error: {exc.problem}; fix: {exc.fix}", file=sys.stderr)
+        _say_error(exc.problem, exc.fix)
         return 2
-    except KeyboardInterrupt:
-        print("specsweep: interrupted; the study keeps its finished trials, run the same command to resume",
-              file=sys.stderr)  # fmt: skip
+    except KeyboardInterrupt as exc:
+        print(
+            f"specsweep: interrupted {interrupted_how(exc)}; the study keeps its finished trials, run the same "
+            "command to resume",
+            file=sys.stderr,
+        )
         return 130
+    except BrokenPipeError:
+        # `specsweep report | head`: the reader left; say nothing more (and nothing at exit either).
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except sqlalchemy.exc.SQLAlchemyError as exc:
+        _say_error(
+            f"the study's storage failed ({exc.__class__.__name__}: {str(exc).splitlines()[0]})",
+            "check the disk and the database server, then run the same command again to resume",
+        )
+        return 2
+    except OSError as exc:
+        if exc.errno not in DISK_ERRORS:
+            raise
+        _say_error(
+            f"cannot write {exc.filename or 'a file'}: {exc.strerror}",
+            "free space on that disk (or fix its permissions), then run the same command again",
+        )
+        return 2
+
+
+def _say_error(problem: str, fix: str) -> None:
+    print(mask_secrets(f"specsweep: error: {problem}; fix: {fix}"), file=sys.stderr)

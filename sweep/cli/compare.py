@@ -9,6 +9,7 @@ from pathlib import Path
 from sweep.analysis import overall_recommendation, recommendations
 from sweep.cli.shared import DEFAULT_RUNS, load, results
 from sweep.errors import UserError
+from sweep.files import write_atomic
 from sweep.outputs.compare import Column, html_page, markdown
 
 DEFAULT_DIR = Path("dashboards")
@@ -59,9 +60,6 @@ def main(args: argparse.Namespace) -> int:
     out = args.output or DEFAULT_DIR / (
         "compare-" + "-".join(c.label.replace(":", "_") for c in columns) + ".html"
     )
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(
-        html_page(columns, "specsweep compare: " + ", ".join(c.label for c in columns)), encoding="utf-8"
-    )
+    write_atomic(out, html_page(columns, "specsweep compare: " + ", ".join(c.label for c in columns)))
     print(f"\n{out}")
     return 0

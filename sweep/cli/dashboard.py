@@ -7,6 +7,7 @@ from pathlib import Path
 
 from sweep.cli.compare import DEFAULT_DIR
 from sweep.cli.shared import add_study_options, load, results
+from sweep.files import write_atomic
 from sweep.outputs.dashboard import build
 
 
@@ -20,7 +21,6 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def main(args: argparse.Namespace) -> int:
     study = load(args.study, args.storage, args.runs)
     out = args.output or DEFAULT_DIR / f"{args.study}.html"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(build(study, args.study, results(study)), encoding="utf-8")
+    write_atomic(out, build(study, args.study, results(study)))
     print(out)
     return 0

@@ -38,7 +38,7 @@ def sweep_space(
     engine = build_engine(space)
     validate(space, engine)
     paths = StudyPaths.for_study(study, runs, storage)
-    progress(f"study {study}: {paths.storage_url}; server logs and measurements in {paths.run_dir}/trials/")
+    progress(f"study {study}: {paths.shown_url}; server logs and measurements in {paths.run_dir}/trials/")
     progress(budget(space, trials) if confirm else budget(space, trials).split(", then")[0])
     sweep = Sweep(space, engine, paths, progress)
     result = sweep.run(trials)

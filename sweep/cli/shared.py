@@ -19,7 +19,8 @@ from sweep.analysis import (
     trial_views,
 )
 from sweep.confirm import load_confirm_study
-from sweep.errors import UserError
+from sweep.errors import UserError, mask_secrets
+from sweep.files import write_atomic
 from sweep.outputs.console import report_text
 from sweep.outputs.dashboard import build
 from sweep.space import Space, load_space, parse_space
@@ -40,7 +41,7 @@ def add_study_options(parser: argparse.ArgumentParser, study_required: bool = Fa
 
 
 def progress(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+    print(mask_secrets(message), file=sys.stderr, flush=True)
 
 
 def load(study: str, storage: str | None, runs: Path) -> optuna.Study:
@@ -53,7 +54,7 @@ def load(study: str, storage: str | None, runs: Path) -> optuna.Study:
     try:
         return optuna.load_study(study_name=study, storage=make_storage(paths.storage_url))
     except KeyError:
-        raise UserError(f"no study '{study}' in {paths.storage_url}", "check --study and --storage") from None
+        raise UserError(f"no study '{study}' in {paths.shown_url}", "check --study and --storage") from None
 
 
 def results(study: optuna.Study) -> Study:
@@ -77,8 +78,7 @@ def publish(study: optuna.Study, name: str, runs: Path) -> None:
         )
     )
     page = runs.parent / "dashboards" / f"{name}.html"
-    page.parent.mkdir(parents=True, exist_ok=True)
-    page.write_text(build(study, name, found), encoding="utf-8")
+    write_atomic(page, build(study, name, found))
     progress(f"dashboard: {page}")
 
 

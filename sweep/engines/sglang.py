@@ -117,6 +117,17 @@ def exit_reason(log: str, returncode: int) -> str:
     return reason_from_log(log, returncode, EXIT_REASONS, "SGLang")
 
 
+# Values SGLang accepts and that make sense (a depth of 10^9 is a typo, not a configuration): type, low, high.
+VALUE_RANGES: dict[str, tuple[type, float, float]] = {
+    "speculative-num-steps": (int, 1, 64),
+    "speculative-eagle-topk": (int, 1, 64),
+    "speculative-num-draft-tokens": (int, 1, 1024),
+    "mem-fraction-static": (float, 0.01, 0.99),
+    "context-length": (int, 1, 1 << 24),
+    "max-running-requests": (int, 1, 1 << 16),
+    "cuda-graph-max-bs": (int, 1, 1 << 16),
+}
+
 # --- the engine -------------------------------------------------------------------------------------------
 
 DEFAULT_LAUNCHER = ("python3", "-m", "sglang.launch_server")
@@ -213,6 +224,13 @@ class SGLangEngine(Engine):
         if name in MANAGED:
             raise UserError(f"--{name} is set by specsweep", f"remove '{name}' from the space")
         self.flag_for(name)
+        if name in VALUE_RANGES:
+            kind, low, high = VALUE_RANGES[name]
+            number = isinstance(value, int | float) and not isinstance(value, bool)
+            if not number or (kind is int and not float(value).is_integer()) or not low <= value <= high:
+                raise UserError(
+                    f"{name} cannot be {value!r}", f"give {name} a {kind.__name__} from {low:g} to {high:g}"
+                )
         if (
             name == "speculative-algorithm"
             and algorithm({name: value}) is not None

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import optuna
 import pandas as pd
 import plotly.graph_objects as go
+import plotly.io
 from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
@@ -367,6 +368,21 @@ table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding
 .warning{border:2px solid #c0392b;background:#fdecea;padding:.3em 1em;margin:.8em 0}"""
 
 
+def script_json(text: str) -> str:
+    """JSON text safe inside <script>: no character of it can close the tag or start markup."""
+    return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e").replace("/", "\\/")
+
+
+def figure_html(figure: go.Figure, div_id: str) -> str:
+    """A plotly figure as a div and the script that draws it, its JSON escaped by `script_json`."""
+    data = script_json(plotly.io.to_json(figure, validate=False))
+    return (
+        f"<div id='{div_id}' class='plotly-graph-div' style='height:450px;width:100%'></div>"
+        f"<script type='text/javascript'>(function(){{var f={data};"
+        f"Plotly.newPlot('{div_id}',f.data,f.layout,{{responsive:true}});}})();</script>"
+    )
+
+
 def build(study: optuna.Study, study_name: str, found: Study) -> str:
     views = found.search
     by_number = {v.number: v for v in views}
@@ -385,14 +401,14 @@ def build(study: optuna.Study, study_name: str, found: Study) -> str:
         body.append(f"<section data-panel='{i}'><h2>{html.escape(panel.title)}</h2>{panel.html}")
         if panel.figure is not None:
             panel.figure.update_layout(template="plotly_white", margin={"t": 40})
-            body.append(panel.figure.to_html(full_html=False, include_plotlyjs=False, div_id=f"panel-{i}"))
+            body.append(figure_html(panel.figure, f"panel-{i}"))
         body.append("</section>")
     done = sum(v.state == "COMPLETE" for v in views)
     confirmed = sum(v.state == "COMPLETE" for v in found.confirm)
     summary = f"{len(views)} trials, {done} complete, {sum(v.state == 'FAIL' for v in views)} failed; " + (
         f"{confirmed} confirmation launches" if confirmed else "no confirmation yet: verdicts are unconfirmed"
     )
-    meta = json.dumps({"study": study_name, "trials": len(views)})
+    meta = script_json(json.dumps({"study": study_name, "trials": len(views)}))
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>specsweep: {html.escape(study_name)}</title>"
         f"<style>{STYLE}</style><script type='text/javascript'>{get_plotlyjs()}</script></head><body>"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import hashlib
 import itertools
@@ -41,9 +42,38 @@ async def measure_request(
     repeat: int,
     stream: int,
     nonce: str,
+    deadline_s: float | None = None,
 ) -> RequestMeasurement:
-    """Send one streamed chat request and measure it. HTTP errors become a status, never an exception."""
+    """Send one streamed chat request and measure it. HTTP errors become a status, never an exception; a server
+    that stops sending (the client's read timeout) or a request past `deadline_s` is "stalled"."""
     row = functools.partial(RequestMeasurement, workload=workload, repeat=repeat, stream=stream, nonce=nonce)
+    started = time.perf_counter()
+    try:
+        async with asyncio.timeout(deadline_s):
+            return await _measure(client, engine, content, settings, row)
+    except TimeoutError:
+        return row(
+            status="stalled",
+            reason=f"the request was not finished after its deadline of {deadline_s:.0f} s (probe.request_timeout_s)",
+            wall_s=time.perf_counter() - started,
+        )
+    except httpx.ReadTimeout as exc:
+        stall = exc.request.extensions.get("timeout", {}).get("read")
+        after = f" after {stall:.0f} s" if isinstance(stall, int | float) else ""
+        return row(
+            status="stalled",
+            reason=f"the server stopped producing tokens{after} (probe.stall_timeout_s)",
+            wall_s=time.perf_counter() - started,
+        )
+
+
+async def _measure(
+    client: httpx.AsyncClient,
+    engine: Engine,
+    content: str,
+    settings: RequestSettings,
+    row: functools.partial[RequestMeasurement],
+) -> RequestMeasurement:
     started = time.perf_counter()
     first = last = None
     arrivals: list[float] = []
@@ -71,6 +101,8 @@ async def measure_request(
                     arrivals.append(last)
                 text = engine.text_so_far(chunk, text)
                 report = engine.read_final(chunk) or report
+    except httpx.ReadTimeout:
+        raise  # a stall: measure_request says so
     except (httpx.HTTPError, json.JSONDecodeError) as exc:
         return row(status="error", reason=f"{exc.__class__.__name__}: {exc}")
     wall = time.perf_counter() - started

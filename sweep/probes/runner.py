@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -29,13 +30,34 @@ Progress = Callable[[str], None]
 HostWatch = Callable[[], Callable[[], HostLoad | None]]
 
 
+STALL_TIMEOUT_S = 180.0  # no byte from the server for this long (prefill of a long prompt included): stalled
+REQUEST_BASE_S = 120.0  # a request's deadline: this, plus REQUEST_PER_TOKEN_S per max_tokens
+REQUEST_PER_TOKEN_S = 1.0
+TRIAL_TIMEOUT_S = 7200.0  # a whole trial (launch, every workload) ends here whatever happens
+
+
 @dataclass(frozen=True)
 class ProbeSettings:
+    """How workloads are sent. Every wait is bounded: a silent stream, a request and a whole trial."""
+
     repeats: int = DEFAULT_REPEATS
     request: RequestSettings = field(default_factory=RequestSettings)
     warmup: bool = True
-    timeout_s: float = 1800.0
     attempts: int = BATCH_ATTEMPTS
+    stall_timeout_s: float = STALL_TIMEOUT_S
+    request_timeout_s: float | None = None  # None: REQUEST_BASE_S + REQUEST_PER_TOKEN_S x max_tokens
+    trial_timeout_s: float = TRIAL_TIMEOUT_S
+
+    @property
+    def request_deadline_s(self) -> float:
+        if self.request_timeout_s is not None:
+            return self.request_timeout_s
+        return REQUEST_BASE_S + REQUEST_PER_TOKEN_S * self.request.max_tokens
+
+    def timeouts(self) -> httpx.Timeout:
+        return httpx.Timeout(
+            connect=10.0, read=self.stall_timeout_s, write=60.0, pool=self.request_deadline_s
+        )
 
 
 @dataclass
@@ -52,24 +74,39 @@ async def probe(
     progress: Progress = lambda _: None,
     transport: httpx.AsyncBaseTransport | None = None,
     watch: HostWatch | None = None,
+    deadline: float | None = None,
 ) -> ProbeResult:
-    """Run every workload in order against the server at `base_url`."""
+    """Run every workload in order against the server at `base_url`, until the monotonic `deadline`."""
     result = ProbeResult({}, [])
     # No keep-alive: llama-server closes a connection idle for 5 s, and a request sent on a pooled connection
     # the server is closing fails with "Server disconnected without sending a response". Loopback connects
     # cost well under a millisecond.
     limits = httpx.Limits(max_keepalive_connections=0)
     async with httpx.AsyncClient(
-        base_url=base_url, timeout=settings.timeout_s, transport=transport, limits=limits
+        base_url=base_url, timeout=settings.timeouts(), transport=transport, limits=limits
     ) as client:
         if settings.warmup:
             # The first request after start pays one-off costs; its numbers are not kept.
             warm = dataclasses.replace(settings.request, max_tokens=8)
-            await measure_request(
-                client, engine, unique_content(new_nonce(), "Say hello."), warm,
-                workload="warmup", repeat=0, stream=0, nonce="warmup",
-            )  # fmt: skip
+            warmed = await measure_request(
+                client,
+                engine,
+                unique_content(new_nonce(), "Say hello."),
+                warm,
+                workload="warmup",
+                repeat=0,
+                stream=0,
+                nonce="warmup",
+                deadline_s=settings.request_deadline_s,
+            )
+            if warmed.status == "stalled":
+                raise ProbeError(f"warm-up request: {warmed.reason}")
         for workload in workloads:
+            if deadline is not None and time.monotonic() > deadline:
+                raise ProbeError(
+                    f"the trial passed its deadline of {settings.trial_timeout_s:.0f} s before {workload.key} "
+                    "(probe.trial_timeout_s)"
+                )
             batches = []
             stop_watching = watch() if watch else None
             for repeat in range(settings.repeats):
@@ -106,8 +143,11 @@ async def _measured_batch(
     batch, discarded = Batch([]), []
     for attempt in range(settings.attempts):
         discarded += batch.rows
-        batch = await _batch(client, engine, workload, repeat, settings.request, attempt)
+        batch = await _batch(client, engine, workload, repeat, settings, attempt)
         batch.attempts, batch.discarded = attempt + 1, discarded
+        if stalled := next((r for r in batch.rows if r.status == "stalled"), None):
+            # A server that stops sending is not retried: each attempt would wait as long again.
+            raise ProbeError(f"{workload.key}: {stalled.reason}")
         if batch.ok or any(r.status == "does_not_fit" for r in batch.rows):
             break
     return batch
@@ -118,7 +158,7 @@ async def _batch(
     engine: Engine,
     workload: Workload,
     repeat: int,
-    settings: RequestSettings,
+    probe_settings: ProbeSettings,
     attempt: int,
 ) -> Batch:
     """One attempt at a repeat: each stream its own prompt, each prompt its own nonce, sent at once."""
@@ -148,11 +188,12 @@ async def _batch(
                     client,
                     engine,
                     content,
-                    settings,
+                    probe_settings.request,
                     workload=workload.key,
                     repeat=repeat,
                     stream=stream,
                     nonce=nonce,
+                    deadline_s=probe_settings.request_deadline_s,
                 )
                 for stream, (content, nonce) in enumerate(zip(contents, nonces, strict=True))
             )

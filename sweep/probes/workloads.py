@@ -15,6 +15,7 @@ from pathlib import Path
 import yaml
 
 from sweep.errors import UserError
+from sweep.files import read_text
 
 _ORDERS = json.dumps(
     {
@@ -222,7 +223,7 @@ def load_prompts(path: Path) -> tuple[str, ...]:
     """Prompts from a YAML list (strings or {prompt: ...}) or a JSONL file (one {"prompt": ...} per line)."""
     if not path.is_file():
         raise UserError(f"workload file {path} does not exist", "fix the path in the space file's workloads")
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path, "workload file", "save it as UTF-8 text (YAML or JSONL)")
     try:
         if path.suffix == ".jsonl":
             rows: list[object] = [json.loads(line) for line in text.splitlines() if line.strip()]

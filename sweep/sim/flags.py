@@ -240,6 +240,15 @@ def build_parser(version: str) -> argparse.ArgumentParser:
         default=1.0,
         help="Make this launch truly this many times faster (1.05: +5%%), for testing verdicts against a known truth.",
     )
+    sim.add_argument(
+        "--sim-fault",
+        action="append",
+        default=[],
+        metavar="NAME[=N]",
+        help="Have this fault (repeatable; see sweep/sim/faults.py): exit-at-start, never-healthy, odd-bytes, "
+        "ignore-term, daemonise, escape-group, crash-mid-stream=N, crash-after=N, http-error=CODE, "
+        "malformed-sse, cut-sse, stall=N.",
+    )
     return parser
 
 

@@ -24,6 +24,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from sweep.sim.faults import Faults
 from sweep.sim.flags import build_parser, normalize
 from sweep.sim.model import (
     EAGLE_FAMILY,
@@ -318,6 +319,7 @@ class Simulator:
 
 class Handler(BaseHTTPRequestHandler):
     sim: Simulator
+    faults: Faults = Faults()
     protocol_version = "HTTP/1.1"
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet: SGLang does not log every request
@@ -406,6 +408,15 @@ class Handler(BaseHTTPRequestHandler):
         )
         self.wfile.flush()
 
+    def _fault_in_stream(self, fault: str) -> None:
+        if fault == "crash":
+            os._exit(1)
+        if fault == "stall":
+            while True:
+                time.sleep(1)
+        if fault == "malformed":
+            self._sse(b'{"choices": [{"delta": {"content": "x"')
+
     def _generate(self, body: dict[str, Any]) -> None:
         params = body.get("sampling_params") or {}
         text = str(body.get("text", ""))
@@ -436,6 +447,10 @@ class Handler(BaseHTTPRequestHandler):
                 {"object": "error", "message": error, "type": "BadRequestError", "param": None, "code": 400},
             )
             return
+        request = self.faults.next_request()
+        if code := self.faults.active.get("http-error"):
+            self._send(code, {"object": "error", "message": "simulated fault", "type": "Error", "code": code})
+            return
         name = self.sim.args.served_model_name or self.sim.args.model_path
         base = {
             "id": f"chatcmpl-{random.getrandbits(48):x}",
@@ -445,7 +460,7 @@ class Handler(BaseHTTPRequestHandler):
         stream = bool(body.get("stream"))
         if stream:
             self._sse_start()
-        text, meta = "", dict[str, Any]()
+        text, meta, pieces = "", dict[str, Any](), 0
         for piece, final in self.sim.generate(prompt, max_new):
             text += piece
             meta = final or meta
@@ -453,6 +468,10 @@ class Handler(BaseHTTPRequestHandler):
                 self._sse(
                     base | {"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
                 )
+                pieces += 1
+                if fault := self.faults.mid_stream(request, pieces):
+                    self._fault_in_stream(fault)
+                    return
         usage = {
             "prompt_tokens": meta["prompt_tokens"], "completion_tokens": meta["completion_tokens"],
             "total_tokens": meta["prompt_tokens"] + meta["completion_tokens"],
@@ -470,6 +489,7 @@ class Handler(BaseHTTPRequestHandler):
                 | extra
             )
             self._sse(b"[DONE]")
+            self.faults.after_request(request)
             return
         message = {"role": "assistant", "content": text}
         choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": "length"}
@@ -568,6 +588,8 @@ def main(argv: list[str]) -> int:
     known, _ = probe.parse_known_args(argv)
     profile = Profile.load(Path(known.sim_profile) if known.sim_profile else DEFAULT_PROFILE)
     args = normalize(build_parser(profile.sglang_version).parse_args(argv))
+    Handler.faults = Faults.parse(args.sim_fault)
+    Handler.faults.at_start()
     try:
         sim = start_up(args, profile)
     except StartupFailure as exc:
@@ -590,7 +612,7 @@ def main(argv: list[str]) -> int:
     log(f"INFO:     Uvicorn running on http://{args.host}:{args.port} (Press CTRL+C to quit)")
     if not args.skip_server_warmup:
         stop.wait(2.0 * args.sim_time_scale)  # the warm-up request
-    sim.ready = True
+    sim.ready = "never-healthy" not in Handler.faults
     log("The server is fired up and ready to roll!")
     while not stop.wait(0.5):
         pass

@@ -1,0 +1,135 @@
+"""The process table, read from /proc: which processes a launch left, who holds a port, who is still alive.
+
+A server may fork, daemonise (double fork + setsid) or leave its process group; all of them keep the
+environment they were started with. Every launch puts its own marker in that environment, so its processes are
+found by the marker wherever they went, even after the driver that started them was killed. A pid is only
+trusted together with its start time (pids are reused).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+PROC = Path("/proc")
+MARKER_ENV = "SPECSWEEP_SERVER"  # every process of one launch carries SPECSWEEP_SERVER=<launch id>
+PR_SET_CHILD_SUBREAPER = 36
+TCP_LISTEN = "0A"
+
+
+@dataclass(frozen=True)
+class Proc:
+    pid: int
+    ppid: int
+    pgid: int
+    state: str
+    start_ticks: int  # clock ticks after boot: with the pid, identifies one process for its whole life
+
+    @property
+    def alive(self) -> bool:
+        return self.state not in ("Z", "X")
+
+
+def read(pid: int) -> Proc | None:
+    try:
+        stat = (PROC / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    # The command name may hold spaces and parentheses: the fields start after the last ")".
+    fields = stat.rsplit(")", 1)[1].split()
+    return Proc(pid, int(fields[1]), int(fields[2]), fields[0], int(fields[19]))
+
+
+def table() -> Iterator[Proc]:
+    for entry in PROC.iterdir():
+        if entry.name.isdigit() and (proc := read(int(entry.name))) is not None:
+            yield proc
+
+
+def same_process(pid: int, start_ticks: int) -> bool:
+    """True if `pid` still names the process that started at `start_ticks` and it has not exited."""
+    proc = read(pid)
+    return proc is not None and proc.start_ticks == start_ticks and proc.alive
+
+
+def start_ticks(pid: int) -> int:
+    proc = read(pid)
+    return proc.start_ticks if proc else 0
+
+
+def has_marker(pid: int, marker: str) -> bool:
+    try:
+        environ = (PROC / str(pid) / "environ").read_bytes()
+    except OSError:
+        return False
+    return f"{MARKER_ENV}={marker}".encode() in environ.split(b"\0")
+
+
+def launched(marker: str, pgid: int | None = None) -> list[Proc]:
+    """Live processes of one launch: its marker in their environment, or a member of its process group."""
+    return [
+        p
+        for p in table()
+        if p.alive and p.pid != os.getpid() and (p.pgid == pgid or has_marker(p.pid, marker))
+    ]
+
+
+def kill(procs: Iterable[Proc], sig: signal.Signals) -> None:
+    for proc in procs:
+        if same_process(proc.pid, proc.start_ticks):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(proc.pid, sig)
+
+
+def reap_children(pids: Iterable[int]) -> None:
+    """Collect the exit status of killed processes that became our children (we are their subreaper)."""
+    for pid in pids:
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(pid, os.WNOHANG)
+
+
+def become_subreaper() -> None:
+    """Daemonised descendants are re-parented to this process instead of init, so none escapes unseen."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1)
+
+
+def listening_inodes(port: int) -> set[str]:
+    """Socket inodes listening on TCP `port` on this machine (IPv4 and IPv6)."""
+    inodes = set()
+    for table_path in (PROC / "net" / "tcp", PROC / "net" / "tcp6"):
+        try:
+            lines = table_path.read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 9 and fields[3] == TCP_LISTEN and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(fields[9])
+    return inodes
+
+
+def socket_holders(inodes: set[str]) -> list[int]:
+    """Pids holding any of these socket inodes open."""
+    wanted = {f"socket:[{inode}]" for inode in inodes}
+    holders = []
+    for proc in table():
+        with contextlib.suppress(OSError):
+            fds = PROC / str(proc.pid) / "fd"
+            if any(os.readlink(fd) in wanted for fd in fds.iterdir()):
+                holders.append(proc.pid)
+    return holders
+
+
+def command(pid: int) -> str:
+    try:
+        return (
+            (PROC / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        )
+    except OSError:
+        return "?"
