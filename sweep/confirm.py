@@ -159,10 +159,14 @@ class Confirmation:
                 n_trials=len(waiting),
                 catch=(TrialFailed,),
                 gc_after_trial=False,
-                callbacks=[_stop_when_none_waiting],
+                callbacks=[_stop_when_none_waiting, self._stop_on_write_error],
             )
         if self.sweep.write_error:
             raise self.sweep.write_error
+
+    def _stop_on_write_error(self, study: optuna.Study, _trial: optuna.trial.FrozenTrial) -> None:
+        if self.sweep.write_error:
+            study.stop()
 
     def objective(self, trial: optuna.Trial) -> float:
         label = trial.user_attrs.get(LABEL_ATTR)

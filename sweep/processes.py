@@ -62,6 +62,14 @@ def start_ticks(pid: int) -> int:
     return proc.start_ticks if proc else 0
 
 
+def boot_id() -> str:
+    """This boot of the machine: a pid of an earlier boot (before a power loss) names nothing now."""
+    try:
+        return (PROC / "sys" / "kernel" / "random" / "boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
 def has_marker(pid: int, marker: str) -> bool:
     try:
         environ = (PROC / str(pid) / "environ").read_bytes()

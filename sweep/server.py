@@ -25,6 +25,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import FrameType, TracebackType
+from typing import BinaryIO
 from urllib.parse import urlsplit
 
 import httpx
@@ -93,6 +94,7 @@ class ServerProcess:
         self._proc: subprocess.Popen[bytes] | None = None
         self._started = threading.Event()
         self._spawn_error: OSError | None = None
+        self.log_error: str | None = None  # why part of the server's output is missing from its log
         self.pid: int | None = None
         self.started_at = 0.0
         # The exit code of a server that exited on its own (before stop() asked it to), else None.
@@ -125,8 +127,16 @@ class ServerProcess:
             self._register()
 
     def _run(self) -> None:
+        try:
+            log = self.log_path.open(
+                "wb", buffering=0
+            )  # unbuffered: what was read is in the log (or lost) now
+        except OSError as exc:
+            self._spawn_error = exc
+            self._started.set()
+            return
         shim = [sys.executable, "-m", "sweep._session_exec", "--", *self.argv]
-        with self.log_path.open("wb") as log:
+        with log:
             try:
                 self._proc = subprocess.Popen(
                     shim,
@@ -140,14 +150,24 @@ class ServerProcess:
                 return
             finally:
                 self._started.set()
-            assert self._proc.stdout is not None
-            fd = self._proc.stdout.fileno()
-            # Raw chunks, not lines: odd bytes and lines of any length are kept as the server wrote them.
-            while chunk := os.read(fd, READ_CHUNK):
-                log.write(chunk)
-                log.flush()
-            self._proc.stdout.close()
-            self._proc.wait()
+            self._drain(self._proc, log)
+
+    def _drain(self, proc: subprocess.Popen[bytes], log: BinaryIO) -> None:
+        """Copy the server's output into the log as raw chunks, not lines: odd bytes and lines of any length are
+        kept as written. A log that cannot be written (a full disk) is noted and the pipe still drained, so the
+        server never blocks on its output."""
+        assert proc.stdout is not None
+        fd = proc.stdout.fileno()
+        while chunk := os.read(fd, READ_CHUNK):
+            if self.log_error is None:
+                try:
+                    log.write(chunk)
+                except OSError as exc:
+                    self.log_error = (
+                        f"the server log could not be written from byte {log.tell()}: {exc.strerror}"
+                    )
+        proc.stdout.close()
+        proc.wait()
 
     def _register(self) -> None:
         if self._registry_file is None or self.pid is None:

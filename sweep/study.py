@@ -32,7 +32,7 @@ from sweep.errors import (
     interrupted_how,
     mask_secrets,
 )
-from sweep.files import write_atomic
+from sweep.files import write_atomic, write_error
 from sweep.probes.runner import probe
 from sweep.probes.workloads import Workload
 from sweep.results import HostLoad, RequestMeasurement, TrialRecord
@@ -233,7 +233,22 @@ def counts(trial: optuna.trial.FrozenTrial, space_id: str | None) -> bool:
 
 def driver_identity() -> dict[str, Any]:
     pid = os.getpid()
-    return {"host": socket.gethostname(), "pid": pid, "start_ticks": processes.start_ticks(pid)}
+    return {
+        "host": socket.gethostname(),
+        "boot": processes.boot_id(),
+        "pid": pid,
+        "start_ticks": processes.start_ticks(pid),
+    }
+
+
+def driver_alive(driver: dict[str, Any]) -> bool:
+    """True if the driver a trial names still runs (on this host: checked; elsewhere: assumed, the heartbeat
+    decides)."""
+    if driver.get("host") != socket.gethostname():
+        return True
+    if driver.get("boot", processes.boot_id()) != processes.boot_id():
+        return False  # the machine restarted since (a power loss)
+    return processes.same_process(int(driver.get("pid", 0)), int(driver.get("start_ticks", 0)))
 
 
 def recover(study: optuna.Study, registry: Path, progress: Progress) -> None:
@@ -241,10 +256,9 @@ def recover(study: optuna.Study, registry: Path, progress: Progress) -> None:
     this host, at once; other hosts' trials are left to Optuna's heartbeat) so they are run again."""
     for line in reap(registry):
         progress(f"stopped what a stopped sweep left running: {line}")
-    here = socket.gethostname()
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         driver = trial.user_attrs.get(DRIVER_ATTR) or {}
-        if driver.get("host") != here or processes.same_process(driver["pid"], driver["start_ticks"]):
+        if not driver or driver_alive(driver):
             continue
         record = trial.user_attrs.get(RECORD_ATTR) or {"number": trial.number, "params": {}}
         reason = f"interrupted: the sweep running it (pid {driver['pid']}) stopped"
@@ -448,6 +462,9 @@ class Sweep:
             record.argv = argv  # known before the launch: an interrupted trial still says what it ran
         server = ServerProcess(argv, log, self.engine.env(), self.engine.exit_reason, self.paths.registry)
         measured = self._serve(server, record, workloads, base_url, say, rows, loads, first)
+        if server.log_error:
+            record.facts.extra["log_lost"] = server.log_error
+            self.write_error = self.write_error or write_error(log, OSError(server.log_error))
         if server.exited_early is not None and not record.failed:
             # Whatever the probe saw, numbers from a server that died before the trial ended are not kept.
             record.failure = f"the server exited (code {server.exited_early}) before the trial ended: {server.exit_reason()}"
@@ -508,9 +525,6 @@ class Sweep:
             loads += [s.host for s in result.summaries.values() if s.host is not None]
             record.workloads.update(result.summaries)
             rows += result.requests
-            if server.returncode is not None:
-                record.failure, record.stage = f"server died while probing: {server.exit_reason()}", "probe"
-                return False
         return True
 
     @staticmethod

@@ -105,7 +105,7 @@ def test_facts_keep_the_non_fatal_speculation_failure(engine: LlamaCppEngine) ->
         ("gguf_init_from_file: failed to open GGUF file '/x.gguf' (No such file)", "cannot be opened: /x.gguf"),
         ("srv         start: couldn't bind HTTP server socket, hostname: 127.0.0.1, port: 8080", "port 8080 on 127.0.0.1 is in use"),
         ("E common_speculative_init_result: failed to create MTP context\nE srv  llama_server: exiting due to model loading error", "draft-mtp needs a target with MTP heads"),
-        ("something odd\nlast words here\n", "exited with code 1 during start; last log line: last words here"),
+        ("something odd\nlast words here\n", "exited with code 1; last log line: last words here"),
     ],
 )  # fmt: skip
 def test_exit_reason_reads_the_log(engine: LlamaCppEngine, log: str, reason: str) -> None:

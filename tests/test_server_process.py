@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from sweep import processes
 from sweep.errors import LaunchError
 from sweep.server import ServerProcess, free_port
 
@@ -106,3 +107,42 @@ time.sleep(60)
     while _alive(server_pid) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _alive(server_pid)
+
+
+def test_an_impostor_on_the_port_is_not_taken_for_the_server(tmp_path: Path) -> None:
+    """Something else answers 200 on the port (it took the port between trials): the launched process, which
+    never listens there, is not ready, and the launch fails naming the holder."""
+    port = free_port()
+    impostor = subprocess.Popen(
+        [sys.executable, "-m", "http.server", "--bind", "127.0.0.1", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while not processes.listening_inodes(port) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        argv = [sys.executable, "-c", "import time; time.sleep(60)"]
+        with (
+            ServerProcess(argv, tmp_path / "s.log", os.environ) as server,
+            pytest.raises(
+                LaunchError,
+                match=f"port {port} answers, but it is held by another process \\(pid {impostor.pid}",
+            ),
+        ):
+            server.wait_ready(f"http://127.0.0.1:{port}/", timeout_s=20)
+        assert server.pid is not None and not _alive(server.pid)
+    finally:
+        impostor.kill()
+        impostor.wait()
+
+
+def test_the_log_keeps_every_byte_and_long_lines(tmp_path: Path) -> None:
+    script = "import sys; sys.stdout.buffer.write(b'a\\xff\\xfeb\\n' + b'y' * 300000 + b'\\nend\\n')"
+    with ServerProcess([sys.executable, "-c", script], tmp_path / "s.log", os.environ) as server:
+        deadline = time.monotonic() + 20
+        while server.returncode is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert (tmp_path / "s.log").read_bytes() == b"a\xff\xfeb\n" + b"y" * 300000 + b"\nend\n"
+    assert server.log_text().endswith("\nend\n") and "a\ufffd\ufffdb" in server.log_text()
+    assert server.exited_early == 0  # it ended on its own, before stop(): what a trial treats as a failure

@@ -19,12 +19,12 @@ ExitPatterns = tuple[tuple[re.Pattern[str], str], ...]
 
 
 def reason_from_log(log: str, returncode: int, patterns: ExitPatterns, server: str) -> str:
-    """Why a server exited during start: the first known line in its log, else its last line."""
+    """Why a server exited: the first known line in its log, else its last line."""
     for pattern, template in patterns:
         if found := pattern.search(log):
             return template.format(*(group.strip() for group in found.groups()))
     last = [line for line in log.splitlines() if line.strip()][-1:] or ["(empty log)"]
-    return f"{server} exited with code {returncode} during start; last log line: {last[0].strip()}"
+    return f"{server} exited with code {returncode}; last log line: {last[0].strip()}"
 
 
 @dataclass(frozen=True)

@@ -424,7 +424,11 @@ class Handler(BaseHTTPRequestHandler):
         if error := self.sim.length_error(len(tokenize(text)), max_new):
             self._send(400, {"error": {"message": error}})
             return
-        out, meta = "", dict[str, Any]()
+        request = self.faults.next_request()
+        if code := self.faults.active.get("http-error"):
+            self._send(code, {"error": {"message": "simulated fault"}})
+            return
+        out, meta, pieces = "", dict[str, Any](), 0
         if body.get("stream"):
             self._sse_start()
         for piece, final in self.sim.generate(text, max_new):
@@ -432,8 +436,13 @@ class Handler(BaseHTTPRequestHandler):
             meta = final or meta
             if body.get("stream"):
                 self._sse({"text": out, "meta_info": meta or {"finish_reason": None}})
+                pieces += 1
+                if fault := self.faults.mid_stream(request, pieces):
+                    self._fault_in_stream(fault)
+                    return
         if body.get("stream"):
             self._sse(b"[DONE]")
+            self.faults.after_request(request)
         else:
             self._send(200, {"text": out, "meta_info": meta})
 

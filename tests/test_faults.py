@@ -1,0 +1,371 @@
+"""The fault matrix: servers that crash, hang, print garbage, daemonise or lose their port, and drivers that are
+killed. Each case runs a real study against the simulator with a switchable fault (`--sim-fault`, stdlib HTTP)
+and asserts what the study holds afterwards (states, reasons, values) and that no server process is left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+
+from sweep import processes
+from sweep.cli import main
+
+ENV_PREFIX = f"{processes.MARKER_ENV}=".encode()
+
+SPACE = """
+engine: sglang
+server:
+  launcher: ["{{python}}", -m, sweep.sim, --sim-time-scale, "0", --sim-seed, "1", --served-model-name, {tag}{faults}]
+  model: /models/fault-test
+  startup_timeout: {startup}
+fixed: {{mem-fraction-static: 0.9}}
+params:
+  speculative-algorithm: {{choices: [NEXTN]}}
+  speculative-num-steps: {{int: [1, 4]}}
+workloads: [{{class: code}}]
+probe: {{repeats: 1, max_tokens: 16, stall_timeout_s: 2}}
+confirm: {{launches: 0}}
+trials: {trials}
+seed: 1
+"""
+
+
+@dataclass
+class Case:
+    tmp: Path
+    tag: str
+    space: Path
+
+    @property
+    def runs(self) -> Path:
+        return self.tmp / "runs"
+
+    def argv(self, *extra: str) -> list[str]:
+        return ["run", "--space", str(self.space), "--study", "f", "--runs", str(self.runs), *extra]
+
+    def study(self) -> optuna.Study:
+        return optuna.load_study(study_name="f", storage=f"sqlite:///{self.runs / 'f' / 'study.db'}")
+
+    def trials(self) -> list[tuple[str, dict[str, Any]]]:
+        return [(t.state.name, t.user_attrs.get("record") or {}) for t in self.study().trials]
+
+    def left(self) -> list[int]:
+        """Live processes started for this case (the tag is in their command line; forks keep it)."""
+        return [p.pid for p in processes.table() if p.alive and self.tag in processes.command(p.pid)]
+
+
+def make_case(tmp: Path, faults: tuple[str, ...] = (), trials: int = 2, startup: float = 20) -> Case:
+    tag = f"fault-{uuid.uuid4().hex[:8]}"
+    extra = "".join(f", --sim-fault, {f}" for f in faults)
+    space = tmp / "space.yaml"
+    space.write_text(SPACE.format(tag=tag, faults=extra, trials=trials, startup=startup))
+    return Case(tmp, tag, space)
+
+
+@pytest.fixture
+def case(tmp_path: Path) -> Iterator[Case]:
+    made = make_case(tmp_path)
+    yield made
+    _kill_everything(made)
+
+
+def _kill_everything(case: Case) -> None:
+    for pid in case.left():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def run(case: Case, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, str]:
+    code = main(case.argv(*extra))
+    return code, capsys.readouterr().err
+
+
+def assert_no_orphans(case: Case) -> None:
+    deadline = time.monotonic() + 5
+    while case.left() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert case.left() == [], [processes.command(p) for p in case.left()]
+
+
+# --- the server misbehaves ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("faults", "reason"),
+    [
+        (("exit-at-start",), "simulated fault: exit at start"),
+        (("daemonise",), "left 1 process(es) running in the background: the server daemonises"),
+    ],
+)
+def test_a_baseline_that_cannot_start_stops_the_sweep(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], faults: tuple[str, ...], reason: str
+) -> None:
+    case = make_case(tmp_path, faults)
+    try:
+        code, err = run(case, capsys)
+        assert code == 2 and "the server exits at start even with speculation off" in err and reason in err
+        ((state, record),) = case.trials()
+        assert state == "FAIL" and record["stage"] == "launch" and reason in record["failure"]
+        assert_no_orphans(case)
+    finally:
+        _kill_everything(case)
+
+
+def test_never_healthy_is_bounded_by_the_startup_timeout(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    case = make_case(tmp_path, ("never-healthy",), startup=2)
+    try:
+        started = time.monotonic()
+        code, err = run(case, capsys)
+        assert code == 2 and "server not ready after 2 s" in err
+        assert time.monotonic() - started < 30
+        assert_no_orphans(case)
+    finally:
+        _kill_everything(case)
+
+
+# Requests are counted per launch: 1 is the warm-up, 2 the only measured request (repeats 1, one workload).
+@pytest.mark.parametrize(
+    ("faults", "reason"),
+    [
+        (("crash-mid-stream=2",), "server"),
+        (("crash-after=2",), "the server exited (code 1) before the trial ended"),
+        (("http-error=500",), "no workload was measured"),
+        (("http-error=429",), "no workload was measured"),
+        (("malformed-sse",), "JSONDecodeError"),
+        (("cut-sse",), "the stream ended without the server's report"),
+        (("stall=2",), "the server stopped producing tokens after 2 s"),
+    ],
+)
+def test_a_server_failing_while_probed_fails_its_trials_with_the_reason(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], faults: tuple[str, ...], reason: str
+) -> None:
+    case = make_case(tmp_path, faults)
+    try:
+        started = time.monotonic()
+        code, err = run(case, capsys)
+        assert code == 0, err
+        found = case.trials()
+        assert len(found) == 2 and {state for state, _ in found} == {"FAIL"}, found
+        for _, record in found:
+            assert record["stage"] == "probe" and reason in record["failure"], record["failure"]
+        # No trial taught the sampler a speed: failed trials have no values.
+        assert all(t.values is None for t in case.study().trials)
+        assert time.monotonic() - started < 60
+        assert_no_orphans(case)
+    finally:
+        _kill_everything(case)
+
+
+def test_odd_bytes_are_kept_and_launch_facts_survive(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    case = make_case(tmp_path, ("odd-bytes",), trials=1)
+    try:
+        code, err = run(case, capsys)
+        assert code == 0, err
+        ((state, record),) = case.trials()
+        assert state == "COMPLETE"
+        assert record["facts"]["kv_pool_tokens"] > 0  # read from lines after the odd bytes
+        log = (case.runs / "f" / "trials" / "0" / "server.log").read_bytes()
+        assert b"weights \xff\xfe\xc3( loaded\n" + b"x" * (1 << 20) + b"\n" in log
+        assert_no_orphans(case)
+    finally:
+        _kill_everything(case)
+
+
+@pytest.mark.parametrize("fault", ["ignore-term", "escape-group"])
+def test_servers_that_resist_or_escape_are_stopped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], fault: str
+) -> None:
+    case = make_case(tmp_path, (fault,), trials=1)
+    try:
+        code, err = run(case, capsys)
+        assert code == 0, err
+        assert [state for state, _ in case.trials()] == ["COMPLETE"]
+        assert_no_orphans(case)
+        assert not list((case.runs / "f" / "servers").glob("*.json"))  # nothing left to reap
+    finally:
+        _kill_everything(case)
+
+
+# --- the driver is stopped -------------------------------------------------------------------------------------
+
+
+def _driver(case: Case) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "sweep", *case.argv()], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+
+
+def _wait_for_server(case: Case, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        logs = list((case.runs / "f" / "trials").glob("*/server.log"))
+        if logs and b"ready to roll" in logs[0].read_bytes():
+            return
+        time.sleep(0.05)
+    raise AssertionError("no server came up")
+
+
+def test_a_killed_driver_is_recovered_by_the_next_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """SIGKILL during the baseline (a server that ignores SIGTERM and forks an escaping child): the next run
+    stops what was left, marks the baseline interrupted and runs it again at once."""
+    case = make_case(tmp_path, ("stall=2", "ignore-term", "escape-group"))
+    case.space.write_text(case.space.read_text().replace("stall_timeout_s: 2", "stall_timeout_s: 60"))
+    try:
+        driver = _driver(case)
+        _wait_for_server(case)
+        time.sleep(0.5)  # the stalled request is under way
+        driver.kill()
+        driver.wait()
+        assert case.left(), "the escaped child outlives a SIGKILLed driver until the next run"
+        assert [state for state, _ in case.trials()] == ["RUNNING"]
+        case.space.write_text(case.space.read_text().replace("stall=2", "stall=99"))  # the next night works
+        started = time.monotonic()
+        code, err = run(case, capsys)
+        recovered = time.monotonic() - started
+        assert code == 0, err
+        assert "stopped what a stopped sweep left running" in err
+        assert "trial 0 was left running by a stopped sweep" in err
+        states = case.trials()
+        assert states[0][0] == "FAIL" and states[0][1]["stage"] == "interrupted"
+        assert "the sweep running it (pid" in states[0][1]["failure"]
+        baselines = [t for t in case.study().trials if t.user_attrs.get("role") == "baseline"]
+        assert [t.state.name for t in baselines] == ["FAIL", "COMPLETE"]
+        assert sum(state == "COMPLETE" for state, _ in states) == 2  # the budget was not eaten by the kill
+        assert recovered < 60
+        assert_no_orphans(case)
+    finally:
+        _kill_everything(case)
+
+
+@pytest.mark.parametrize("signals", [(signal.SIGTERM,), (signal.SIGINT, signal.SIGINT)])
+def test_sigterm_and_a_double_ctrl_c_stop_cleanly(
+    tmp_path: Path, signals: tuple[signal.Signals, ...]
+) -> None:
+    """SIGTERM is Ctrl-C: the trial is marked, the server stopped, one line. A second Ctrl-C while a server
+    that ignores SIGTERM is being stopped goes straight to SIGKILL, and nothing is left."""
+    case = make_case(tmp_path, ("stall=2", "ignore-term"))
+    case.space.write_text(case.space.read_text().replace("stall_timeout_s: 2", "stall_timeout_s: 60"))
+    try:
+        driver = _driver(case)
+        _wait_for_server(case)
+        time.sleep(0.5)
+        started = time.monotonic()
+        for sig in signals:
+            driver.send_signal(sig)
+            time.sleep(0.5)
+        _, err = driver.communicate(timeout=30)
+        stopped = time.monotonic() - started
+        assert driver.returncode == 130
+        lines = err.decode().strip().splitlines()
+        how = "by SIGTERM" if signals[0] == signal.SIGTERM else "by the user (Ctrl-C)"
+        assert lines[-1].startswith(f"specsweep: interrupted {how}")
+        assert "Traceback" not in err.decode()
+        ((state, record),) = case.trials()
+        assert state == "FAIL" and record["failure"] == f"interrupted {how}"
+        assert_no_orphans(case)
+        if len(signals) == 2:
+            assert stopped < 8  # not the 10 s grace the server's ignored SIGTERM would take
+    finally:
+        _kill_everything(case)
+
+
+def test_two_drivers_on_one_sqlite_study(tmp_path: Path) -> None:
+    case = make_case(tmp_path, trials=4)
+    try:
+        (case.runs / "f").mkdir(parents=True)
+        drivers = [_driver(case) for _ in range(2)]
+        outputs = [d.communicate(timeout=180) for d in drivers]
+        assert [d.returncode for d in drivers] == [0, 0], [err.decode()[-500:] for _, err in outputs]
+        states = [state for state, _ in case.trials()]
+        # Each worker may finish one more than the target; none is left RUNNING and exactly one baseline ran.
+        assert 4 <= states.count("COMPLETE") <= 5 and "RUNNING" not in states
+        assert sum(t.user_attrs.get("role") == "baseline" for t in case.study().trials) == 1
+        assert_no_orphans(case)
+    finally:
+        _kill_everything(case)
+
+
+# --- the disk fills up -----------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def full_tmpfs(path: Path) -> Iterator[Path]:
+    path.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(path)], capture_output=True
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({mounted.stderr.decode().strip()}): needs root")
+    try:
+        with contextlib.suppress(OSError), (path / "filler").open("wb") as filler:
+            while True:
+                filler.write(b"\0" * 4096)
+                filler.flush()
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], capture_output=True)
+
+
+def test_a_full_disk_keeps_the_measured_trial_and_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    case = make_case(tmp_path, trials=2)
+    try:
+        with full_tmpfs(tmp_path / "full") as full:
+            storage = f"sqlite:///{tmp_path / 'study.db'}"
+            code = main(
+                ["run", "--space", str(case.space), "--study", "f", "--runs", str(full), "--storage", storage]
+            )
+            err = capsys.readouterr().err
+        assert code == 2, err
+        last = err.strip().splitlines()[-1]
+        assert last.startswith("specsweep: error: cannot write ") and "No space left on device" in last
+        assert "Traceback" not in err
+        study = optuna.load_study(study_name="f", storage=storage)
+        # The baseline was measured: it stays COMPLETE with its value, and the sweep stopped after it.
+        assert [t.state.name for t in study.trials] == ["COMPLETE"]
+        assert study.trials[0].values[0] > 0
+        assert_no_orphans(case)
+    finally:
+        _kill_everything(case)
+
+
+# --- the budget ------------------------------------------------------------------------------------------------
+
+
+def test_start_ups_that_failed_on_bad_flags_do_not_eat_the_budget(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A first night with a broken set-up (the server exits at start, speculation off or not), a second night
+    with it fixed: the second gets the trials it asked for."""
+    case = make_case(tmp_path, ("exit-at-start",), trials=2)
+    try:
+        code, err = run(case, capsys)
+        assert code == 2 and "simulated fault: exit at start" in err
+        case.space.write_text(case.space.read_text().replace(", --sim-fault, exit-at-start", ""))
+        code, err = run(case, capsys)
+        assert code == 0, err
+        states = [state for state, _ in case.trials()]
+        assert states == ["FAIL", "COMPLETE", "COMPLETE"]
+        assert_no_orphans(case)
+    finally:
+        _kill_everything(case)
