@@ -9,7 +9,6 @@ trusted together with its start time (pids are reused).
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
 from collections.abc import Iterable, Iterator
@@ -18,7 +17,6 @@ from pathlib import Path
 
 PROC = Path("/proc")
 MARKER_ENV = "SPECSWEEP_SERVER"  # every process of one launch carries SPECSWEEP_SERVER=<launch id>
-PR_SET_CHILD_SUBREAPER = 36
 TCP_LISTEN = "0A"
 
 
@@ -99,12 +97,6 @@ def reap_children(pids: Iterable[int]) -> None:
     for pid in pids:
         with contextlib.suppress(ChildProcessError, OSError):
             os.waitpid(pid, os.WNOHANG)
-
-
-def become_subreaper() -> None:
-    """Daemonised descendants are re-parented to this process instead of init, so none escapes unseen."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1)
 
 
 def listening_inodes(port: int) -> set[str]:

@@ -180,3 +180,24 @@ def test_exported_command_launches(
     argv = shlex.split(capsys.readouterr().out.strip())
     with ServerProcess(argv, tmp_path / "exported.log", dict(__import__("os").environ)) as server:
         server.wait_ready(f"http://127.0.0.1:{port}/health", timeout_s=60)
+
+
+def test_everything_in_the_page_is_escaped_even_inside_scripts(tmp_path: Path) -> None:
+    """A server's failure line or a parameter value is text the page shows, never markup or script."""
+    evil = "</script><img src=x onerror=alert(1)>&amp;"
+    study = optuna.create_study(directions=["maximize"])
+    study.set_metric_names(["code"])
+    for number, (state, value) in enumerate(((optuna.trial.TrialState.FAIL, None), (None, 10.0))):
+        trial = study.ask()
+        record = {"number": number, "params": {"spec-type": evil}, "failure": evil, "stage": "launch"}
+        trial.set_user_attr("record", record if value is None else {**record, "failure": ""})
+        study.tell(trial, value, state=state)
+    page = build(study, "evil", Study(trial_views(study), []))
+    assert "<img" not in page and "</script><img" not in page
+    scripts = re.findall(r"<script type='(?:text/javascript|application/json)'[^>]*>(.*?)</script>", page, re.S)
+    assert len(scripts) >= 3
+    for body in scripts[1:]:  # the first is plotly.js itself
+        assert "&" not in body.replace("&&", "") and "<" not in body.replace("<=", "").replace("< ", "")
+    (tmp_path / "evil.html").write_text(page)
+    _, log = render(tmp_path / "evil.html")
+    assert "Uncaught" not in log and "alert" not in log
