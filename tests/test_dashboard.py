@@ -194,7 +194,9 @@ def test_everything_in_the_page_is_escaped_even_inside_scripts(tmp_path: Path) -
         study.tell(trial, value, state=state)
     page = build(study, "evil", Study(trial_views(study), []))
     assert "<img" not in page and "</script><img" not in page
-    scripts = re.findall(r"<script type='(?:text/javascript|application/json)'[^>]*>(.*?)</script>", page, re.S)
+    scripts = re.findall(
+        r"<script type='(?:text/javascript|application/json)'[^>]*>(.*?)</script>", page, re.S
+    )
     assert len(scripts) >= 3
     for body in scripts[1:]:  # the first is plotly.js itself
         assert "&" not in body.replace("&&", "") and "<" not in body.replace("<=", "").replace("< ", "")
