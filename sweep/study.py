@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import hashlib
 import json
 import logging
@@ -171,6 +172,21 @@ def validate(space: Space, engine: Engine) -> None:
 
 def open_study(
     space: Space, paths: StudyPaths, recover_with: Callable[[optuna.Study], None] | None = None
+) -> optuna.Study:
+    """Create or load the study, recover what a stopped sweep left, and make sure it has a baseline. Workers of
+    this machine take turns (a lock file in the study's folder), so two starting at once enqueue one baseline."""
+    try:
+        paths.run_dir.mkdir(parents=True, exist_ok=True)
+        lock = (paths.run_dir / ".open.lock").open("a")
+    except OSError as exc:
+        raise write_error(paths.run_dir, exc) from None
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _open_study(space, paths, recover_with)
+
+
+def _open_study(
+    space: Space, paths: StudyPaths, recover_with: Callable[[optuna.Study], None] | None
 ) -> optuna.Study:
     storage = make_storage(paths.storage_url)
     # Failed trials are reported by the sweep in one line each; Optuna would add a traceback per failure.
