@@ -112,7 +112,8 @@ def make_storage(url: str) -> optuna.storages.BaseStorage:
         except Exception as exc:  # SQLAlchemy raises many kinds; all mean the URL cannot be used
             raise UserError(
                 f"cannot open storage {mask_secrets(url)} ({exc.__class__.__name__}: {exc})".split("\n")[0],
-                "check the URL, e.g. sqlite:///runs/x/study.db or postgresql://user@host/db",
+                "check the URL (e.g. sqlite:///runs/x/study.db or postgresql://user@host/db), that the database "
+                "server runs and that its disk has space",
             ) from None
     raise UserError(
         f"cannot create Optuna's tables in {mask_secrets(url)}",

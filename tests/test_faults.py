@@ -369,3 +369,44 @@ def test_start_ups_that_failed_on_bad_flags_do_not_eat_the_budget(
         assert_no_orphans(case)
     finally:
         _kill_everything(case)
+
+
+def test_a_full_disk_under_the_database_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    case = make_case(tmp_path, trials=1)
+    try:
+        with full_tmpfs(tmp_path / "full") as full:
+            code = main(["run", "--space", str(case.space), "--study", "f", "--runs", str(full)])
+            err = capsys.readouterr().err
+        assert code == 2, err
+        lines = [line for line in err.strip().splitlines() if line.startswith("specsweep: error: ")]
+        assert len(lines) == 1 and "Traceback" not in err
+        assert "database or disk is full" in lines[0] and "its disk has space" in lines[0]
+        assert_no_orphans(case)
+    finally:
+        _kill_everything(case)
+
+
+def test_a_trial_past_its_deadline_fails_and_the_sweep_goes_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    case = make_case(tmp_path, trials=2)
+    text = case.space.read_text().replace('--sim-time-scale, "0"', '--sim-time-scale, "1"')
+    text = text.replace("[{class: code}]", "[{class: code}, {class: tool}]")
+    case.space.write_text(
+        text.replace("stall_timeout_s: 2}", "stall_timeout_s: 30, max_tokens: 64, trial_timeout_s: 1}")
+    )
+    try:
+        code, err = run(case, capsys)
+        assert code == 0, err
+        found = case.trials()
+        assert len(found) == 2 and {state for state, _ in found} == {"FAIL"}
+        for _, record in found:
+            assert (
+                record["failure"]
+                == "the trial passed its deadline of 1 s before code (probe.trial_timeout_s)"
+            )
+        assert_no_orphans(case)
+    finally:
+        _kill_everything(case)
