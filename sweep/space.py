@@ -21,6 +21,7 @@ trials: 20
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import socket
 import sys
@@ -68,6 +69,9 @@ PROBE_KEYS = {
 MAX_TOKENS_LIMIT = 131072  # more than any model writes in one answer: a larger value is a typo
 WEEK_S = 7 * 24 * 3600.0
 DEFAULT_TRIALS = 20
+MAX_COVER_METHODS = (
+    16  # method combinations covered at most (a product of many choices is sampled by TPE instead)
+)
 
 
 @dataclass(frozen=True)
@@ -104,6 +108,20 @@ class ParamSpec:
             return value in self.choices
         assert self.low is not None and self.high is not None
         return isinstance(value, int | float) and self.low <= value <= self.high
+
+    def end(self, high: bool) -> Any:
+        """The first or last choice, or the low or high end of the range (on its step grid)."""
+        if self.choices:
+            return self.choices[-1] if high else self.choices[0]
+        assert self.low is not None and self.high is not None
+        value = self.low
+        if high:
+            value = (
+                self.high
+                if not self.step
+                else self.low + math.floor((self.high - self.low) / self.step) * self.step
+            )
+        return int(value) if self.integer else float(value)
 
     def values(self) -> list[Any]:
         """The values to check against the engine: every choice, or the two ends of a range."""
@@ -177,6 +195,29 @@ class Space:
 
     def launch_params(self, swept: Mapping[str, Any]) -> dict[str, Any]:
         return {**self.fixed, **swept}
+
+    def covering(self, limit: int) -> list[dict[str, Any]]:
+        """Up to `limit` configurations that cover the space's shape: every combination of the parameters other
+        parameters are conditioned on (the methods), first with every other parameter at its low end (shallow),
+        then at its high end (deep)."""
+        if limit <= 0:
+            return []
+        conditioned = {name for spec in self.params for name in (*spec.when, *spec.when_not)}
+        methods = [spec for spec in self.params if spec.choices and spec.name in conditioned]
+        combos = [
+            dict(zip([m.name for m in methods], values, strict=True))
+            for values in itertools.product(*(m.choices for m in methods))
+        ]
+        found: list[dict[str, Any]] = []
+        for deep in (False, True):
+            for combo in combos[:MAX_COVER_METHODS]:
+                chosen: dict[str, Any] = {}
+                for spec in self.params:
+                    if spec.applies(chosen):
+                        chosen[spec.name] = combo[spec.name] if spec.name in combo else spec.end(deep)
+                if chosen not in found:
+                    found.append(chosen)
+        return found[:limit]
 
 
 def _fail(where: str, problem: str, fix: str) -> UserError:

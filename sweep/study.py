@@ -52,6 +52,9 @@ LIMITS_ATTR = "latency_limits"
 DRIVER_ATTR = "driver"  # host, pid and pid start time of the process running the trial
 SPACE_ID_ATTR = "space_id"  # the space file's hash when the trial ran
 INTERRUPTED = "interrupted: the sweep stopped during this trial"
+# Suggestions in a row that were not launches (already measured, or infeasible for the engine): the space has
+# no untried feasible configuration left, and the sweep stops short of its target.
+IDLE_LIMIT = 40
 
 Progress = Callable[[str], None]
 
@@ -172,7 +175,10 @@ def validate(space: Space, engine: Engine) -> None:
 
 
 def open_study(
-    space: Space, paths: StudyPaths, recover_with: Callable[[optuna.Study], None] | None = None
+    space: Space,
+    paths: StudyPaths,
+    recover_with: Callable[[optuna.Study], None] | None = None,
+    trials: int | None = None,
 ) -> optuna.Study:
     """Create or load the study, recover what a stopped sweep left, and make sure it has a baseline. Workers of
     this machine take turns (a lock file in the study's folder), so two starting at once enqueue one baseline."""
@@ -183,11 +189,11 @@ def open_study(
         raise write_error(paths.run_dir, exc) from None
     with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        return _open_study(space, paths, recover_with)
+        return _open_study(space, paths, recover_with, trials or space.trials)
 
 
 def _open_study(
-    space: Space, paths: StudyPaths, recover_with: Callable[[optuna.Study], None] | None
+    space: Space, paths: StudyPaths, recover_with: Callable[[optuna.Study], None] | None, trials: int
 ) -> optuna.Study:
     storage = make_storage(paths.storage_url)
     # Failed trials are reported by the sweep in one line each; Optuna would add a traceback per failure.
@@ -228,6 +234,11 @@ def _open_study(
     if new:
         for params in space.enqueue:
             study.enqueue_trial(dict(params), user_attrs={ROLE_ATTR: "enqueued"})
+        # Start-up trials that cover the space (each method, shallow and deep) instead of random ones, up to half
+        # of the search's own trials.
+        for params in space.covering(max(0, (trials - 1 - len(space.enqueue)) // 2)):
+            if params not in space.enqueue:
+                study.enqueue_trial(params, user_attrs={ROLE_ATTR: "cover"})
     return study
 
 
@@ -235,17 +246,29 @@ def finished_trials(study: optuna.Study, space_id: str | None = None) -> list[op
     """Trials that are results: completed, or failed for a recorded reason. An interrupted trial (Ctrl-C, or a
     process that died: Optuna's heartbeat marks it failed, with no record) is not, and is run again.
 
-    With `space_id`, the trials that count towards `--trials`: start-ups that failed on flags of another version
-    of the space file, or on the baseline's (flags common to every trial), do not eat the budget."""
+    With `space_id`, the trials that count towards `--trials`, which are launches: a trial that reused a result
+    (same parameters after the engine's derivation) or was infeasible for the engine was not launched, and
+    start-ups that failed on flags of another version of the space file, or on the baseline's (flags common to
+    every trial), do not eat the budget."""
     return [t for t in study.get_trials(deepcopy=False) if is_result(t) and counts(t, space_id)]
 
 
 def counts(trial: optuna.trial.FrozenTrial, space_id: str | None) -> bool:
-    if space_id is None or trial.state != TrialState.FAIL:
+    if space_id is None:
+        return True
+    if not launched(trial):
+        return False
+    if trial.state != TrialState.FAIL:
         return True
     if trial.user_attrs.get(RECORD_ATTR, {}).get("stage") not in ("launch", "params"):
         return True
     return trial.user_attrs.get(ROLE_ATTR) != "baseline" and trial.user_attrs.get(SPACE_ID_ATTR) == space_id
+
+
+def launched(trial: optuna.trial.FrozenTrial) -> bool:
+    """False for a trial that copied another's result or that the engine's rules kept from launching."""
+    record = trial.user_attrs.get(RECORD_ATTR) or {}
+    return "duplicate_of" not in trial.user_attrs and record.get("stage") != "infeasible"
 
 
 def driver_identity() -> dict[str, Any]:
@@ -307,19 +330,24 @@ class Sweep:
         self._target = space.trials
         self._finished_before = 0
         self.baseline_launch_failure = ""
+        self._idle = 0  # suggestions in a row that were not launched
         self._deadline: float | None = None  # the running trial's end, whatever happens (monotonic)
         self.write_error: UserError | None = None  # a file a trial wrote could not be written: stop after it
 
     def run(self, trials: int | None = None) -> optuna.Study:
-        study = open_study(self.space, self.paths, lambda s: recover(s, self.paths.registry, self.progress))
         self._target = trials or self.space.trials
+        study = open_study(
+            self.space, self.paths, lambda s: recover(s, self.paths.registry, self.progress), self._target
+        )
         self._finished_before = len(finished_trials(study, space_id(self.space)))
         remaining = self._target - self._finished_before
         if remaining > 0:
             # Workers sharing the study stop when together they reach the target (each may finish one more).
+            # No trial count: duplicates and infeasible suggestions are not launches, so the callback stops the
+            # loop at the target (or when the space has nothing untried left).
             study.optimize(
                 self.objective,
-                n_trials=remaining,
+                n_trials=None,
                 catch=(TrialFailed,),
                 gc_after_trial=False,
                 callbacks=[self._stop_at_target],
@@ -336,6 +364,12 @@ class Sweep:
     def _stop_at_target(self, study: optuna.Study, _trial: optuna.trial.FrozenTrial) -> None:
         if len(finished_trials(study, space_id(self.space))) >= self._target or self.write_error:
             study.stop()
+        elif self._idle >= IDLE_LIMIT:
+            self.progress(
+                f"the space has no untried feasible configuration left ({IDLE_LIMIT} suggestions in a row were "
+                "measured already or infeasible): the search stops here"
+            )
+            study.stop()
 
     def objective(self, trial: optuna.Trial) -> list[float]:
         started = time.monotonic()
@@ -349,6 +383,7 @@ class Sweep:
         violations = self.engine.constraints(params)
         for key, value in violations.items():
             trial.set_constraint(key, value)
+        self._idle += 1  # until it is launched, below
         if any(value > 0 for value in violations.values()):
             # Infeasible for the engine: never launched. The sampler learns from the constraint value.
             record.stage = "infeasible"
@@ -372,6 +407,7 @@ class Sweep:
                         trial.set_constraint(key, value)
                 return list(duplicate.values)
             say(f"{role}: " + " ".join(f"{k}={v}" for k, v in swept.items()))
+            self._idle = 0
         except KeyboardInterrupt as exc:
             record.failure, record.stage = f"interrupted {interrupted_how(exc)}", "interrupted"
             self._save(trial, record)

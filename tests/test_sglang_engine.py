@@ -15,6 +15,7 @@ from sweep.cli import main
 from sweep.engines import ServerSetup, SGLangEngine
 from sweep.errors import UserError
 from sweep.sim.profile import PROFILES
+from sweep.study import launched as study_launched
 
 SIM = [sys.executable, "-m", "sweep.sim", "--sim-time-scale", "0.005", "--sim-seed", "1"]
 
@@ -139,7 +140,7 @@ def records(study: optuna.Study) -> list[dict[str, Any]]:
 
 def test_study_against_the_simulator(tmp_path: Path) -> None:
     study = run_space(tmp_path, SPACE)
-    base, nextn, medusa, _ = records(study)
+    base, nextn, medusa = records(study)[:3]
     assert [t.state.name for t in study.trials][:3] == ["COMPLETE", "COMPLETE", "FAIL"]
     # Launch facts from the log and /server_info.
     assert base["facts"]["kv_pool_tokens"] > 200_000 and base["facts"]["free_after_pool_gb"] > 0
@@ -238,6 +239,13 @@ def test_no_invalid_combination_is_launched(tmp_path: Path) -> None:
         if topk == 1:
             assert draft == steps + 1
     assert launched >= 3 and infeasible >= 1
+    # The budget is launches: infeasible suggestions and repeats of a measured configuration do not count.
+    assert sum(study_launched(t) for t in study.trials) == 14
+    assert len(study.trials) == 14 + infeasible + sum("duplicate_of" in t.user_attrs for t in study.trials)
+    # The start-up trials cover the space: a chain (top-k 1) and a tree, shallow and deep.
+    covers = [t.params for t in study.trials if t.user_attrs.get("role") == "cover"]
+    assert {p.get("speculative-eagle-topk") for p in covers} == {1, 2, 4}
+    assert {p["speculative-num-steps"] for p in covers} == {1, 3}
 
 
 def test_sim_cli_speaks_sglang(capsys: pytest.CaptureFixture[str]) -> None:

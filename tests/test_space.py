@@ -108,3 +108,34 @@ def test_user_workload_files(tmp_path: Path) -> None:
 @pytest.mark.parametrize("path", sorted((REPO / "search_spaces").glob("*.yaml")), ids=lambda p: p.name)
 def test_shipped_spaces_parse(path: Path) -> None:
     assert load_space(path).workloads
+
+
+def test_covering_start_up_trials_span_methods_and_depths(tmp_path: Path) -> None:
+    text = """
+engine: sglang
+params:
+  speculative-algorithm: {choices: [NEXTN, EAGLE]}
+  speculative-num-steps: {int: [1, 7], step: 2}
+  speculative-eagle-topk: {choices: [1, 4]}
+  speculative-num-draft-tokens: {int: [2, 16], when: {speculative-eagle-topk: [4]}}
+  speculative-draft-model-path: {choices: [a, b], when: {speculative-algorithm: EAGLE}}
+workloads: [{class: code}]
+"""
+    space = parse_space(yaml.safe_load(text), tmp_path)
+    found = space.covering(100)
+    # Methods: the algorithm and the top-k (each conditions another parameter): 4 combinations x shallow/deep.
+    assert len(found) == 8
+    assert found[0] == {
+        "speculative-algorithm": "NEXTN",
+        "speculative-num-steps": 1,
+        "speculative-eagle-topk": 1,
+    }
+    deep_tree = {
+        "speculative-algorithm": "EAGLE",
+        "speculative-num-steps": 7,
+        "speculative-eagle-topk": 4,
+        "speculative-num-draft-tokens": 16,
+        "speculative-draft-model-path": "b",
+    }
+    assert deep_tree in found and found.index(deep_tree) >= 4  # shallow ones first
+    assert space.covering(3) == found[:3] and space.covering(0) == []
