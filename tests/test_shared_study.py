@@ -8,7 +8,7 @@ from pathlib import Path
 
 import optuna
 
-from sweep.study import make_storage
+from sweep.study import launched, make_storage
 
 SPACE = """
 engine: sglang
@@ -34,13 +34,14 @@ def test_two_workers_share_a_study(tmp_path: Path, postgres_url: str) -> None:
     assert [w.returncode for w in workers] == [0, 0], [o[1][-3000:] for o in outputs]
     study = optuna.load_study(study_name="shared", storage=make_storage(postgres_url))
     finished = [t for t in study.trials if t.state.is_finished()]
-    assert 6 <= len(finished) <= 7  # each worker may finish the trial it had started when the target was met
-    # Workers opening an empty study at the same instant may each enqueue the baseline (Optuna has no atomic
-    # check-and-enqueue); an extra one is one more measurement of speculation off, never a lost trial.
+    launches = [t for t in finished if launched(t)]  # the budget counts launches, not repeats of a result
+    assert 6 <= len(launches) <= 7  # each worker may finish the trial it had started when the target was met
+    # Workers of one machine open the study in turn, so they enqueue one baseline (on different machines,
+    # Optuna has no atomic check-and-enqueue: an extra one would be one more measurement of speculation off).
     baselines = [t for t in study.trials if t.user_attrs.get("role") == "baseline"]
-    assert 1 <= len(baselines) <= 2 and baselines[0].state.name == "COMPLETE"
+    assert len(baselines) == 1 and baselines[0].state.name == "COMPLETE"
     assert all("record" in t.user_attrs for t in finished)  # complete without the runs folder
     assert len({t.number for t in study.trials}) == len(study.trials)
-    launched = {t.number for t in finished if "duplicate_of" not in t.user_attrs}  # a repeat reuses a result
+    launched_numbers = {t.number for t in launches}  # a repeat reuses a result: no server of its own
     logs = {int(p.parent.name) for p in (tmp_path / "runs" / "shared" / "trials").glob("*/server.log")}
-    assert logs == launched
+    assert logs == launched_numbers
