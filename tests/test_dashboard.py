@@ -14,9 +14,10 @@ from typing import Any
 import optuna
 import pytest
 
-from sweep.analysis import Study, trial_views
+from sweep.analysis import Study, study_frame, trial_views
 from sweep.cli import main
-from sweep.outputs.dashboard import build
+from sweep.outputs.dashboard import build, speed_panel
+from tests.test_analysis import view
 
 REPO = Path(__file__).resolve().parents[1]
 ARTEFACTS = REPO / "test-artifacts"
@@ -203,3 +204,35 @@ def test_everything_in_the_page_is_escaped_even_inside_scripts(tmp_path: Path) -
     (tmp_path / "evil.html").write_text(page)
     _, log = render(tmp_path / "evil.html")
     assert "Uncaught" not in log and "alert" not in log
+
+
+def test_every_measured_trial_is_in_the_speed_panel_one_plot_per_method() -> None:
+    """A study mixing llama.cpp's n-gram types: each type gets its own plot against its own size setting, and
+    no measured speculative trial is left out (a type without a numeric setting shows its trials by number)."""
+    mixed = [
+        ({"spec-type": "none"}, 30.0, "baseline"),
+        ({"spec-type": "ngram-simple", "spec-ngram-simple-size-n": 2}, 50.0, "search"),
+        ({"spec-type": "ngram-simple", "spec-ngram-simple-size-n": 6}, 45.0, "search"),
+        ({"spec-type": "ngram-map-k", "spec-ngram-map-k-size-n": 3}, 40.0, "search"),
+        ({"spec-type": "ngram-mod", "spec-ngram-mod-n-min": 8}, 35.0, "search"),
+        ({"spec-type": "ngram-mod", "spec-ngram-mod-n-min": 16}, 38.0, "search"),
+        ({"spec-type": "ngram-cache"}, 33.0, "search"),
+    ]
+    views = [view(n, p, {"code": tps, "prose": tps}, role=r) for n, (p, tps, r) in enumerate(mixed)]
+    panel = speed_panel(study_frame(views), {v.number: v for v in views})
+    assert panel.figure is not None
+    titles = [a.text for a in panel.figure.layout.annotations if a.text and "=" in a.text]
+    assert titles == [
+        "spec-type=ngram-simple",
+        "spec-type=ngram-map-k",
+        "spec-type=ngram-mod",
+        "spec-type=ngram-cache",
+    ]
+    shown = {(trace.name, flags.split("<br>")[0]) for trace in panel.figure.data for flags in trace.hovertext}
+    points = sum(len(trace.x) for trace in panel.figure.data)
+    assert points == 2 * 6  # every speculative trial, for both workloads
+    assert {flags for _, flags in shown} == {
+        f"spec-type={p['spec-type']}" for p, _, r in mixed if r == "search"
+    }
+    axes = {panel.figure.layout[f"xaxis{i if i > 1 else ''}"].title.text for i in range(1, 5)}
+    assert axes == {"spec-ngram-simple-size-n", "spec-ngram-map-k-size-n", "spec-ngram-mod-n-min", "trial"}

@@ -85,35 +85,93 @@ def _message(title: str, text: str) -> Panel:
     return Panel(title, html=f"<p class='empty'>{html.escape(text)}</p>")
 
 
-def speed_panel(frame: pd.DataFrame, views: dict[int, TrialView]) -> Panel:
-    title = "Decode speed against the speculative depth"
-    depth = numeric_params(frame)
-    ok = frame[(frame["status"] == "ok") & (frame["role"] != "baseline")] if not frame.empty else frame
-    if not depth or ok.empty:
-        return _message(title, "No speculative trial with a numeric depth setting was measured yet.")
-    x = depth[0]
-    fig = go.Figure()
-    base = frame[frame["role"] == "baseline"]
-    for workload, rows in ok.groupby("workload", sort=False):
-        rows = (
-            rows.assign(depth=pd.to_numeric(rows[x], errors="coerce"))
-            .dropna(subset=["depth"])
-            .sort_values("depth")
-        )
-        best = rows.loc[rows.groupby("depth")["decode_tps"].idxmax()]
-        fig.add_trace(go.Scatter(
-            x=best["depth"], y=best["decode_tps"], mode="lines+markers", name=str(workload),
-            error_y={"type": "data", "symmetric": False, "array": best["decode_tps_high"] - best["decode_tps"],
-                     "arrayminus": best["decode_tps"] - best["decode_tps_low"]},
-            hovertext=[_flags(views[t]) for t in best["trial"].tolist()], hoverinfo="text+y",
-        ))  # fmt: skip
-        baseline_tps = base.loc[base["workload"] == workload, "decode_tps"]
-        if not baseline_tps.empty and not math.isnan(float(baseline_tps.iloc[0])):
-            fig.add_hline(y=float(baseline_tps.iloc[0]), line_dash="dot",
-                          annotation_text=f"{workload}: no speculation", annotation_position="top left")  # fmt: skip
-    fig.update_layout(
-        xaxis_title=x.removeprefix("param:"), yaxis_title="decode tokens/s (median, range of repeats)"
+def method_groups(frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """Rows split by speculative method: the swept settings that are names, not numbers (llama.cpp's
+    `spec-type`, SGLang's algorithm), as "name=value" labels. Every row is in exactly one group."""
+    names = []
+    for column in (c for c in frame.columns if c.startswith("param:")):
+        values = frame[column].dropna()
+        if values.nunique() > 1 and pd.to_numeric(values, errors="coerce").isna().any():
+            names.append(column)
+    if not names:
+        return [("", frame)]
+    labels = frame[names].apply(
+        lambda row: ", ".join(f"{n.removeprefix('param:')}={v}" for n, v in row.items() if pd.notna(v)),
+        axis=1,
     )
+    return [(str(label), rows) for label, rows in frame.groupby(labels, sort=False)]
+
+
+def method_axis(rows: pd.DataFrame, frame: pd.DataFrame) -> str | None:
+    """The numeric setting to plot one method's trials against: one that varies among them, else one that
+    belongs to this method (set on all its trials, absent on other methods' trials)."""
+    varying = numeric_params(rows)
+    if varying:
+        return varying[0]
+    for column in (c for c in rows.columns if c.startswith("param:")):
+        mine = pd.to_numeric(rows[column], errors="coerce")
+        if mine.notna().all() and frame[column].isna().any():
+            return column
+    return None
+
+
+def speed_panel(frame: pd.DataFrame, views: dict[int, TrialView]) -> Panel:
+    """Decode speed against each method's own depth setting, one plot per method, so that every measured
+    speculative trial is on the page (a method without a numeric setting shows its trials side by side)."""
+    title = "Decode speed against the speculative depth, per method"
+    ok = frame[(frame["status"] == "ok") & (frame["role"] != "baseline")] if not frame.empty else frame
+    if ok.empty:
+        return _message(title, "No speculative trial was measured yet.")
+    groups = method_groups(ok)
+    fig = make_subplots(
+        rows=1, cols=len(groups), subplot_titles=[label or "all trials" for label, _ in groups]
+    )
+    colors = {w: f"hsl({i * 67 % 360},60%,45%)" for i, w in enumerate(dict.fromkeys(ok["workload"]))}
+    base = frame[frame["role"] == "baseline"]
+    for col, (_, rows) in enumerate(groups, start=1):
+        x = method_axis(rows, ok)
+        for workload, points in rows.groupby("workload", sort=False):
+            if x is not None:
+                points = points.assign(depth=pd.to_numeric(points[x], errors="coerce")).dropna(
+                    subset=["depth"]
+                )
+                points = points.loc[points.groupby("depth")["decode_tps"].idxmax()].sort_values("depth")
+            else:
+                points = points.assign(depth=[f"trial {t}" for t in points["trial"]])
+            fig.add_trace(
+                go.Scatter(
+                    x=points["depth"],
+                    y=points["decode_tps"],
+                    mode="lines+markers" if x is not None else "markers",
+                    name=str(workload),
+                    legendgroup=str(workload),
+                    showlegend=col == 1,
+                    line={"color": colors[workload]},
+                    error_y={
+                        "type": "data",
+                        "symmetric": False,
+                        "array": points["decode_tps_high"] - points["decode_tps"],
+                        "arrayminus": points["decode_tps"] - points["decode_tps_low"],
+                    },
+                    hovertext=[_flags(views[t]) for t in points["trial"].tolist()],
+                    hoverinfo="text+y",
+                ),
+                row=1,
+                col=col,
+            )
+            baseline_tps = base.loc[base["workload"] == workload, "decode_tps"]
+            if not baseline_tps.empty and not math.isnan(float(baseline_tps.iloc[0])):
+                fig.add_hline(
+                    y=float(baseline_tps.iloc[0]),
+                    line_dash="dot",
+                    line_color=colors[workload],
+                    annotation_text=f"{workload}: no speculation" if col == 1 else "",
+                    annotation_position="top left",
+                    row=1,
+                    col=col,
+                )
+        fig.update_xaxes(title_text=x.removeprefix("param:") if x else "trial", row=1, col=col)
+    fig.update_yaxes(title_text="decode tokens/s (median, range of repeats)", row=1, col=1)
     return Panel(title, fig)
 
 
