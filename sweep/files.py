@@ -25,12 +25,13 @@ def write_atomic(path: Path, text: str) -> None:
                 os.unlink(temp)
             raise
     except OSError as exc:
-        raise write_error(path, exc) from None
+        raise write_error(path, exc.strerror or str(exc)) from None
 
 
-def write_error(path: Path | str, exc: OSError) -> UserError:
+def write_error(path: Path | str, reason: str) -> UserError:
+    """The one line for a file that could not be written (a full disk, a read-only folder): `reason` says why."""
     return UserError(
-        f"cannot write {path}: {exc.strerror or exc}",
+        f"cannot write {path}: {reason}",
         "free space on that disk (or fix its permissions), then run the same command again: finished trials are "
         "kept in the study",
     )

@@ -11,7 +11,8 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-from collections.abc import Iterable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,6 +91,31 @@ def kill(procs: Iterable[Proc], sig: signal.Signals) -> None:
         if same_process(proc.pid, proc.start_ticks):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(proc.pid, sig)
+
+
+def terminate(
+    find: Callable[[], list[Proc]],
+    grace_s: float,
+    kill_wait_s: float,
+    group: int | None = None,
+    hurried: Callable[[], bool] = lambda: False,
+) -> list[Proc]:
+    """SIGTERM what `find` returns (and the process group `group`), SIGKILL what is left after `grace_s` (at once
+    when `hurried()`), and wait up to `kill_wait_s` for it to go. Returns the processes found at first."""
+    found = left = find()
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, kill_wait_s)):
+        if not left:
+            break
+        if group is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(group, sig)
+        kill([p for p in left if p.pgid != group], sig)  # the group had it once: a second TERM is not sent
+        deadline = time.monotonic() + wait_s
+        while (left := find()) and time.monotonic() < deadline and not hurried():
+            reap_children(p.pid for p in left if p.ppid == os.getpid())
+            time.sleep(0.05)
+    reap_children(p.pid for p in found)
+    return found
 
 
 def reap_children(pids: Iterable[int]) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import json
 import os
 import signal
@@ -128,9 +129,8 @@ class ServerProcess:
 
     def _run(self) -> None:
         try:
-            log = self.log_path.open(
-                "wb", buffering=0
-            )  # unbuffered: what was read is in the log (or lost) now
+            # Unbuffered: what was read is in the log (or lost) at once, never in a buffer at exit.
+            log = self.log_path.open("wb", buffering=0)
         except OSError as exc:
             self._spawn_error = exc
             self._started.set()
@@ -271,18 +271,7 @@ class ServerProcess:
         if self.exited_early is None and self.returncode is not None:
             self.exited_early = self.returncode
         with _escalating_interrupts() as interrupted:
-            for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, KILL_WAIT_S)):
-                left = self.processes()
-                if not left:
-                    break
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(self.pid, sig)
-                processes.kill([p for p in left if p.pgid != self.pid], sig)
-                deadline = time.monotonic() + wait_s
-                while self.processes() and time.monotonic() < deadline and not interrupted.is_set():
-                    processes.reap_children(p.pid for p in left if p.ppid == os.getpid())
-                    time.sleep(0.05)
-            processes.reap_children(p.pid for p in left)
+            processes.terminate(self.processes, grace_s, KILL_WAIT_S, self.pid, interrupted.is_set)
             if self._thread is not None:
                 self._thread.join(timeout=KILL_WAIT_S)
             if not self.processes():
@@ -326,13 +315,11 @@ def reap(registry: Path) -> list[str]:
             continue
         if processes.same_process(entry["driver_pid"], entry["driver_start_ticks"]):
             continue  # its driver still runs (another worker of the study): its servers are its own
-        leader_alive = processes.same_process(entry["pid"], entry["start_ticks"])
-        left = processes.launched(entry["marker"], entry["pid"] if leader_alive else None)
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            processes.kill(left, sig)
-            deadline = time.monotonic() + KILL_WAIT_S
-            while processes.launched(entry["marker"]) and time.monotonic() < deadline:
-                time.sleep(0.05)
+        # The group is the launch's only while its leader is the same process (pids and groups are reused).
+        group = entry["pid"] if processes.same_process(entry["pid"], entry["start_ticks"]) else None
+        left = processes.terminate(
+            functools.partial(processes.launched, entry["marker"], group), KILL_WAIT_S, KILL_WAIT_S, group
+        )
         if left:
             stopped.append(f"{len(left)} process(es) of {entry['argv'][0]} (log {entry['log']})")
         entry_file.unlink(missing_ok=True)

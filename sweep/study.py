@@ -186,7 +186,7 @@ def open_study(
         paths.run_dir.mkdir(parents=True, exist_ok=True)
         lock = (paths.run_dir / ".open.lock").open("a")
     except OSError as exc:
-        raise write_error(paths.run_dir, exc) from None
+        raise write_error(paths.run_dir, exc.strerror or str(exc)) from None
     with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         return _open_study(space, paths, recover_with, trials or space.trials)
@@ -330,6 +330,7 @@ class Sweep:
         self._target = space.trials
         self._finished_before = 0
         self.baseline_launch_failure = ""
+        self.space_id = space_id(space)  # recorded on every trial: which version of the space file ran it
         self._idle = 0  # suggestions in a row that were not launched
         self._deadline: float | None = None  # the running trial's end, whatever happens (monotonic)
         self.write_error: UserError | None = None  # a file a trial wrote could not be written: stop after it
@@ -339,7 +340,7 @@ class Sweep:
         study = open_study(
             self.space, self.paths, lambda s: recover(s, self.paths.registry, self.progress), self._target
         )
-        self._finished_before = len(finished_trials(study, space_id(self.space)))
+        self._finished_before = len(finished_trials(study, self.space_id))
         remaining = self._target - self._finished_before
         if remaining > 0:
             # Workers sharing the study stop when together they reach the target (each may finish one more).
@@ -362,7 +363,7 @@ class Sweep:
         return study
 
     def _stop_at_target(self, study: optuna.Study, _trial: optuna.trial.FrozenTrial) -> None:
-        if len(finished_trials(study, space_id(self.space))) >= self._target or self.write_error:
+        if len(finished_trials(study, self.space_id)) >= self._target or self.write_error:
             study.stop()
         elif self._idle >= IDLE_LIMIT:
             self.progress(
@@ -375,7 +376,7 @@ class Sweep:
         started = time.monotonic()
         role = trial.user_attrs.get(ROLE_ATTR, "search")
         trial.set_user_attr(DRIVER_ATTR, driver_identity())
-        trial.set_user_attr(SPACE_ID_ATTR, space_id(self.space))
+        trial.set_user_attr(SPACE_ID_ATTR, self.space_id)
         swept = self.engine.baseline_params() if role == "baseline" else self.space.suggest(trial)
         params = self.engine.derive(self.space.launch_params(swept))
         record = TrialRecord(trial.number, params)
@@ -517,7 +518,7 @@ class Sweep:
         measured = self._serve(server, record, workloads, base_url, say, rows, loads, first)
         if server.log_error:
             record.facts.extra["log_lost"] = server.log_error
-            self.write_error = self.write_error or write_error(log, OSError(server.log_error))
+            self.write_error = self.write_error or write_error(log, server.log_error)
         if server.exited_early is not None and not record.failed:
             # Whatever the probe saw, numbers from a server that died before the trial ended are not kept.
             record.failure = f"the server exited (code {server.exited_early}) before the trial ended: {server.exit_reason()}"

@@ -13,6 +13,7 @@ import sqlalchemy.exc
 
 from sweep.cli import ab, compare, confirm, dashboard, demo, export, inspect_log, report, run, sim
 from sweep.errors import UserError, interrupted_how, mask_secrets, raise_interrupted
+from sweep.files import write_error
 
 DISK_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EFBIG}
 COMMANDS = (run, confirm, report, dashboard, export, compare, ab, demo, inspect_log, sim)
@@ -73,10 +74,8 @@ def _errors_as_lines(command: Callable[[], int]) -> int:
     except OSError as exc:
         if exc.errno not in DISK_ERRORS:
             raise
-        _say_error(
-            f"cannot write {exc.filename or 'a file'}: {exc.strerror}",
-            "free space on that disk (or fix its permissions), then run the same command again",
-        )
+        error = write_error(exc.filename or "a file", exc.strerror or str(exc))
+        _say_error(error.problem, error.fix)
         return 2
 
 
