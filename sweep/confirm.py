@@ -180,9 +180,9 @@ class Confirmation:
         say(" ".join(f"{k}={v}" for k, v in candidate.params.items()))
         workloads = [w for w in self.sweep.space.workloads if w.key in candidate.workloads]
         trial_dir = self.sweep.paths.run_dir / "confirm" / str(trial.number)
-        record = self.sweep.measure(
-            trial, TrialRecord(trial.number, dict(candidate.params)), say, trial_dir, workloads
-        )
+        params = dict(candidate.params)
+        record = TrialRecord(trial.number, params, shape=self.sweep.engine.spec_shape(params))
+        record = self.sweep.measure(trial, record, say, trial_dir, workloads)
         self._durations.append(time.monotonic() - started)
         self._done += 1
         if record.failed:

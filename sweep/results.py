@@ -204,6 +204,31 @@ class LaunchFacts:
         return cls(**{k: v for k, v in data.items() if k in names})
 
 
+@dataclass(frozen=True)
+class SpecShape:
+    """A speculative configuration in the terms every engine shares, read by the engine from its own parameters
+    (defaults and forced values applied): what the surface model fits and the dashboard draws on."""
+
+    method: str  # the speculative method as the engine names it (NEXTN, ngram-mod, ...)
+    depth: int  # draft positions one verify step can accept
+    width: int = 1  # candidates per position (a tree's top-k); 1 for a chain
+    budget: int = 0  # draft tokens verified per step, the root excluded (a chain's is its depth)
+    # The parameter names behind each number, for axis titles ("" where the engine fixes or derives it).
+    depth_param: str = ""
+    width_param: str = ""
+    budget_param: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> SpecShape | None:
+        if not data:
+            return None
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
 @dataclass
 class TrialRecord:
     """One trial: the parameters, the argv they became, what the server said, and what each workload measured."""
@@ -218,6 +243,9 @@ class TrialRecord:
     # without the speculation asked for) or "probe" (it died or failed every request while measured).
     stage: str = ""
     host: HostLoad | None = None
+    shape: SpecShape | None = (
+        None  # the engine's reading of the speculative parameters (None: no speculation)
+    )
 
     @property
     def failed(self) -> bool:
@@ -233,6 +261,7 @@ class TrialRecord:
             "failure": self.failure,
             "stage": self.stage,
             "host": self.host.to_dict() if self.host else None,
+            "shape": self.shape.to_dict() if self.shape else None,
         }
 
     @classmethod
@@ -246,4 +275,5 @@ class TrialRecord:
             failure=data.get("failure", ""),
             stage=data.get("stage", ""),
             host=HostLoad(**data["host"]) if data.get("host") else None,
+            shape=SpecShape.from_dict(data.get("shape")),
         )

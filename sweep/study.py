@@ -379,7 +379,7 @@ class Sweep:
         trial.set_user_attr(SPACE_ID_ATTR, self.space_id)
         swept = self.engine.baseline_params() if role == "baseline" else self.space.suggest(trial)
         params = self.engine.derive(self.space.launch_params(swept))
-        record = TrialRecord(trial.number, params)
+        record = TrialRecord(trial.number, params, shape=self.engine.spec_shape(params))
         say = self._sayer(started)
         violations = self.engine.constraints(params)
         for key, value in violations.items():

@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 import httpx
 
-from sweep.results import LaunchFacts, RequestStatus
+from sweep.results import LaunchFacts, RequestStatus, SpecShape
 
 Params = Mapping[str, Any]
 # (log pattern, reason template filled with the pattern's groups), most specific first.
@@ -131,6 +131,11 @@ class Engine(ABC):
 
     @abstractmethod
     def wants_speculation(self, params: Params) -> bool: ...
+
+    def spec_shape(self, params: Params) -> SpecShape | None:
+        """The depth, tree width and draft budget these (derived) parameters run with; None without speculation
+        or where the engine cannot say."""
+        return None
 
     @abstractmethod
     def argv(self, params: Params, port: int) -> list[str]: ...

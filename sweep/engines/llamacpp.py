@@ -17,6 +17,7 @@ from sweep.engines.base import (
     Params,
     RequestSettings,
     ServerReport,
+    SpecShape,
     reason_from_log,
 )
 from sweep.errors import SpeculationInactive, UserError
@@ -40,6 +41,13 @@ SPEC_TYPES = (
 STATEFUL_TYPES = ("ngram-mod", "ngram-map-k", "ngram-map-k4v", "ngram-cache")
 # Types that draft with a separate GGUF given by -md (draft-mtp reads MTP heads from the target instead).
 NEEDS_DRAFT_MODEL = ("draft-simple", "draft-eagle3", "draft-dflash", "draft-dspark")
+# The flag that bounds each type's draft length, and its default (llamacpp.md: `common_speculative_n_max()`;
+# --spec-draft-n-max does nothing for the ngram-* types).
+DRAFT_LENGTH: dict[str, tuple[str, int]] = {
+    **{t: ("spec-draft-n-max", 3) for t in (*NEEDS_DRAFT_MODEL, "draft-mtp")},
+    **{f"ngram-{kind}": (f"spec-ngram-{kind}-size-m", 48) for kind in ("simple", "map-k", "map-k4v")},
+    "ngram-mod": ("spec-ngram-mod-n-max", 64),
+}
 KV_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
 
 
@@ -193,6 +201,20 @@ class LlamaCppEngine(Engine):
     def wants_speculation(self, params: Params) -> bool:
         types = split_types(params.get("spec-type", "none"))
         return bool(types) and "none" not in types
+
+    def spec_shape(self, params: Params) -> SpecShape | None:
+        """A chain of the type's draft length (the longest, for a list of types); llama-server drafts no trees."""
+        if not self.wants_speculation(params):
+            return None
+        types = split_types(params.get("spec-type", "none"))
+        lengths = [
+            (int(params.get(flag, default)), flag)
+            for t in types
+            if t in DRAFT_LENGTH
+            for flag, default in [DRAFT_LENGTH[t]]
+        ]
+        depth, flag = max(lengths, default=(0, ""))
+        return SpecShape(",".join(types), depth=depth, budget=depth, depth_param=flag, budget_param=flag)
 
     def speculative_state_persists(self, params: Params) -> bool:
         return any(t in STATEFUL_TYPES for t in split_types(params.get("spec-type", "none")))

@@ -21,6 +21,7 @@ from sweep.engines.base import (
     RequestSettings,
     ServerReport,
     ServerSetup,
+    SpecShape,
     reason_from_log,
 )
 from sweep.errors import SpeculationInactive, UserError
@@ -293,6 +294,44 @@ class SGLangEngine(Engine):
 
     def wants_speculation(self, params: Params) -> bool:
         return algorithm(params) is not None
+
+    def spec_shape(self, params: Params) -> SpecShape | None:
+        """Steps x top-k with a draft-token budget (EAGLE family, SGLang's defaults where unset); NGRAM drafts up to
+        its draft tokens over `max_bfs_breadth` branches; the other methods draft a block of their draft tokens."""
+        algo = algorithm(params)
+        if algo is None:
+            return None
+        draft_tokens = params.get("speculative-num-draft-tokens")
+        if algo in EAGLE_FAMILY:
+            if "speculative-num-steps" not in params:
+                steps, topk, draft_tokens = 3, 1, 4  # _auto_choose_speculative_params
+            else:
+                steps, topk = (
+                    int(params["speculative-num-steps"]),
+                    int(params.get("speculative-eagle-topk", 1)),
+                )
+                draft_tokens = steps + 1 if topk == 1 or draft_tokens is None else int(draft_tokens)
+            return SpecShape(
+                algo,
+                depth=steps,
+                width=topk,
+                budget=int(draft_tokens) - 1,
+                depth_param="speculative-num-steps",
+                width_param="speculative-eagle-topk",
+                budget_param="speculative-num-draft-tokens",
+            )
+        budget = int(draft_tokens or (12 if algo == "NGRAM" else 16)) - 1
+        if algo == "NGRAM":
+            breadth = int(params.get("speculative-ngram-max-bfs-breadth", 10))
+            return SpecShape(
+                algo,
+                depth=budget,
+                width=breadth,
+                budget=budget,
+                width_param="speculative-ngram-max-bfs-breadth",
+                budget_param="speculative-num-draft-tokens",
+            )
+        return SpecShape(algo, depth=budget, budget=budget, budget_param="speculative-num-draft-tokens")
 
     def argv(self, params: Params, port: int) -> list[str]:
         argv = [*self.setup.launcher, "--model-path", self.setup.model]

@@ -201,64 +201,115 @@ def plan_memory(r: Resolved, args: argparse.Namespace, profile: Profile) -> Memo
 
 @dataclass(frozen=True)
 class StepModel:
-    """Decode of one request: how long a step takes and how many tokens it emits."""
+    """Decode of one request: how long a step takes and how many tokens it emits.
+
+    Trees follow SGLang's EAGLE: `steps` draft levels, `topk` candidates kept per level, and the best
+    `draft_tokens - 1` nodes of the tree verified. A wider level catches more of the target's next tokens, with
+    diminishing returns (the candidates are correlated): per-position acceptance 1 - (1 - a)^(width^tree_gain),
+    the width being the nodes the budget leaves per level; drafting costs more per step with every candidate kept. Verification costs little while the forward's tokens
+    (running requests x verified tokens) stay under the GPU's memory-bound knee, and grows per token past it.
+    """
 
     profile: Profile
     resolved: Resolved
     workload: str
     context_tokens: int
+    # A depth chosen by the server for this step (SGLang's adaptive speculation), overriding the resolved one.
+    steps_override: int | None = None
 
     @property
     def _t(self) -> float:
         return min(1.0, self.context_tokens / CONTEXT_128K)
 
-    def acceptance(self) -> float:
+    @property
+    def steps(self) -> int:
+        return self.resolved.steps if self.steps_override is None else self.steps_override
+
+    @property
+    def speculative(self) -> bool:
+        return self.resolved.speculative and self.steps > 0
+
+    @property
+    def draft_budget(self) -> int:
+        """Draft tokens verified per step, the root excluded."""
+        r = self.resolved
+        if self.steps_override is not None:
+            return self.steps  # adaptive speculation is topk 1: a chain of `steps`
+        return max(0, r.draft_tokens - 1)
+
+    @property
+    def depth(self) -> int:
+        """Tree levels a draft can reach: the steps, at most the budget (n-gram: the budget, drafted as a chain)."""
+        if self.resolved.algorithm == "NGRAM":
+            return self.draft_budget
+        return min(self.steps, self.draft_budget)
+
+    @property
+    def width(self) -> float:
+        """Nodes per level the budget allows, at most topk (1 for a chain)."""
+        if self.resolved.algorithm == "NGRAM" or self.steps_override is not None:
+            return 1.0
+        topk = max(1, self.resolved.topk)
+        return max(1.0, min(float(topk), self.draft_budget / max(1, self.depth)))
+
+    def chain_acceptance(self) -> float:
         a = self.profile.acceptance
         base = a.per_token(self.workload, ngram=self.resolved.algorithm == "NGRAM")
-        base += (
-            a.tree_bonus_per_topk * max(0, self.resolved.topk - 1)
-            if self.resolved.algorithm != "NGRAM"
-            else 0.0
-        )
         return min(0.99, base + (a.at_128k - base) * self._t) if base > a.at_128k else base
+
+    def acceptance(self) -> float:
+        """Per-position acceptance: the chain's, raised by the tree's width with diminishing returns."""
+        a = self.chain_acceptance()
+        return 1 - (1 - a) ** (self.width**self.profile.acceptance.tree_gain)
 
     def step_seconds(self, running: int, rng: random.Random, pace: float = 1.0) -> float:
         """One step's duration; `pace` multiplies the mean (this launch's and this request's slowness)."""
         return max(0.0, self.mean_step_seconds(running) * pace * (1 + rng.gauss(0, self.profile.noise)))
 
+    def verify_ms(self, forward_tokens: int) -> float:
+        """Extra time of a forward over `forward_tokens` tokens: small while memory-bound, per token past the knee."""
+        s = self.profile.speed
+        return s.per_verify_token_ms * (
+            0.15 * forward_tokens + 0.85 * max(0, forward_tokens - s.verify_knee_tokens)
+        )
+
     def mean_step_seconds(self, running: int) -> float:
         s, r = self.profile.speed, self.resolved
-        if r.algorithm == "NGRAM":  # no draft model: the verify width is what costs
-            ms = s.step_ms + s.per_draft_ms / 10 * r.draft_tokens + s.step_ms_at_128k_extra * self._t
-        elif r.speculative:
+        if not self.speculative:
+            ms = s.decode_ms + (s.decode_ms_at_128k - s.decode_ms) * self._t + self.verify_ms(running)
+        elif r.algorithm == "NGRAM":  # no draft model: the verify width is what costs
+            tokens = self.draft_budget + 1
             ms = (
                 s.step_ms
-                + s.per_draft_ms * r.steps * max(1, r.topk) ** 0.5
-                + s.step_ms_at_128k_extra * self._t * r.steps / 3
+                + s.per_draft_ms / 10 * tokens
+                + s.step_ms_at_128k_extra * self._t
+                + self.verify_ms(running * tokens)
             )
         else:
-            ms = s.decode_ms + (s.decode_ms_at_128k - s.decode_ms) * self._t
+            draft = s.per_draft_ms * self.steps * (1 + s.draft_width_cost * (max(1, r.topk) - 1))
+            ms = (
+                s.step_ms
+                + draft
+                + s.step_ms_at_128k_extra * self._t * self.steps / 3
+                + self.verify_ms(running * (self.draft_budget + 1))
+            )
         return ms * (1 + s.batch_growth * max(0, running - 1)) / 1000
 
     def accepted_drafts(self, rng: random.Random) -> int:
-        """Chain drafts: the i-th draft token survives only if every one before it did."""
-        if not self.resolved.speculative:
+        """Drafts along the accepted path: the i-th position survives only if every one before it did."""
+        if not self.speculative:
             return 0
-        r = self.resolved
-        depth = r.draft_tokens - 1 if r.algorithm == "NGRAM" else min(r.steps, r.draft_tokens - 1)
         a, accepted = self.acceptance(), 0
-        while accepted < depth and rng.random() < a:
+        while accepted < self.depth and rng.random() < a:
             accepted += 1
         return accepted
 
     def expected_accept_length(self) -> float:
-        """Mean tokens per verify step: 1 + a + a^2 + ... + a^depth (chain drafts)."""
-        r = self.resolved
-        if not r.speculative:
+        """Mean tokens per verify step: 1 + a + a^2 + ... + a^depth."""
+        if not self.speculative:
             return 1.0
-        depth = r.draft_tokens - 1 if r.algorithm == "NGRAM" else min(r.steps, r.draft_tokens - 1)
         a = self.acceptance()
-        return 1.0 + sum(a**i for i in range(1, depth + 1))
+        return 1.0 + sum(a**i for i in range(1, self.depth + 1))
 
     def expected_tps(self, running: int = 1) -> float:
         """Decode tokens per second per request, noise aside."""

@@ -72,6 +72,9 @@ class Speed:
     per_draft_ms: float
     step_ms_at_128k_extra: float
     batch_growth: float
+    per_verify_token_ms: float  # a forward's extra cost per token: 15% of it below the knee, all of it past
+    verify_knee_tokens: int  # tokens per forward (running x verified) the GPU takes at about the cost of one
+    draft_width_cost: float  # drafting a tree: extra draft time per additional node per level
     prefill_tok_s: float
     prefill_quadratic_s_per_token2: float
     startup_s: float
@@ -84,7 +87,9 @@ class Acceptance:
     tool: float
     prose: float
     at_128k: float
-    tree_bonus_per_topk: float
+    tree_gain: (
+        float  # per-position acceptance 1 - (1 - a)^(width^tree_gain): wider levels, diminishing returns
+    )
     ngram_code: float
     ngram_tool: float
     ngram_prose: float
