@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from sweep.engines import llamacpp, sglang
-from sweep.engines.base import DraftCounters, Engine, ServerReport, ServerSetup, SpecShape
+from sweep.engines.base import DraftCounters, Engine, ServerReport, ServerSetup
 from sweep.engines.llamacpp import LlamaCppEngine
 from sweep.engines.sglang import SGLangEngine
 from sweep.errors import UserError
-from sweep.results import LaunchFacts
+from sweep.results import LaunchFacts, SpecShape
 
 ENGINES: dict[str, type[Engine]] = {LlamaCppEngine.name: LlamaCppEngine, SGLangEngine.name: SGLangEngine}
 # What each engine's log says about a launch, for any log file (`specsweep inspect-log`).

@@ -17,11 +17,10 @@ from sweep.engines.base import (
     Params,
     RequestSettings,
     ServerReport,
-    SpecShape,
     reason_from_log,
 )
 from sweep.errors import SpeculationInactive, UserError
-from sweep.results import LaunchFacts, RequestStatus
+from sweep.results import LaunchFacts, RequestStatus, SpecShape
 
 SPEC_TYPES = (
     "none",

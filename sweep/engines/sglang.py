@@ -21,11 +21,10 @@ from sweep.engines.base import (
     RequestSettings,
     ServerReport,
     ServerSetup,
-    SpecShape,
     reason_from_log,
 )
 from sweep.errors import SpeculationInactive, UserError
-from sweep.results import LaunchFacts, RequestStatus
+from sweep.results import LaunchFacts, RequestStatus, SpecShape
 
 NUM = r"([\d.]+)"
 # Target pool first; with EAGLE the draft pool logs a second line. SWA models prefix `Full `/`SWA `.

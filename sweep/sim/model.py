@@ -260,7 +260,7 @@ class StepModel:
     def acceptance(self) -> float:
         """Per-position acceptance: the chain's, raised by the tree's width with diminishing returns."""
         a = self.chain_acceptance()
-        return 1 - (1 - a) ** (self.width**self.profile.acceptance.tree_gain)
+        return 1 - float((1 - a) ** (self.width**self.profile.acceptance.tree_gain))
 
     def step_seconds(self, running: int, rng: random.Random, pace: float = 1.0) -> float:
         """One step's duration; `pace` multiplies the mean (this launch's and this request's slowness)."""
