@@ -15,6 +15,7 @@ workloads:
 probe: {repeats: 3, max_tokens: 128, seed: 1234}
 objective: per-workload                    # or {workload: tool}
 trials: 20
+search: model                              # or tpe
 ```
 """
 
@@ -27,6 +28,7 @@ import socket
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +55,7 @@ TOP_KEYS = {
     "seed",
     "confirm",
     "latency_limits",
+    "search",
 }
 CONFIRM_KEYS = {"top", "launches", "max_launches", "min_gain"}
 SERVER_KEYS = {"binary", "launcher", "model", "port", "host", "startup_timeout", "extra_args"}
@@ -69,9 +72,17 @@ PROBE_KEYS = {
 MAX_TOKENS_LIMIT = 131072  # more than any model writes in one answer: a larger value is a typo
 WEEK_S = 7 * 24 * 3600.0
 DEFAULT_TRIALS = 20
+GRID_FLOAT_POINTS = 5  # values of a float range without a step, in the grid the model search ranks
 MAX_COVER_METHODS = (
     16  # method combinations covered at most (a product of many choices is sampled by TPE instead)
 )
+
+
+class SearchKind(StrEnum):
+    """How the sweep picks the next launch after the start-up trials."""
+
+    MODEL = "model"  # the surface model's expected improvement (sweep/search.py); the benchmark's winner
+    TPE = "tpe"  # Optuna's TPE over the raw parameters
 
 
 @dataclass(frozen=True)
@@ -122,6 +133,23 @@ class ParamSpec:
                 else self.low + math.floor((self.high - self.low) / self.step) * self.step
             )
         return int(value) if self.integer else float(value)
+
+    def grid(self, points: int = GRID_FLOAT_POINTS) -> list[Any]:
+        """Every value the search may launch: the choices, every step of an int range (or of a range with a
+        step), else `points` values spread over the range (geometrically for a log range)."""
+        if self.choices:
+            return list(self.choices)
+        assert self.low is not None and self.high is not None
+        if self.step or self.integer:
+            step = self.step or 1
+            count = math.floor((self.high - self.low) / step + 1e-9) + 1
+            values = [self.low + i * step for i in range(count)]
+        elif self.log:
+            ratio = (self.high / self.low) ** (1 / (points - 1))
+            values = [self.low * ratio**i for i in range(points)]
+        else:
+            values = [self.low + (self.high - self.low) * i / (points - 1) for i in range(points)]
+        return [round(v) if self.integer else float(v) for v in values]
 
     def values(self) -> list[Any]:
         """The values to check against the engine: every choice, or the two ends of a range."""
@@ -175,6 +203,7 @@ class Space:
     # Decode t/s subject to these (`ttft_p90_s: 2.0`): Optuna constraints on every trial, and no configuration
     # that exceeds one on a workload is confirmed or recommended for it.
     latency_limits: Mapping[str, float] = field(default_factory=dict)
+    search: SearchKind = SearchKind.MODEL
 
     @property
     def workload_keys(self) -> list[str]:
@@ -195,6 +224,19 @@ class Space:
 
     def launch_params(self, swept: Mapping[str, Any]) -> dict[str, Any]:
         return {**self.fixed, **swept}
+
+    def grid(self, limit: int) -> list[dict[str, Any]]:
+        """Every combination of the swept parameters' grid values that their conditions allow, in file order,
+        up to `limit` (the first `limit`: past it the space is too large to rank exhaustively)."""
+        found: list[dict[str, Any]] = [{}]
+        for spec in self.params:
+            grown = []
+            for chosen in found:
+                grown += [{**chosen, spec.name: v} for v in spec.grid()] if spec.applies(chosen) else [chosen]
+                if len(grown) > limit:
+                    break
+            found = grown[: limit + 1]
+        return found[:limit]
 
     def covering(self, limit: int) -> list[dict[str, Any]]:
         """Up to `limit` configurations that cover the space's shape: every combination of the parameters other
@@ -431,6 +473,9 @@ def parse_space(data: Any, base: Path, source: Path | None = None) -> Space:
         raise _fail(
             "enqueue", "must be a list of parameter mappings", "e.g. `enqueue: [{spec-type: ngram-mod}]`"
         )
+    search = str(data.get("search", SearchKind.MODEL.value))
+    if search not in {k.value for k in SearchKind}:
+        raise _fail("search", f"cannot be {search!r}", "use `search: model` (the default) or `search: tpe`")
     try:
         return Space(
             engine=str(data["engine"]),
@@ -481,6 +526,7 @@ def parse_space(data: Any, base: Path, source: Path | None = None) -> Space:
                 min_gain=float(confirm.get("min_gain", 0.03)),
             ),
             latency_limits={str(k): float(v) for k, v in limits.items()},
+            search=SearchKind(search),
         )
     except (TypeError, ValueError) as exc:
         raise _fail(

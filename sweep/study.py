@@ -37,8 +37,9 @@ from sweep.files import write_atomic, write_error
 from sweep.probes.runner import probe
 from sweep.probes.workloads import Workload
 from sweep.results import HostLoad, RequestMeasurement, TrialRecord
+from sweep.search import ModelSearch, candidates
 from sweep.server import ServerProcess, ensure_port_free, free_port, reap
-from sweep.space import Space
+from sweep.space import SearchKind, Space
 
 HEARTBEAT_S = 20
 STORAGE_ATTEMPTS = 4
@@ -51,6 +52,7 @@ MIN_GAIN_ATTR = "min_gain"
 LIMITS_ATTR = "latency_limits"
 DRIVER_ATTR = "driver"  # host, pid and pid start time of the process running the trial
 SPACE_ID_ATTR = "space_id"  # the space file's hash when the trial ran
+PREDICTED_ATTR = "predicted"  # the model's prediction per workload when it chose the trial: {key: {tps, sd}}
 INTERRUPTED = "interrupted: the sweep stopped during this trial"
 # Suggestions in a row that were not launches (already measured, or infeasible for the engine): the space has
 # no untried feasible configuration left, and the sweep stops short of its target.
@@ -314,6 +316,16 @@ def space_id(space: Space) -> str:
     return hashlib.sha256(space.text.encode()).hexdigest()[:16]
 
 
+def search_records(study: optuna.Study) -> list[TrialRecord]:
+    """The records the surface model learns from: every result of its own (a reused result is not another
+    launch), infeasible points and failed starts included."""
+    return [
+        TrialRecord.from_dict(t.user_attrs[RECORD_ATTR])
+        for t in study.get_trials(deepcopy=False)
+        if is_result(t) and RECORD_ATTR in t.user_attrs and "duplicate_of" not in t.user_attrs
+    ]
+
+
 def is_result(trial: optuna.trial.FrozenTrial) -> bool:
     if trial.state == TrialState.COMPLETE:
         return True
@@ -324,8 +336,22 @@ def is_result(trial: optuna.trial.FrozenTrial) -> bool:
 class Sweep:
     """Runs the trials of one study. `run` resumes: finished trials count towards `trials` and are not repeated."""
 
-    def __init__(self, space: Space, engine: Engine, paths: StudyPaths, progress: Progress) -> None:
+    def __init__(
+        self,
+        space: Space,
+        engine: Engine,
+        paths: StudyPaths,
+        progress: Progress,
+        until_confident: bool = False,
+        budget_s: float | None = None,
+    ) -> None:
         self.space, self.engine, self.paths, self.progress = space, engine, paths, progress
+        self.until_confident = until_confident
+        # The whole night in seconds (search and confirmation): the search stops while the confirmation fits.
+        self.budget_s = budget_s
+        self._started = time.monotonic()
+        self.model: ModelSearch | None = None  # built once per run when the search or the stop rule needs it
+        self.stopped_because = ""
         self._durations: list[float] = []
         self._target = space.trials
         self._finished_before = 0
@@ -342,7 +368,15 @@ class Sweep:
         )
         self._finished_before = len(finished_trials(study, self.space_id))
         remaining = self._target - self._finished_before
-        if remaining > 0:
+        if self.space.search is SearchKind.MODEL or self.until_confident:
+            pool = candidates(self.space, self.engine)
+            self.model = ModelSearch(self.space, pool)
+            self.progress(
+                f"search: {self.space.search.value}; {len(pool.items)} launchable configurations in the space "
+                f"({pool.infeasible} infeasible and {pool.duplicates} duplicates after the engine's rules left out)"
+            )
+        if remaining > 0 and not self._should_stop(study):
+            self._enqueue_next(study)
             # Workers sharing the study stop when together they reach the target (each may finish one more).
             # No trial count: duplicates and infeasible suggestions are not launches, so the callback stops the
             # loop at the target (or when the space has nothing untried left).
@@ -363,18 +397,76 @@ class Sweep:
         return study
 
     def _stop_at_target(self, study: optuna.Study, _trial: optuna.trial.FrozenTrial) -> None:
+        if self._should_stop(study):
+            study.stop()
+        else:
+            self._enqueue_next(study)
+
+    def _should_stop(self, study: optuna.Study) -> bool:
+        """The target reached, a file that cannot be written, nothing untried left, confidence, or the night's
+        time spent (each said once, and kept in `stopped_because`)."""
         if len(finished_trials(study, self.space_id)) >= self._target or self.write_error:
-            study.stop()
-        elif self._idle >= IDLE_LIMIT:
-            self.progress(
+            return True
+        reason = ""
+        if self._idle >= IDLE_LIMIT:
+            reason = (
                 f"the space has no untried feasible configuration left ({IDLE_LIMIT} suggestions in a row were "
-                "measured already or infeasible): the search stops here"
+                "measured already or infeasible)"
             )
-            study.stop()
+        elif self._time_left() is not None and self._time_left() < self._reserve_s():  # type: ignore[operator]
+            reason = f"the budget's time is spent, but for the confirmation's {_minutes(self._reserve_s())}"
+        elif self.model is not None and not self._waiting(study, "cover", "enqueued", "baseline"):
+            records = search_records(study)
+            if not self.model.untried(records):
+                reason = "every launchable configuration of the space was measured"
+            elif self.until_confident and not (unsure := self.model.unconfident(records)):
+                reason = (
+                    "confident: no untried configuration can beat the best measured on any workload by more "
+                    "than this study's noise"
+                )
+            elif self.until_confident:
+                self.progress(f"not yet confident on {', '.join(unsure)}")
+        if reason:
+            self.stopped_because = reason
+            self.progress(f"the search stops here: {reason}")
+        return bool(reason)
+
+    def _waiting(self, study: optuna.Study, *roles: str) -> bool:
+        waiting = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+        return (
+            any(t.user_attrs.get(ROLE_ATTR, "search") in roles for t in waiting) if roles else bool(waiting)
+        )
+
+    def _enqueue_next(self, study: optuna.Study) -> None:
+        """The model's next launch, unless one is queued already (start-up trials, another worker's pick)."""
+        if self.model is None or self.space.search is not SearchKind.MODEL or self._waiting(study):
+            return
+        proposal = self.model.propose(search_records(study))
+        if proposal is None:
+            return  # nothing left that could start: the next suggestion is idle and the sweep stops
+        predicted = {k: {"tps": round(p.tps, 2), "sd": round(p.sd, 4)} for k, p in proposal.predicted.items()}
+        study.enqueue_trial(
+            proposal.candidate.swept,
+            user_attrs={ROLE_ATTR: "model", PREDICTED_ATTR: predicted, "aimed_at": proposal.workload},
+        )
+
+    def _time_left(self) -> float | None:
+        if self.budget_s is None:
+            return None
+        return self.budget_s - (time.monotonic() - self._started)
+
+    def _reserve_s(self) -> float:
+        """What one more trial and the confirmation's first rounds take, at this run's measured trial time."""
+        per_trial = sum(self._durations) / len(self._durations) if self._durations else 0.0
+        confirm = self.space.confirm
+        launches = (confirm.top * len(self.space.objective_names) + 2) * confirm.launches
+        return per_trial * (1 + launches)
 
     def objective(self, trial: optuna.Trial) -> list[float]:
         started = time.monotonic()
         role = trial.user_attrs.get(ROLE_ATTR, "search")
+        if role == "model" and self.space.search is not SearchKind.MODEL:
+            role = "search"  # queued by a model search before the space switched to TPE: still a fine point
         trial.set_user_attr(DRIVER_ATTR, driver_identity())
         trial.set_user_attr(SPACE_ID_ATTR, self.space_id)
         swept = self.engine.baseline_params() if role == "baseline" else self.space.suggest(trial)
@@ -627,6 +719,12 @@ class Sweep:
         index = self._finished_before + len(self._durations)  # trials finished before this one
 
         def say(message: str) -> None:
+            left = self._time_left()
+            if left is not None:  # a time budget: the clock, not a count, ends the search
+                self.progress(
+                    f"[trial {index + 1} · {_minutes(max(0.0, left))} of the budget left] {message}"
+                )
+                return
             eta = ""
             if self._durations:
                 per_trial = sum(self._durations) / len(self._durations)

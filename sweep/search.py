@@ -1,0 +1,153 @@
+"""Model-guided search: the next launch is the feasible, untried configuration with the highest expected
+improvement under the surface model (`sweep/surface.py`), for whichever workload it promises most.
+
+The candidates are the space's grid after the engine's rules: derived (values the server would force anyway),
+valid, feasible under its constraints, and unique after derivation, so no two launches differ only in a value
+the server ignores. The search is confident (`--until-confident`) when no untried candidate's upper bound
+(prediction + 2 sd) reaches past the best measured speed by more than the study's own noise on any workload.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sweep.engines import Engine
+from sweep.errors import UserError
+from sweep.results import SpecShape, TrialRecord
+from sweep.space import Space
+from sweep.surface import Axis, Prediction, StartChance, WorkloadSurface, observations, request_noise
+
+# A launch that failed here never measured anything: the model learns where servers do not start.
+STARTUP_STAGES = ("launch", "params", "speculation")
+MIN_START_CHANCE = 0.02
+GRID_LIMIT = 20000  # combinations ranked at most (a larger space is ranked on its first GRID_LIMIT)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    swept: dict[str, Any]  # what the space suggests (enqueued as the trial's parameters)
+    params: dict[str, Any]  # what the server is launched with, after the engine's derivation
+    shape: SpecShape | None
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """The space's launchable configurations, and how many grid points the engine's rules removed."""
+
+    items: list[Candidate]
+    grid: int
+    infeasible: int
+    invalid: int
+    duplicates: int
+    truncated: bool = False
+
+
+def launch_key(params: Mapping[str, Any]) -> str:
+    return json.dumps(params, sort_keys=True, default=str)
+
+
+def candidates(space: Space, engine: Engine, limit: int = GRID_LIMIT) -> Candidates:
+    grid = space.grid(limit + 1)
+    items: dict[str, Candidate] = {}
+    infeasible = invalid = duplicates = 0
+    for swept in grid[:limit]:
+        params = engine.derive(space.launch_params(swept))
+        if any(v > 0 for v in engine.constraints(params).values()):
+            infeasible += 1
+            continue
+        try:
+            engine.check_params(params)
+        except UserError:
+            invalid += 1
+            continue
+        key = launch_key(params)
+        if key in items:
+            duplicates += 1
+            continue
+        items[key] = Candidate(swept, params, engine.spec_shape(params))
+    return Candidates(
+        list(items.values()), min(len(grid), limit), infeasible, invalid, duplicates, len(grid) > limit
+    )
+
+
+def axes(space: Space) -> list[Axis]:
+    out = []
+    for spec in space.params:
+        if spec.choices:
+            out.append(Axis(spec.name, choices=spec.choices))
+        else:
+            assert spec.low is not None and spec.high is not None
+            out.append(Axis(spec.name, spec.low, spec.high, spec.log))
+    return out
+
+
+@dataclass(frozen=True)
+class Proposal:
+    candidate: Candidate
+    workload: str  # the workload it promises most for
+    improvement: float  # expected relative improvement there
+    predicted: dict[str, Prediction] = field(default_factory=dict)
+
+
+@dataclass
+class ModelSearch:
+    """Ranks untried candidates against the launches so far (records of complete and failed trials)."""
+
+    space: Space
+    pool: Candidates
+
+    def surfaces(self, records: Sequence[TrialRecord]) -> dict[str, WorkloadSurface]:
+        shape_axes = axes(self.space)
+        return {
+            key: WorkloadSurface(shape_axes, observations(records, key), request_noise(records, key))
+            for key in self.space.objective_names
+        }
+
+    def untried(self, records: Sequence[TrialRecord]) -> list[Candidate]:
+        tried = {launch_key(r.params) for r in records}
+        return [c for c in self.pool.items if launch_key(c.params) not in tried]
+
+    def start_chance(self, records: Sequence[TrialRecord]) -> StartChance:
+        """Launches that came up, and those that did not (out of memory, a rejected combination)."""
+        launched = [
+            (r.params, r.shape, r.stage not in STARTUP_STAGES) for r in records if r.stage != "infeasible"
+        ]
+        return StartChance(axes(self.space), launched)
+
+    def propose(self, records: Sequence[TrialRecord]) -> Proposal | None:
+        surfaces = self.surfaces(records)
+        starts = self.start_chance(records)
+        best: Proposal | None = None
+        for candidate in self.untried(records):
+            predicted = {k: s.predict(candidate.params, candidate.shape) for k, s in surfaces.items()}
+            chance = starts(candidate.params, candidate.shape)
+            if chance < MIN_START_CHANCE:
+                continue  # a smaller draft of the same method already failed to start
+            for key, prediction in predicted.items():
+                gain = chance * prediction.expected_improvement(surfaces[key].best)
+                if best is None or gain > best.improvement:
+                    best = Proposal(candidate, key, gain, predicted)
+        return best
+
+    def unconfident(self, records: Sequence[TrialRecord]) -> list[str]:
+        """Workloads on which some untried candidate could still beat the best by more than the noise
+        (empty: the search has nothing left worth a launch)."""
+        surfaces = self.surfaces(records)
+        left = self.untried(records)
+        open_ = []
+        for key, surface in surfaces.items():
+            if surface.best <= 0:
+                open_.append(key)  # nothing measured on it yet
+                continue
+            ceiling = math.log(surface.best) + 2 * surface.noise
+            if any(
+                math.log(p.tps) + 2 * p.sd > ceiling
+                for c in left
+                if (p := surface.predict(c.params, c.shape))
+            ):
+                open_.append(key)
+        return open_
