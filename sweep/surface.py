@@ -219,7 +219,8 @@ class WorkloadSurface:
 
     def _gp(self, speculative: list[Observation]) -> None:
         self._method_tps = [(o.shape.method, o.tps) for o in speculative if o.shape]
-        self._x = np.array([encode(self.axes, o.params) for o in speculative]).reshape(len(speculative), -1)
+        width = len(encode(self.axes, {}))
+        self._x = np.array([encode(self.axes, o.params) for o in speculative]).reshape(len(speculative), width)
         means = [self._mean(o.shape)[0] for o in speculative]
         residuals = np.array([math.log(o.tps) - m for o, m in zip(speculative, means, strict=True)])
         spread = float(np.var(residuals)) if len(residuals) > 1 else 0.0
@@ -280,7 +281,8 @@ class StartChance:
     ) -> None:
         self.axes = list(axes)
         self._launched = list(launched)
-        self._x = np.array([encode(self.axes, p) for p, _, _ in launched]).reshape(len(launched), -1)
+        width = len(encode(self.axes, {}))
+        self._x = np.array([encode(self.axes, p) for p, _, _ in launched]).reshape(len(launched), width)
         self._started = np.array([1.0 if ok else 0.0 for _, _, ok in launched])
 
     def __call__(self, params: Mapping[str, Any], shape: SpecShape | None) -> float:

@@ -1,0 +1,170 @@
+"""Model-guided search over the engine-derived grid, and the sweep's stop rules (confidence, time budget), run
+end to end against the simulator."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import optuna
+import pytest
+import yaml
+
+from sweep.engines import ServerSetup, SGLangEngine
+from sweep.results import Spread, TrialRecord, WorkloadSummary
+from sweep.search import ModelSearch, candidates, launch_key
+from sweep.space import SearchKind, Space, parse_space
+from sweep.study import launched, make_storage
+
+SIM = [sys.executable, "-m", "sweep.sim"]
+SPACE = """
+engine: sglang
+server: {launcher: ["{python}", -m, sweep.sim, --sim-time-scale, "0.005"], model: /models/q}
+fixed: {kv-cache-dtype: fp8_e4m3}
+params:
+  speculative-algorithm: {choices: [NEXTN]}
+  speculative-num-steps: {int: [1, 4]}
+  speculative-eagle-topk: {choices: [1, 2]}
+  speculative-num-draft-tokens: {int: [2, 8]}
+workloads: [{class: code}, {class: prose}]
+probe: {repeats: 2, max_tokens: 32}
+confirm: {launches: 0}
+trials: 30
+"""
+
+
+@pytest.fixture(scope="module")
+def engine() -> SGLangEngine:
+    engine = SGLangEngine(ServerSetup(SIM, "/models/q"))
+    engine.prepare()
+    return engine
+
+
+def space(text: str = SPACE) -> Space:
+    return parse_space(yaml.safe_load(text.replace("{python}", sys.executable)), Path("."))
+
+
+def test_candidates_are_the_grid_after_the_engines_rules(engine: SGLangEngine) -> None:
+    pool = candidates(space(), engine)
+    assert pool.grid == 4 * 2 * 7
+    # topk 1 forces draft tokens to steps + 1: seven draft-token values collapse into one launch per depth.
+    assert pool.duplicates == 4 * 6
+    # topk 2: the tree holds 2 + (steps - 1) * 4 candidates, so 1 step takes at most 3 draft tokens (4-8 are
+    # out) and 2 steps at most 7 (8 is out).
+    assert pool.infeasible == 5 + 1
+    assert len(pool.items) == 4 + (4 * 7 - 6)
+    assert len({launch_key(c.params) for c in pool.items}) == len(pool.items)
+    assert all(c.shape is not None and c.shape.method == "NEXTN" for c in pool.items)
+
+
+def record(
+    number: int, params: dict[str, object], shape: SpecShape | None, tps: float, length: float | None
+) -> TrialRecord:
+    summary = WorkloadSummary(
+        "code",
+        "ok",
+        decode_tps=Spread(tps, tps, tps, 2, (tps, tps)),
+        acceptance_length=Spread(length, length, length, 1, (length,)) if length else None,
+    )
+    out = TrialRecord(number, dict(params), shape=shape)
+    out.workloads = {"code": summary, "prose": summary}
+    return out
+
+
+def test_the_model_never_proposes_a_launched_configuration_and_runs_out(engine: SGLangEngine) -> None:
+    the_space = space()
+    pool = candidates(the_space, engine)
+    search = ModelSearch(the_space, pool)
+    records = [record(0, {"speculative-algorithm": "none"}, None, 40.0, None)]
+    seen = set()
+    for number in range(1, len(pool.items) + 1):
+        proposal = search.propose(records)
+        assert proposal is not None
+        key = launch_key(proposal.candidate.params)
+        assert key not in seen
+        seen.add(key)
+        shape = proposal.candidate.shape
+        assert shape is not None
+        length = 1 + sum(0.8**i for i in range(1, shape.depth + 1))
+        records.append(
+            record(number, proposal.candidate.params, shape, 40.0 * length / (1 + 0.2 * shape.depth), length)
+        )
+    assert search.propose(records) is None
+    assert search.unconfident(records) == []  # nothing untried: nothing left to be unsure about
+
+
+def run(tmp_path: Path, text: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "space.yaml").write_text(text)
+    argv = [sys.executable, "-m", "sweep", "run", "--space", str(tmp_path / "space.yaml"), "--study", "s",
+            "--runs", str(tmp_path / "runs"), *extra]  # fmt: skip
+    return subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
+
+
+def trials(tmp_path: Path) -> list[optuna.trial.FrozenTrial]:
+    url = f"sqlite:///{tmp_path / 'runs' / 's' / 'study.db'}"
+    return optuna.load_study(study_name="s", storage=make_storage(url)).trials
+
+
+SMALL = SPACE.replace(
+    "  speculative-eagle-topk: {choices: [1, 2]}\n  speculative-num-draft-tokens: {int: [2, 8]}\n", ""
+)
+
+
+def test_until_confident_stops_before_the_target_and_launches_nothing_twice(tmp_path: Path) -> None:
+    done = run(tmp_path, SMALL, "--until-confident", "--no-confirm")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "the search stops here:" in done.stderr
+    ran = [t for t in trials(tmp_path) if launched(t)]
+    # Four depths and the baseline: the target of 30 was never needed.
+    assert len(ran) <= 5
+    params = [launch_key(t.user_attrs["record"]["params"]) for t in ran]
+    assert len(params) == len(set(params))
+    roles = {t.user_attrs.get("role") for t in ran}
+    assert "baseline" in roles and roles <= {"baseline", "cover", "model"}
+
+
+def test_the_model_search_records_its_predictions(tmp_path: Path) -> None:
+    done = run(tmp_path, SPACE.replace("trials: 30", "trials: 8"), "--no-confirm")
+    assert done.returncode == 0, done.stderr[-2000:]
+    picked = [t for t in trials(tmp_path) if t.user_attrs.get("role") == "model"]
+    assert picked, done.stderr[-2000:]
+    for trial in picked:
+        predicted = trial.user_attrs["predicted"]
+        assert set(predicted) == {"code", "prose"} and all(
+            p["tps"] > 0 and p["sd"] > 0 for p in predicted.values()
+        )
+        assert trial.user_attrs["record"]["shape"]["method"] == "NEXTN"
+
+
+def test_tpe_is_still_there(tmp_path: Path) -> None:
+    done = run(tmp_path, SPACE.replace("trials: 30", "trials: 5\nsearch: tpe"), "--no-confirm")
+    assert done.returncode == 0, done.stderr[-2000:]
+    roles = [t.user_attrs.get("role", "search") for t in trials(tmp_path) if launched(t)]
+    assert "model" not in roles and len(roles) == 5
+    assert "search: model" not in done.stderr
+
+
+def test_a_time_budget_ends_the_search(tmp_path: Path) -> None:
+    done = run(
+        tmp_path, SPACE.replace('time-scale, "0.005"', 'time-scale, "0.05"'), "--budget", "6s", "--no-confirm"
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "of the budget left]" in done.stderr
+    assert "the budget's time is spent" in done.stderr
+    assert 2 <= len([t for t in trials(tmp_path) if launched(t)]) < 30
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"), [("abc", "is not a duration"), ("0h", "is not a positive duration")]
+)
+def test_a_bad_budget_is_one_line(tmp_path: Path, value: str, problem: str) -> None:
+    done = run(tmp_path, SPACE, "--budget", value)
+    assert done.returncode == 2 and problem in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_an_unknown_search_is_refused(tmp_path: Path) -> None:
+    done = run(tmp_path, SPACE + "search: bayes\n")
+    assert done.returncode == 2 and "search: cannot be 'bayes'" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert SearchKind("model") is SearchKind.MODEL
