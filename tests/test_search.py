@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from sweep.engines import ServerSetup, SGLangEngine
-from sweep.results import Spread, TrialRecord, WorkloadSummary
+from sweep.results import SpecShape, Spread, TrialRecord, WorkloadSummary
 from sweep.search import ModelSearch, candidates, launch_key
 from sweep.space import SearchKind, Space, parse_space
 from sweep.study import launched, make_storage
