@@ -220,7 +220,9 @@ class WorkloadSurface:
     def _gp(self, speculative: list[Observation]) -> None:
         self._method_tps = [(o.shape.method, o.tps) for o in speculative if o.shape]
         width = len(encode(self.axes, {}))
-        self._x = np.array([encode(self.axes, o.params) for o in speculative]).reshape(len(speculative), width)
+        self._x = np.array([encode(self.axes, o.params) for o in speculative]).reshape(
+            len(speculative), width
+        )
         means = [self._mean(o.shape)[0] for o in speculative]
         residuals = np.array([math.log(o.tps) - m for o, m in zip(speculative, means, strict=True)])
         spread = float(np.var(residuals)) if len(residuals) > 1 else 0.0

@@ -168,3 +168,27 @@ def test_an_unknown_search_is_refused(tmp_path: Path) -> None:
     assert done.returncode == 2 and "search: cannot be 'bayes'" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
     assert SearchKind("model") is SearchKind.MODEL
+
+
+def test_plan_counts_the_space_after_the_engines_rules_and_prices_the_night(tmp_path: Path) -> None:
+    (tmp_path / "space.yaml").write_text(SPACE.replace("trials: 30", "trials: 10"))
+    argv = [sys.executable, "-m", "sweep", "plan", "--space", str(tmp_path / "space.yaml"), "--study", "s",
+            "--runs", str(tmp_path / "runs")]  # fmt: skip
+    before = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=True).stdout
+    assert (
+        "56 grid points; 26 launchable after the engine's rules (6 infeasible, 0 invalid, 24 the same"
+        in before
+    )
+    assert "search (model): 10 launches" in before
+    assert "assumed: sglang starts in ~120 s" in before
+    assert not (tmp_path / "runs" / "s").exists()  # a dry run launches and writes nothing
+    budget = subprocess.run(
+        [*argv, "--budget", "1h"], capture_output=True, text=True, timeout=120, check=True
+    )
+    # One launch is assumed at 120 s + 2 workloads x (2 repeats + warm-up) x (0.3 s + 32 / 30 s) = 128.2 s:
+    # 1 h holds 28 of them (no confirmation in this space).
+    assert "budget: 1h00m holds 28 search launches" in budget.stdout
+    done = run(tmp_path, SPACE.replace("trials: 30", "trials: 3"), "--no-confirm")
+    assert done.returncode == 0, done.stderr[-2000:]
+    after = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=True).stdout
+    assert "measured: median of 3 launches in study 's'" in after

@@ -83,6 +83,8 @@ class Engine(ABC):
     name: ClassVar[str]
     # The port the server listens on by default: exported command lines use it.
     default_port: ClassVar[int]
+    # A start-up time to plan with before any launch was measured (load, warm-up, graph capture), in seconds.
+    typical_startup_s: ClassVar[float] = 60.0
     # Environment variables the server reads before its CLI: removed from the child's environment.
     env_prefixes: ClassVar[tuple[str, ...]] = ()
 

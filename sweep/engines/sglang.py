@@ -171,6 +171,7 @@ def algorithm(params: Params) -> str | None:
 class SGLangEngine(Engine):
     name = "sglang"
     default_port = 30000
+    typical_startup_s = 120.0  # weights, KV pool and CUDA-graph capture: one to a few minutes on one GPU
 
     def __init__(self, setup: ServerSetup) -> None:
         super().__init__(setup)

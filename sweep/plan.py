@@ -1,0 +1,136 @@
+"""A sweep before it runs: the configurations the engine's rules leave, the launches the search and the
+confirmation will make, and the wall time they take (measured in an existing study, else assumed and said so)."""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from dataclasses import dataclass
+
+import optuna
+from optuna.trial import TrialState
+
+from sweep.engines import Engine
+from sweep.results import TrialRecord
+from sweep.search import Candidates, candidates
+from sweep.space import Space
+from sweep.study import RECORD_ATTR, launched
+
+# Speeds to plan with before anything was measured: a mid-size model on one GPU (or a small one on a CPU).
+ASSUMED_DECODE_TPS = 30.0
+ASSUMED_PREFILL_TPS = 1000.0
+PROMPT_TOKENS = 300  # a built-in prompt without a context length, about
+
+
+@dataclass(frozen=True)
+class LaunchTime:
+    """What one launch of the space costs: start-up plus probing every workload."""
+
+    startup_s: float
+    probe_s: float
+    source: str  # where the numbers come from, for the reader
+
+    @property
+    def seconds(self) -> float:
+        return self.startup_s + self.probe_s
+
+
+def assumed_launch_time(space: Space, engine: Engine) -> LaunchTime:
+    probe_s = 0.0
+    for workload in space.workloads:
+        batches = space.probe.repeats + (1 if space.probe.warmup else 0)
+        prompt = workload.context_tokens or PROMPT_TOKENS
+        probe_s += batches * (
+            prompt / ASSUMED_PREFILL_TPS + space.probe.request.max_tokens / ASSUMED_DECODE_TPS
+        )
+    return LaunchTime(
+        engine.typical_startup_s,
+        probe_s,
+        f"assumed: {engine.name} starts in ~{engine.typical_startup_s:.0f} s, decodes {ASSUMED_DECODE_TPS:.0f} t/s "
+        f"and prefills {ASSUMED_PREFILL_TPS:.0f} t/s (run a study to measure them)",
+    )
+
+
+def measured_launch_time(study: optuna.Study) -> LaunchTime | None:
+    """Median start-up and whole-trial time of this study's launches so far."""
+    durations, startups = [], []
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+        if not launched(trial) or trial.datetime_start is None or trial.datetime_complete is None:
+            continue
+        durations.append((trial.datetime_complete - trial.datetime_start).total_seconds())
+        record = (
+            TrialRecord.from_dict(trial.user_attrs[RECORD_ATTR]) if RECORD_ATTR in trial.user_attrs else None
+        )
+        if record and record.facts.startup_s is not None:
+            startups.append(record.facts.startup_s)
+    if not durations:
+        return None
+    whole = statistics.median(durations)
+    startup = statistics.median(startups) if startups else 0.0
+    return LaunchTime(
+        startup,
+        max(0.0, whole - startup),
+        f"measured: median of {len(durations)} launches in study '{study.study_name}'",
+    )
+
+
+@dataclass(frozen=True)
+class Plan:
+    pool: Candidates
+    methods: dict[str, int]  # launchable configurations per speculative method
+    trials: int  # the search's target, baseline included
+    search_launches: int
+    cover: int  # start-up trials that cover the space
+    confirm_min: int
+    confirm_max: int
+    launch: LaunchTime
+    budget_s: float | None = None
+
+    @property
+    def search_s(self) -> float:
+        return self.search_launches * self.launch.seconds
+
+    def confirm_s(self, most: bool) -> float:
+        return (self.confirm_max if most else self.confirm_min) * self.launch.seconds
+
+    def trials_in_budget(self) -> int | None:
+        """Search launches that fit the budget with the confirmation's first rounds after them."""
+        if self.budget_s is None or self.launch.seconds <= 0:
+            return None
+        return max(0, int((self.budget_s - self.confirm_s(most=False)) // self.launch.seconds))
+
+
+def make_plan(
+    space: Space,
+    engine: Engine,
+    trials: int | None = None,
+    study: optuna.Study | None = None,
+    budget_s: float | None = None,
+) -> Plan:
+    pool = candidates(space, engine)
+    methods = Counter(c.shape.method if c.shape else "none" for c in pool.items)
+    target = trials or space.trials
+    launch = (measured_launch_time(study) if study else None) or assumed_launch_time(space, engine)
+    if budget_s is not None and trials is None:
+        target = max(0, int((budget_s - _confirm(space, most=False) * launch.seconds) // launch.seconds))
+    search_launches = min(target, len(pool.items) + 1)  # the baseline, then each configuration at most once
+    cover = len(space.covering(max(0, (target - 1 - len(space.enqueue)) // 2)))
+    return Plan(
+        pool=pool,
+        methods=dict(methods),
+        trials=target,
+        search_launches=search_launches,
+        cover=cover,
+        confirm_min=_confirm(space, most=False),
+        confirm_max=_confirm(space, most=True),
+        launch=launch,
+        budget_s=budget_s,
+    )
+
+
+def _confirm(space: Space, most: bool) -> int:
+    """Confirmation launches: its first rounds, or every round it may add."""
+    if not space.confirm.launches:
+        return 0
+    configs = space.confirm.top * len(space.objective_names) + 2  # candidates, the one-for-all pick, baseline
+    return configs * (space.confirm.max_launches if most else space.confirm.launches)
