@@ -3,13 +3,24 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
-from sweep.analysis import output_check, overall_recommendation, recommendations, study_engine
-from sweep.cli.shared import add_study_options, load, results
+import optuna
+
+from sweep.analysis import Study, output_check, overall_recommendation, recommendations, study_engine
+from sweep.cli.shared import add_study_options, load, results, stored_space
 from sweep.engines import engine_class
+from sweep.engines.schedules import trtllm_speculative_config, vllm_speculative_config
 from sweep.errors import UserError
+from sweep.files import write_atomic
 from sweep.outputs.export import FORMATS, Export, render, with_port
+from sweep.probes.workloads import Workload
+from sweep.schedule import DepthSchedule, depth_schedules
+from sweep.study import build_engine
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -20,12 +31,19 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--workload", help="the workload to export for (default: one configuration for all)")
     parser.add_argument("--format", choices=FORMATS, default="cli", help="output format (default: cli)")
     parser.add_argument("--port", type=int, help="port in the exported command (default: the engine's own)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        help="with --format schedule: a folder to write the schedule and SGLang's adaptive config file into",
+    )
     parser.set_defaults(handler=main)
 
 
 def main(args: argparse.Namespace) -> int:
     study = load(args.study, args.storage, args.runs)
     found = results(study)
+    if args.format == "schedule":
+        return export_schedule(args, study, found)
     views = found.search
     if args.workload:
         recs = {r.workload: r for r in recommendations(found)}
@@ -63,3 +81,81 @@ def main(args: argparse.Namespace) -> int:
             print(f"# {note}", file=sys.stderr)
     print(render(export, args.format))
     return 0
+
+
+def export_schedule(args: argparse.Namespace, study: optuna.Study, found: Study) -> int:
+    """The best depth per concurrency of each workload measured at several stream counts, in every engine's form."""
+    space = stored_space(study, None)
+    schedules = [
+        s for s in depth_schedules(found.search, space.workloads) if args.workload in (None, s.family)
+    ]
+    if not schedules:
+        families = sorted({w.family for w in space.workloads})
+        raise UserError(
+            f"study '{args.study}' has no {'workload ' + repr(args.workload) + ' ' if args.workload else 'workload '}"
+            "measured at two or more stream counts with a speculative chain",
+            f"add `streams: [1, 2, 4, 8]` to a workload in the space (workloads: {', '.join(families)})",
+        )
+    engine = build_engine(space)
+    documents = []
+    for schedule in schedules:
+        depths = [(step.streams, step.depth) for step in schedule.steps]
+        config = f"{schedule.family}-adaptive.json"
+        if args.out:
+            config = str((args.out / config).resolve())
+            native = engine.schedule_file(depths)
+            if native is not None:
+                write_atomic(Path(config), json.dumps(native, indent=2) + "\n")
+        launch = engine.schedule_params(schedule.params, depths, config)
+        port = args.port or engine.default_port
+        document = schedule_document(schedule, depths, space.workloads, found)
+        document[engine.name] = {
+            "params": launch,
+            "argv": engine.argv(launch, port) if launch else None,
+            "file": {"path": config, "content": engine.schedule_file(depths)} if launch else None,
+            "note": None
+            if launch
+            else f"{engine.name} takes no depth schedule: run the depth of your usual concurrency",
+        }
+        documents.append(document)
+        if args.out:
+            write_atomic(args.out / f"{schedule.family}-schedule.json", json.dumps(document, indent=2) + "\n")
+    print(json.dumps(documents if len(documents) > 1 else documents[0], indent=2))
+    return 0
+
+
+def schedule_document(
+    schedule: DepthSchedule, depths: list[tuple[int, int]], workloads: Sequence[Workload], found: Study
+) -> dict[str, Any]:
+    largest = max(w.streams for w in workloads if w.family == schedule.family)
+    running = [
+        v.record.facts.max_running_requests
+        for v in found.search
+        if v.record and v.record.facts.max_running_requests and v.number == schedule.steps[0].trial
+    ]
+    tensorrt, capped = trtllm_speculative_config(depths)
+    return {
+        "workload": schedule.family,
+        "method": schedule.method,
+        "by_concurrency": [
+            {
+                "streams": s.streams,
+                "workload": s.workload,
+                "depth": s.depth,
+                "trial": s.trial,
+                "decode_tps": round(s.tps, 2),
+                "baseline_tps": round(s.baseline_tps, 2) if s.baseline_tps else None,
+            }
+            for s in schedule.steps
+        ],
+        "vllm": {
+            "speculative_config": vllm_speculative_config(
+                schedule.method, depths, running[0] if running else largest
+            )
+        },
+        "tensorrt_llm": {"speculative_config": tensorrt, "notes": capped},
+        "notes": [
+            "depths are the search's single launches at each concurrency; launch the schedule and measure it "
+            "(or `specsweep confirm` the per-concurrency picks) before relying on it"
+        ],
+    }

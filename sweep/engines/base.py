@@ -134,6 +134,17 @@ class Engine(ABC):
     @abstractmethod
     def wants_speculation(self, params: Params) -> bool: ...
 
+    def schedule_params(
+        self, params: Params, depths: list[tuple[int, int]], config: str
+    ) -> dict[str, Any] | None:
+        """Launch parameters that run `params` with a depth per batch size ((lowest batch size, depth) pairs),
+        the engine's schedule written to the file `config`; None where the engine has no depth schedule."""
+        return None
+
+    def schedule_file(self, depths: list[tuple[int, int]]) -> dict[str, Any] | None:
+        """The content of the file `schedule_params` names (JSON), if the engine reads one."""
+        return None
+
     def spec_shape(self, params: Params) -> SpecShape | None:
         """The depth, tree width and draft budget these (derived) parameters run with; None without speculation
         or where the engine cannot say."""

@@ -23,6 +23,7 @@ from sweep.engines.base import (
     ServerSetup,
     reason_from_log,
 )
+from sweep.engines.schedules import sglang_adaptive_config
 from sweep.errors import SpeculationInactive, UserError
 from sweep.results import LaunchFacts, RequestStatus, SpecShape
 
@@ -294,6 +295,24 @@ class SGLangEngine(Engine):
 
     def wants_speculation(self, params: Params) -> bool:
         return algorithm(params) is not None
+
+    def schedule_params(
+        self, params: Params, depths: list[tuple[int, int]], config: str
+    ) -> dict[str, Any] | None:
+        """Adaptive speculation with one candidate per batch-size slot: a fixed depth per batch size. It runs
+        EAGLE-family chains only; the buffers are sized for the deepest step."""
+        if algorithm(params) not in EAGLE_FAMILY:
+            return None
+        out = {
+            k: v
+            for k, v in params.items()
+            if k not in ("speculative-eagle-topk", "speculative-num-draft-tokens")
+        }
+        out["speculative-num-steps"] = max(1, max(depth for _, depth in depths))
+        return {**out, "speculative-adaptive": True, "speculative-adaptive-config": config}
+
+    def schedule_file(self, depths: list[tuple[int, int]]) -> dict[str, Any] | None:
+        return sglang_adaptive_config(depths)
 
     def spec_shape(self, params: Params) -> SpecShape | None:
         """Steps x top-k with a draft-token budget (EAGLE family, SGLang's defaults where unset); NGRAM drafts up to

@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-FORMATS = ("cli", "compose", "json", "yaml")
+FORMATS = ("cli", "compose", "json", "yaml", "schedule")
 
 
 @dataclass(frozen=True)

@@ -192,21 +192,18 @@ class Workload:
     first_prompt: int = 0
 
     @property
+    def family(self) -> str:
+        """The name and context without the stream count (`tool@8k`): the workloads a depth schedule spans."""
+        if not self.context_tokens:
+            return self.name
+        ctx = self.context_tokens  # 128000 -> 128k, 8192 -> 8k, 3500 -> 3500
+        label = f"{ctx // 1000}k" if ctx % 1000 == 0 else f"{ctx // 1024}k" if ctx % 1024 == 0 else str(ctx)
+        return f"{self.name}@{label}"
+
+    @property
     def key(self) -> str:
         """The name results and objectives use: `tool`, `tool@8k`, `tool@8k/2streams`."""
-        key = self.name
-        if self.context_tokens:
-            ctx = self.context_tokens  # 128000 -> 128k, 8192 -> 8k, 3500 -> 3500
-            key += (
-                f"@{ctx // 1000}k"
-                if ctx % 1000 == 0
-                else f"@{ctx // 1024}k"
-                if ctx % 1024 == 0
-                else f"@{ctx}"
-            )
-        if self.streams > 1:
-            key += f"/{self.streams}streams"
-        return key
+        return self.family + (f"/{self.streams}streams" if self.streams > 1 else "")
 
     def prompt_index(self, repeat: int, stream: int) -> int:
         """The prompt of a repeat's stream: the same in every trial, so trials pair up prompt by prompt."""

@@ -129,6 +129,10 @@ def build_parser(version: str) -> argparse.ArgumentParser:
         help="Adjust num_steps at runtime from the acceptance rate.",
     )
     add(
+        "--speculative-adaptive-config",
+        help="JSON with per-batch-size candidate_steps for adaptive speculative decoding.",
+    )
+    add(
         "--speculative-ngram-min-bfs-breadth",
         type=int,
         default=1,

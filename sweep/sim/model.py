@@ -10,7 +10,9 @@ import argparse
 import math
 import random
 from dataclasses import dataclass, field
+from typing import Any
 
+from sweep.sim.adaptive import AdaptiveConfigError, load_config
 from sweep.sim.profile import Profile
 
 EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
@@ -40,6 +42,8 @@ class Resolved:
     kv_bytes: int
     context_length: int
     notices: list[str] = field(default_factory=list)
+    # Adaptive speculation: the per-batch-size slots of its config (None: a fixed depth).
+    adaptive_slots: dict[int, dict[str, Any]] | None = None
 
     @property
     def speculative(self) -> bool:
@@ -97,7 +101,10 @@ def resolve(args: argparse.Namespace, profile: Profile) -> Resolved:
             "Max running requests is reset to 48 for speculative decoding. You can override this by explicitly "
             "setting --max-running-requests."
         )
-    if algorithm in EAGLE_FAMILY:
+    adaptive_slots = None
+    if getattr(args, "speculative_adaptive", False) and algorithm is not None:
+        adaptive_slots, steps, topk, draft_tokens = _adaptive(args, algorithm, steps, topk)
+    elif algorithm in EAGLE_FAMILY:
         if steps is None:
             # speculative_hook: auto parameters only when nothing was given
             if topk is not None or draft_tokens is not None:
@@ -127,7 +134,30 @@ def resolve(args: argparse.Namespace, profile: Profile) -> Resolved:
         max_running_requests=max_running or 0, chunked_prefill_size=chunked, max_bs_decode=max_bs_decode,
         max_bs_prefill=max_bs_prefill, mem_fraction_static=fraction, kv_bytes=kv_bytes,
         context_length=args.context_length or profile.model.context_length, notices=notices,
+        adaptive_slots=adaptive_slots,
     )  # fmt: skip
+
+
+def _adaptive(
+    args: argparse.Namespace, algorithm: str, steps: int | None, topk: int | None
+) -> tuple[dict[int, dict[str, Any]], int, int, int]:
+    """SGLang's checks for adaptive speculation (`adaptive_unsupported_reason`), then its slots: the buffers are
+    sized for the deepest candidate, so the draft tokens (and memory) are those of the largest step."""
+    reason = ""
+    if algorithm not in ("EAGLE", "EAGLE3", "NEXTN"):  # NEXTN is an alias of EAGLE
+        reason = f"speculative_algorithm={algorithm} (only EAGLE/EAGLE3 are supported)"
+    elif topk is not None and topk != 1:
+        reason = f"speculative_eagle_topk={topk} (only topk=1 is supported)"
+    if reason:
+        raise StartupFailure(f"ValueError: --speculative-adaptive is not supported with {reason}")
+    try:
+        slots = load_config(args.speculative_adaptive_config)
+    except AdaptiveConfigError as exc:
+        raise StartupFailure(f"ValueError: {exc}") from None
+    deepest = max(s for entry in slots.values() for s in entry["candidate_steps"])
+    first = sorted(set(slots[min(slots)]["candidate_steps"]))
+    initial = steps if steps is not None else first[len(first) // 2]
+    return slots, initial, 1, max(deepest, initial) + 1
 
 
 def decode_buckets(max_bs: int, cap: int) -> list[int]:
@@ -233,7 +263,7 @@ class StepModel:
     def draft_budget(self) -> int:
         """Draft tokens verified per step, the root excluded."""
         r = self.resolved
-        if self.steps_override is not None:
+        if self.steps_override is not None or r.adaptive_slots is not None:
             return self.steps  # adaptive speculation is topk 1: a chain of `steps`
         return max(0, r.draft_tokens - 1)
 

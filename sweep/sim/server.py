@@ -7,6 +7,7 @@ Endpoints: /health, /health_generate, /server_info (/get_server_info), /model_in
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import fcntl
 import json
 import math
@@ -24,6 +25,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from sweep.sim.adaptive import AdaptiveSteps
 from sweep.sim.faults import Faults
 from sweep.sim.flags import build_parser, normalize
 from sweep.sim.model import (
@@ -160,6 +162,11 @@ class Simulator:
         self.accept_window: list[
             tuple[int, int]
         ] = []  # (accepted+bonus tokens, verify steps) since the last flush
+        self.adaptive = (
+            AdaptiveSteps(resolved.steps, resolved.adaptive_slots, plan.decode_buckets)
+            if resolved.adaptive_slots is not None
+            else None
+        )
 
     def sleep(self, seconds: float) -> None:
         if self.args.sim_time_scale > 0:  # 0: no waiting at all (benchmarks that only want the numbers)
@@ -223,12 +230,17 @@ class Simulator:
                 while produced < max_new:
                     with self.lock:
                         running = self.running
+                    if self.adaptive is not None:  # the depth this batch size runs at now
+                        model = dataclasses.replace(model, steps_override=self.adaptive.steps_for(running))
                     step = model.step_seconds(running, rng, pace)
                     self.sleep(step)
                     decode += step
                     accepted = model.accepted_drafts(accept_rng)
                     emit = min(accepted + 1, max_new - produced)
                     produced += emit
+                    if self.adaptive is not None:
+                        for line in self.adaptive.on_verify(accepted, running):
+                            log(line, scheduler=True)
                     if self.resolved.speculative:
                         verify, correct = verify + 1, correct + accepted
                     yield text.take(emit), None
@@ -527,6 +539,10 @@ def start_up(args: argparse.Namespace, profile: Profile) -> Simulator:
     resolved = resolve(args, profile)
     for notice in resolved.notices:
         log(notice)
+    if resolved.adaptive_slots is not None:
+        first = sorted(set(resolved.adaptive_slots[min(resolved.adaptive_slots)]["candidate_steps"]))
+        steps = resolved.steps if resolved.steps in first else first[len(first) // 2]
+        log(f"AdaptiveSpeculativeParams initialized: steps={steps}, candidate_steps={first}", scheduler=True)
     speed, m = profile.speed, profile.model
     log(f"Load weight begin. avail mem={profile.gpu.memory_gb - 0.5:.2f} GB", scheduler=True)
     time.sleep(speed.startup_s * args.sim_time_scale)

@@ -1,0 +1,89 @@
+"""The best draft depth per concurrency: what to put in an engine's depth schedule.
+
+A space that measures one workload at several stream counts (`streams: [1, 2, 4, 8]`) gives, for every launched
+configuration, a speed at each concurrency. The schedule keeps the speculative method of the best chain at the
+lowest concurrency (SGLang's adaptive speculation runs chains only: top-k 1, draft tokens = steps + 1) and picks,
+per stream count, the depth of that method whose measured decode t/s is highest there, or 0 (speculation off)
+where the baseline is fastest. Speeds are the search's measurements (one launch each); `specsweep confirm`
+checks the picks one by one, and the exported schedule can be launched and measured as a whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sweep.analysis import TrialView, complete_views, decode_median
+from sweep.probes.workloads import Workload
+
+
+@dataclass(frozen=True)
+class ScheduleStep:
+    streams: int  # the lowest batch size this depth applies to (up to the next step's)
+    workload: str  # the workload key measured at this concurrency
+    depth: int  # 0: speculation off
+    trial: int
+    tps: float  # decode t/s per stream of that trial there
+    baseline_tps: float | None
+
+
+@dataclass(frozen=True)
+class DepthSchedule:
+    family: str  # the workload without its stream count
+    method: str
+    params: dict[str, object]  # the lowest concurrency's best chain: the launch the schedule extends
+    steps: tuple[ScheduleStep, ...]
+
+    def depth_at(self, batch: int) -> int:
+        """The depth for a batch size: the step with the largest stream count not above it."""
+        chosen = self.steps[0].depth
+        for step in self.steps:
+            if step.streams <= batch:
+                chosen = step.depth
+        return chosen
+
+
+def _chains(views: list[TrialView], method: str | None) -> list[TrialView]:
+    return [
+        v
+        for v in complete_views(views)
+        if v.record
+        and v.record.shape
+        and v.record.shape.width == 1
+        and method in (None, v.record.shape.method)
+    ]
+
+
+def depth_schedules(views: list[TrialView], workloads: Sequence[Workload]) -> list[DepthSchedule]:
+    """One schedule per workload family measured at two or more stream counts, where a chain was measured."""
+    families: dict[str, list[Workload]] = {}
+    for workload in workloads:
+        families.setdefault(workload.family, []).append(workload)
+    baseline = next((v for v in complete_views(views) if v.role == "baseline"), None)
+    out = []
+    for family, members in families.items():
+        members = sorted(members, key=lambda w: w.streams)
+        if len(members) < 2:
+            continue
+        lowest = members[0].key
+        ranked = [(decode_median(v, lowest) or 0.0, v) for v in _chains(views, None)]
+        if not ranked:
+            continue
+        _, first = max(ranked, key=lambda pair: pair[0])
+        assert first.record is not None and first.record.shape is not None
+        method = first.record.shape.method
+        steps = []
+        for workload in members:
+            base = decode_median(baseline, workload.key) if baseline else None
+            best_tps, best = max(
+                ((decode_median(v, workload.key) or 0.0, v) for v in _chains(views, method)),
+                key=lambda p: p[0],
+            )
+            assert best.record is not None and best.record.shape is not None
+            if base is not None and base >= best_tps and baseline is not None:
+                steps.append(ScheduleStep(workload.streams, workload.key, 0, baseline.number, base, base))
+            else:
+                depth = best.record.shape.depth
+                steps.append(ScheduleStep(workload.streams, workload.key, depth, best.number, best_tps, base))
+        out.append(DepthSchedule(family, method, dict(first.record.params), tuple(steps)))
+    return out
