@@ -19,7 +19,15 @@ from sweep.engines import Engine
 from sweep.errors import UserError
 from sweep.results import SpecShape, TrialRecord
 from sweep.space import Space
-from sweep.surface import Axis, Prediction, StartChance, WorkloadSurface, observations, request_noise
+from sweep.surface import (
+    Axis,
+    Prediction,
+    StartChance,
+    SurfacePoint,
+    WorkloadSurface,
+    observations,
+    request_noise,
+)
 
 # A launch that failed here never measured anything: the model learns where servers do not start.
 STARTUP_STAGES = ("launch", "params", "speculation")
@@ -100,11 +108,14 @@ class ModelSearch:
     space: Space
     pool: Candidates
 
-    def surfaces(self, records: Sequence[TrialRecord]) -> dict[str, WorkloadSurface]:
+    def surfaces(
+        self, records: Sequence[TrialRecord], keys: Sequence[str] | None = None
+    ) -> dict[str, WorkloadSurface]:
+        """One model per workload: the objective's by default (what the search optimises)."""
         shape_axes = axes(self.space)
         return {
             key: WorkloadSurface(shape_axes, observations(records, key), request_noise(records, key))
-            for key in self.space.objective_names
+            for key in keys or self.space.objective_names
         }
 
     def untried(self, records: Sequence[TrialRecord]) -> list[Candidate]:
@@ -151,3 +162,18 @@ class ModelSearch:
             ):
                 open_.append(key)
         return open_
+
+
+def predicted_surface(space: Space, engine: Engine, records: Sequence[TrialRecord]) -> list[SurfacePoint]:
+    """The model's prediction for every launchable speculative configuration on every workload."""
+    pool = candidates(space, engine)
+    search = ModelSearch(space, pool)
+    surfaces = search.surfaces(records, space.workload_keys)
+    tried = {launch_key(r.params) for r in records}
+    return [
+        SurfacePoint(key, c.params, c.shape, p.tps, p.sd, p.accept_length, launch_key(c.params) in tried)
+        for c in pool.items
+        if c.shape is not None
+        for key, surface in surfaces.items()
+        if (p := surface.predict(c.params, c.shape))
+    ]

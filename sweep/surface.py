@@ -75,6 +75,19 @@ class Observation:
 
 
 @dataclass(frozen=True)
+class SurfacePoint:
+    """The model's prediction for one configuration on one workload (what the dashboard draws)."""
+
+    workload: str
+    params: Mapping[str, Any]
+    shape: SpecShape
+    tps: float
+    sd: float
+    accept_length: float | None
+    measured: bool  # launched already (its measurement is drawn beside it)
+
+
+@dataclass(frozen=True)
 class Prediction:
     tps: float
     sd: float  # on the log scale: tps x exp(+-sd) is one standard deviation

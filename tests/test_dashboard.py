@@ -3,6 +3,7 @@ headless Chromium, recommendations, export that launches, and compare."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shlex
@@ -16,7 +17,9 @@ import pytest
 
 from sweep.analysis import Study, study_frame, trial_views
 from sweep.cli import main
-from sweep.outputs.dashboard import build, speed_panel
+from sweep.outputs.dashboard import build, pareto_panel, speed_panel, surface_panel
+from sweep.results import SpecShape
+from sweep.surface import SurfacePoint
 from tests.test_analysis import view
 
 REPO = Path(__file__).resolve().parents[1]
@@ -236,3 +239,45 @@ def test_every_measured_trial_is_in_the_speed_panel_one_plot_per_method() -> Non
     }
     axes = {panel.figure.layout[f"xaxis{i if i > 1 else ''}"].title.text for i in range(1, 5)}
     assert axes == {"spec-ngram-simple-size-n", "spec-ngram-map-k-size-n", "spec-ngram-mod-n-min", "trial"}
+
+
+def test_surface_panel_draws_the_model_over_every_measured_launch_per_method() -> None:
+    """Each method in its own column; every measured speculative launch is a point at its own depth, and the
+    model's line runs through the depths it predicts."""
+    shapes = {
+        1: SpecShape("ngram-simple", 48, 1, 48),
+        2: SpecShape("ngram-simple", 48, 1, 48),
+        3: SpecShape("ngram-mod", 64, 1, 64),
+        4: SpecShape("NEXTN", 3, 2, 7),
+    }
+    views = [view(0, {"speculative-algorithm": "none"}, {"code": 30.0}, role="baseline")]
+    for number, shape in shapes.items():
+        spec = view(number, {"n": number}, {"code": 40.0 + number})
+        assert spec.record is not None
+        views.append(dataclasses.replace(spec, record=dataclasses.replace(spec.record, shape=shape)))
+    predicted = [
+        SurfacePoint("code", {"n": d}, SpecShape("NEXTN", d, 1, d), 40.0 + d, 0.1, 1 + d / 2, d == 3)
+        for d in range(1, 6)
+    ]
+    panel = surface_panel(predicted, views)
+    assert panel.figure is not None
+    titles = [a.text for a in panel.figure.layout.annotations if a.text.endswith("decode t/s")]
+    assert titles == ["NEXTN: decode t/s", "ngram-simple: decode t/s", "ngram-mod: decode t/s"]
+    measured = [
+        t
+        for t in panel.figure.data
+        if t.type == "scatter" and t.mode == "markers" and t.hovertext and "trial" in t.hovertext[0]
+    ]
+    tps_points = [t for t in measured if t.yaxis in ("y", "y2", "y3")]
+    assert sorted(len(t.x) for t in tps_points) == [1, 1, 2]  # all four speculative launches, none hidden
+    model = [t for t in panel.figure.data if t.name == "code (model)"]
+    assert len(model) == 1 and list(model[0].x) == [1, 2, 3, 4, 5]
+
+
+def test_pareto_panel_is_left_out_for_a_single_context_size() -> None:
+    views = [view(n, {"n": n}, {"code": 30.0 + n}) for n in range(3)]
+    for v in views:
+        assert v.record is not None
+        v.record.facts.context_length, v.record.facts.kv_pool_tokens = 4096, 100000
+    panel = pareto_panel(views)
+    assert panel.figure is None and "same usable context (4096 tokens)" in panel.html

@@ -6,9 +6,8 @@ import argparse
 from pathlib import Path
 
 from sweep.cli.compare import DEFAULT_DIR
-from sweep.cli.shared import add_study_options, load, results
+from sweep.cli.shared import add_study_options, load, page, results
 from sweep.files import write_atomic
-from sweep.outputs.dashboard import build
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -21,6 +20,6 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def main(args: argparse.Namespace) -> int:
     study = load(args.study, args.storage, args.runs)
     out = args.output or DEFAULT_DIR / f"{args.study}.html"
-    write_atomic(out, build(study, args.study, results(study)))
+    write_atomic(out, page(study, args.study, results(study)))
     print(out)
     return 0

@@ -23,9 +23,20 @@ from sweep.errors import UserError, mask_secrets
 from sweep.files import write_atomic
 from sweep.outputs.console import report_text
 from sweep.outputs.dashboard import build
+from sweep.search import predicted_surface
 from sweep.space import Space, load_space, parse_space
 from sweep.stats import MIN_GAIN
-from sweep.study import LIMITS_ATTR, MIN_GAIN_ATTR, SPACE_PATH_ATTR, SPACE_TEXT_ATTR, StudyPaths, make_storage
+from sweep.study import (
+    LIMITS_ATTR,
+    MIN_GAIN_ATTR,
+    SPACE_PATH_ATTR,
+    SPACE_TEXT_ATTR,
+    StudyPaths,
+    build_engine,
+    make_storage,
+    search_records,
+)
+from sweep.surface import SurfacePoint
 
 DEFAULT_RUNS = Path("runs")
 
@@ -68,6 +79,21 @@ def results(study: optuna.Study) -> Study:
     )
 
 
+def surface_of(study: optuna.Study) -> list[SurfacePoint]:
+    """The model's surface for the dashboard (none for a study that does not hold its space file, or whose
+    space no longer loads, e.g. a prompt file that moved)."""
+    try:
+        space = stored_space(study, None)
+        return predicted_surface(space, build_engine(space), search_records(study))
+    except UserError:
+        return []
+
+
+def page(study: optuna.Study, name: str, found: Study) -> str:
+    """The dashboard of a study, with the model's surface."""
+    return build(study, name, found, surface_of(study))
+
+
 def publish(study: optuna.Study, name: str, runs: Path) -> None:
     """The report on stdout and the dashboard beside runs/ (as in a clone: runs/ and dashboards/ at the top)."""
     found = results(study)
@@ -77,9 +103,9 @@ def publish(study: optuna.Study, name: str, runs: Path) -> None:
             name, found, recommendations(found, warnings), overall_recommendation(found, warnings), warnings
         )
     )
-    page = runs.parent / "dashboards" / f"{name}.html"
-    write_atomic(page, build(study, name, found))
-    progress(f"dashboard: {page}")
+    path = runs.parent / "dashboards" / f"{name}.html"
+    write_atomic(path, page(study, name, found))
+    progress(f"dashboard: {path}")
 
 
 def stored_space(study: optuna.Study, given: Path | None) -> Space:

@@ -1,7 +1,8 @@
 """The morning dashboard: one self-contained HTML file (plotly.js inside) per study.
 
-Panels: recommendations; decode t/s against the speculative depth with the baseline; acceptance over the two
-main speculative settings; context against acceptance and t/s; speed against usable context (Pareto front);
+Panels: recommendations; decode t/s against the speculative depth with the baseline; the surface model's
+predicted t/s and acceptance per method with every measured launch over it; context against acceptance and
+t/s; speed against usable context (Pareto front, when the study has more than one context size);
 memory per trial with "free but unused" flagged; failed trials and silent overrides; parameter importance;
 the trial timeline. A panel without data says so in words instead of drawing an empty plot.
 """
@@ -12,7 +13,7 @@ import html
 import json
 import math
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import optuna
@@ -37,6 +38,7 @@ from sweep.analysis import (
 )
 from sweep.outputs.compare import usable_context
 from sweep.outputs.console import gain_text, params_text, pct, speed_text
+from sweep.surface import SurfacePoint
 
 # Words that mark a parameter as the speculative depth, most telling first (SGLang steps, llama.cpp lengths).
 DEPTH_WORDS = ("num-steps", "n-max", "draft-tokens", "size-n", "n-min", "size-m", "n-match")
@@ -70,15 +72,6 @@ def numeric_params(frame: pd.DataFrame) -> list[str]:
         name: next((i for i, w in enumerate(DEPTH_WORDS) if w in name), len(DEPTH_WORDS)) for name in names
     }
     return sorted(names, key=lambda n: (-coverage[n], rank[n]))
-
-
-def second_axis(frame: pd.DataFrame, x: str, names: list[str]) -> str | None:
-    """A second setting that varies where the first is set (draft tokens beside steps), if there is one."""
-    rows = frame[pd.to_numeric(frame[x], errors="coerce").notna()]
-    for name in names:
-        if name != x and pd.to_numeric(rows[name], errors="coerce").dropna().nunique() > 1:
-            return name
-    return None
 
 
 def _message(title: str, text: str) -> Panel:
@@ -175,45 +168,199 @@ def speed_panel(frame: pd.DataFrame, views: dict[int, TrialView]) -> Panel:
     return Panel(title, fig)
 
 
-def acceptance_panel(frame: pd.DataFrame) -> Panel:
-    title = "Acceptance over the speculative settings"
-    names = numeric_params(frame)
-    spec = frame[frame["acceptance_length"].notna()] if not frame.empty else frame
-    if not names or spec.empty:
-        return _message(title, "No trial drafted tokens yet, so there is no acceptance to show.")
-    workloads = list(dict.fromkeys(spec["workload"]))
-    fig = make_subplots(rows=2, cols=len(workloads), subplot_titles=[f"{w}: accept length" for w in workloads]
-                        + [f"{w}: accept rate" for w in workloads], vertical_spacing=0.18)  # fmt: skip
-    x = names[0]
-    y = second_axis(spec, x, names)
-    for col, workload in enumerate(workloads, start=1):
-        rows = spec[spec["workload"] == workload]
-        for row, metric in ((1, "acceptance_length"), (2, "acceptance_rate")):
-            if y is None:
-                pts = rows.assign(v=pd.to_numeric(rows[x], errors="coerce")).sort_values("v")
-                fig.add_trace(
-                    go.Scatter(x=pts["v"], y=pts[metric], mode="markers+lines", showlegend=False),
-                    row=row,
-                    col=col,
-                )
-            else:
-                grid = rows.pivot_table(index=y, columns=x, values=metric, aggfunc="max")
-                fig.add_trace(
-                    go.Heatmap(
-                        z=grid.values,
-                        x=list(grid.columns),
-                        y=list(grid.index),
-                        coloraxis="coloraxis" if row == 1 else "coloraxis2",
-                    ),
-                    row=row,
-                    col=col,
-                )
-            fig.update_xaxes(title_text=x.removeprefix("param:"), row=row, col=col)
-            if y is not None:
-                fig.update_yaxes(title_text=y.removeprefix("param:"), row=row, col=col)
-    fig.update_layout(height=650, coloraxis={"colorscale": "Viridis", "colorbar": {"title": "tokens/step", "y": 0.8, "len": 0.4}},
-                      coloraxis2={"colorscale": "Cividis", "colorbar": {"title": "rate", "y": 0.2, "len": 0.4}})  # fmt: skip
+def _best_per_depth(points: list[SurfacePoint]) -> list[SurfacePoint]:
+    """At each depth, the configuration the model rates fastest (over tree widths and draft budgets)."""
+    best: dict[int, SurfacePoint] = {}
+    for point in points:
+        if point.shape.depth not in best or point.tps > best[point.shape.depth].tps:
+            best[point.shape.depth] = point
+    return [best[d] for d in sorted(best)]
+
+
+def _point_text(point: SurfacePoint) -> str:
+    shape = point.shape
+    return (
+        f"predicted {point.tps:.1f} t/s (x/ {math.exp(point.sd):.2f})<br>depth {shape.depth}, width {shape.width}, "
+        f"draft budget {shape.budget}<br>" + "<br>".join(f"{k}={v}" for k, v in point.params.items())
+    )
+
+
+def surface_panel(surface: list[SurfacePoint], views: list[TrialView]) -> Panel:
+    """Per speculative method: the model's predicted decode t/s and acceptance over the depth (the best width
+    and budget at each depth, with a one-sd band) and every measured launch of that method over it, then the
+    predicted t/s over depth x draft budget for the first workload."""
+    title = "The model's surface, per speculative method: predicted (lines) and measured (points)"
+    measured = [v for v in complete_views(views) if v.record and v.record.shape]
+    methods = list(
+        dict.fromkeys(
+            [p.shape.method for p in surface]
+            + [v.record.shape.method for v in measured if v.record and v.record.shape]
+        )
+    )
+    if not methods:
+        return _message(title, "No speculative configuration was measured or predicted yet.")
+    workloads = list(dict.fromkeys(p.workload for p in surface)) or list(
+        dict.fromkeys(k for v in measured if v.record for k in v.record.workloads)
+    )
+    colors = {w: f"hsl({i * 67 % 360},60%,45%)" for i, w in enumerate(workloads)}
+    fig = make_subplots(
+        rows=3,
+        cols=len(methods),
+        vertical_spacing=0.09,
+        subplot_titles=[f"{m}: decode t/s" for m in methods]
+        + [f"{m}: accept length" for m in methods]
+        + [f"{m}: predicted t/s, {workloads[0]}" for m in methods],
+    )
+    for col, method in enumerate(methods, start=1):
+        for workload in workloads:
+            line = _best_per_depth(
+                [p for p in surface if p.shape.method == method and p.workload == workload]
+            )
+            _predicted_traces(fig, line, workload, colors[workload], col)
+            _measured_traces(fig, measured, method, workload, colors[workload], col)
+        _budget_heatmap(
+            fig, [p for p in surface if p.shape.method == method and p.workload == workloads[0]], col
+        )
+        fig.update_xaxes(title_text="depth (draft positions per step)", row=2, col=col)
+        fig.update_xaxes(title_text="depth", row=3, col=col)
+        fig.update_yaxes(title_text="draft budget (tokens verified)", row=3, col=col)
+    fig.update_yaxes(title_text="decode tokens/s", row=1, col=1)
+    fig.update_yaxes(title_text="tokens per step", row=2, col=1)
+    fig.update_layout(
+        height=1050, coloraxis={"colorscale": "Viridis", "colorbar": {"title": "t/s", "y": 0.15, "len": 0.3}}
+    )
     return Panel(title, fig)
+
+
+def _predicted_traces(fig: go.Figure, line: list[SurfacePoint], workload: str, color: str, col: int) -> None:
+    if not line:
+        return
+    depths = [p.shape.depth for p in line]
+    upper = [p.tps * math.exp(p.sd) for p in line]
+    lower = [p.tps * math.exp(-p.sd) for p in line]
+    fig.add_trace(
+        go.Scatter(
+            x=depths + depths[::-1],
+            y=upper + lower[::-1],
+            mode="lines",
+            fill="toself",
+            line={"width": 0},
+            fillcolor=color.replace("hsl", "hsla").replace(")", ",0.15)"),
+            hoverinfo="skip",
+            showlegend=False,
+            legendgroup=workload,
+        ),
+        row=1,
+        col=col,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=depths,
+            y=[p.tps for p in line],
+            mode="lines",
+            line={"color": color, "dash": "dash"},
+            name=f"{workload} (model)",
+            legendgroup=workload,
+            showlegend=col == 1,
+            hovertext=[_point_text(p) for p in line],
+            hoverinfo="text",
+        ),
+        row=1,
+        col=col,
+    )
+    lengths = [(p.shape.depth, p.accept_length) for p in line if p.accept_length is not None]
+    if lengths:
+        fig.add_trace(
+            go.Scatter(
+                x=[d for d, _ in lengths],
+                y=[a for _, a in lengths],
+                mode="lines",
+                line={"color": color, "dash": "dash"},
+                showlegend=False,
+                legendgroup=workload,
+            ),
+            row=2,
+            col=col,
+        )
+
+
+def _measured_traces(
+    fig: go.Figure, measured: list[TrialView], method: str, workload: str, color: str, col: int
+) -> None:
+    mine = [v for v in measured if v.record and v.record.shape and v.record.shape.method == method]
+    points = [(v, s) for v in mine if v.record and (s := v.record.workloads.get(workload)) and s.decode_tps]
+    if not points:
+        return
+    hover = [f"trial {v.number}<br>{_flags(v)}" for v, _ in points]
+    depths = [v.record.shape.depth for v, _ in points if v.record and v.record.shape]
+    fig.add_trace(
+        go.Scatter(
+            x=depths,
+            y=[s.decode_tps.median for _, s in points if s.decode_tps],
+            mode="markers",
+            marker={"color": color, "size": 9},
+            name=f"{workload} (measured)",
+            legendgroup=workload,
+            showlegend=col == 1,
+            hovertext=hover,
+            hoverinfo="text+y",
+        ),
+        row=1,
+        col=col,
+    )
+    lengths = [
+        (d, s.acceptance_length.median, h)
+        for (_, s), d, h in zip(points, depths, hover, strict=True)
+        if s.acceptance_length
+    ]
+    if lengths:
+        fig.add_trace(
+            go.Scatter(
+                x=[d for d, _, _ in lengths],
+                y=[a for _, a, _ in lengths],
+                mode="markers",
+                marker={"color": color, "size": 9},
+                showlegend=False,
+                legendgroup=workload,
+                hovertext=[h for _, _, h in lengths],
+                hoverinfo="text+y",
+            ),
+            row=2,
+            col=col,
+        )
+
+
+def _budget_heatmap(fig: go.Figure, points: list[SurfacePoint], col: int) -> None:
+    if not points:
+        return
+    best: dict[tuple[int, int], SurfacePoint] = {}
+    for p in points:
+        key = (p.shape.depth, p.shape.budget)
+        if key not in best or p.tps > best[key].tps:
+            best[key] = p
+    depths = sorted({d for d, _ in best})
+    budgets = sorted({b for _, b in best})
+    z = [[best[(d, b)].tps if (d, b) in best else None for d in depths] for b in budgets]
+    text = [[_point_text(best[(d, b)]) if (d, b) in best else "" for d in depths] for b in budgets]
+    fig.add_trace(
+        go.Heatmap(z=z, x=depths, y=budgets, coloraxis="coloraxis", hovertext=text, hoverinfo="text"),
+        row=3,
+        col=col,
+    )
+    launched = [p for p in points if p.measured]
+    fig.add_trace(
+        go.Scatter(
+            x=[p.shape.depth for p in launched],
+            y=[p.shape.budget for p in launched],
+            mode="markers",
+            marker={"symbol": "x", "color": "white", "size": 8},
+            name="launched",
+            showlegend=col == 1,
+            hoverinfo="skip",
+        ),
+        row=3,
+        col=col,
+    )
 
 
 def context_panel(frame: pd.DataFrame, views: dict[int, TrialView]) -> Panel:
@@ -254,6 +401,12 @@ def pareto_panel(views: list[TrialView]) -> Panel:
             points.append((context, sum(speeds) / len(speeds), view))
     if not points:
         return _message(title, "No completed trial reported both its usable context and a speed.")
+    if len({p[0] for p in points}) == 1:
+        return _message(
+            title,
+            f"Every trial had the same usable context ({points[0][0]} tokens), so there is no trade-off between "
+            "speed and context to draw; sweep the context length or memory flags to see one.",
+        )
     points.sort(key=lambda p: (-p[0], -p[1]))
     front, best = [], -1.0
     for context, speed, _view in points:  # widest context first: on the front if faster than every wider one
@@ -434,14 +587,15 @@ def script_json(text: str) -> str:
 def figure_html(figure: go.Figure, div_id: str) -> str:
     """A plotly figure as a div and the script that draws it, its JSON escaped by `script_json`."""
     data = script_json(plotly.io.to_json(figure, validate=False))
+    height = int(figure.layout.height or 450)  # a taller figure (rows of subplots) gets its own height
     return (
-        f"<div id='{div_id}' class='plotly-graph-div' style='height:450px;width:100%'></div>"
+        f"<div id='{div_id}' class='plotly-graph-div' style='height:{height}px;width:100%'></div>"
         f"<script type='text/javascript'>(function(){{var f={data};"
         f"Plotly.newPlot('{div_id}',f.data,f.layout,{{responsive:true}});}})();</script>"
     )
 
 
-def build(study: optuna.Study, study_name: str, found: Study) -> str:
+def build(study: optuna.Study, study_name: str, found: Study, surface: Sequence[SurfacePoint] = ()) -> str:
     views = found.search
     by_number = {v.number: v for v in views}
     frame = study_frame(views)
@@ -449,7 +603,7 @@ def build(study: optuna.Study, study_name: str, found: Study) -> str:
     recs, overall = recommendations(found, warnings), overall_recommendation(found, warnings)
     panels: list[Panel] = [Panel("Recommendations", html=recommendations_html(recs, overall, warnings))]
     builders: list[Callable[[], Panel]] = [
-        lambda: speed_panel(frame, by_number), lambda: acceptance_panel(frame), lambda: context_panel(frame, by_number),
+        lambda: speed_panel(frame, by_number), lambda: surface_panel(list(surface), views), lambda: context_panel(frame, by_number),
         lambda: pareto_panel(views), lambda: memory_panel(views), lambda: failures_panel(views, found.confirm),
         lambda: importance_panel(study), lambda: timeline_panel(study),
     ]  # fmt: skip
