@@ -397,6 +397,8 @@ class Sweep:
         return study
 
     def _stop_at_target(self, study: optuna.Study, _trial: optuna.trial.FrozenTrial) -> None:
+        if self.baseline_launch_failure:
+            return  # the sweep stops already: queue nothing more
         if self._should_stop(study):
             study.stop()
         else:
