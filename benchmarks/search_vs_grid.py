@@ -1,10 +1,14 @@
 """Search against the exhaustive grid on the simulator: does `model` (or `tpe`) find each workload's optimum with
 10% of the grid's launches?
 
-    .venv/bin/python benchmarks/search_vs_grid.py [--seeds 5] [--fraction 0.1]
+    .venv/bin/python benchmarks/search_vs_grid.py [--seeds 5] [--fraction 0.1]     # drawn launches, fast
+    .venv/bin/python benchmarks/search_vs_grid.py --launch [--seeds 1]              # real sim servers, `specsweep run`
 
 Every configuration's expected decode t/s per workload comes from the simulator's own performance model (the
-numbers a sim server converges to), so the grid's optimum is exact. Each search then runs the driver's order
+numbers a sim server converges to), so the grid's optimum is exact. With `--launch`, each search is a real
+`specsweep run` against simulated servers (HTTP, probes, the driver's covering trials, duplicates and failed
+starts as they happen), and the wall time of the search is set against the grid's (its launches at the search's
+measured time per launch). Without it, each search runs the driver's order
 (baseline, the covering start-up trials, then its own picks) against launches drawn with the profile's noise
 (launch drift, request noise over the probe's repeats), each pick costing one launch; duplicates after the
 engine's derivation and infeasible points cost none, as in the sweep. Reported per profile and workload: the
@@ -17,7 +21,10 @@ import argparse
 import math
 import random
 import statistics
+import subprocess
 import sys
+import tempfile
+import time
 import warnings
 from pathlib import Path
 from typing import Any
@@ -32,6 +39,7 @@ from sweep.sim.flags import build_parser, normalize
 from sweep.sim.model import StartupFailure, StepModel, plan_memory, resolve
 from sweep.sim.profile import PROFILES, Profile
 from sweep.space import SearchKind, Space, parse_space
+from sweep.study import search_records
 
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
 optuna.logging.set_verbosity(optuna.logging.ERROR)
@@ -39,6 +47,7 @@ optuna.logging.set_verbosity(optuna.logging.ERROR)
 SPACE = """
 engine: sglang
 server: {launcher: ["{python}", -m, sweep.sim], model: /models/m}
+fixed: {kv-cache-dtype: fp8_e4m3}
 params:
   speculative-algorithm: {choices: [NEXTN]}
   speculative-num-steps: {int: [1, 8]}
@@ -51,6 +60,7 @@ workloads:
   - {class: code, name: code-long, context: [32768]}
   - {class: prose, name: prose-4, streams: [4]}
 probe: {repeats: 3}
+confirm: {launches: 0}
 trials: 24
 """
 PROFILE_FILES = ("qwen3.8-27b-int4-32gb.yaml", "report004-3090-24gb.yaml", "small-draft-24gb.yaml")
@@ -162,6 +172,35 @@ def run_search(
     return records
 
 
+def run_launched(kind: SearchKind, profile: str, launches: int, seed: int) -> tuple[list[TrialRecord], float]:
+    """A real sweep on simulated servers: the records it measured and its wall time."""
+    with tempfile.TemporaryDirectory() as tmp:
+        text = SPACE.replace(
+            'launcher: ["{python}", -m, sweep.sim]',
+            f'launcher: ["{{python}}", -m, sweep.sim, --sim-time-scale, "0.05", --sim-profile, "{PROFILES / profile}"]',
+        )
+        text = text.replace("trials: 24", f"trials: {launches}\nsearch: {kind.value}\nseed: {seed}")
+        (Path(tmp) / "space.yaml").write_text(text)
+        argv = [sys.executable, "-m", "sweep", "run", "--space", str(Path(tmp) / "space.yaml"), "--study", "b",
+                "--runs", str(Path(tmp) / "runs"), "--no-confirm"]  # fmt: skip
+        started = time.monotonic()
+        done = subprocess.run(argv, capture_output=True, text=True, check=False)
+        wall = time.monotonic() - started
+        if done.returncode != 0:
+            raise SystemExit(done.stderr[-2000:])
+        study = optuna.load_study(
+            study_name="b", storage=f"sqlite:///{Path(tmp) / 'runs' / 'b' / 'study.db'}"
+        )
+        return search_records(study), wall
+
+
+def measured_tps(record: TrialRecord, key: str) -> float | None:
+    summary = record.workloads.get(key)
+    if record.failed or summary is None or summary.decode_tps is None:
+        return None
+    return summary.decode_tps.median
+
+
 def truth_pool(pool: list[Candidate]) -> Any:
     from sweep.search import Candidates
 
@@ -173,6 +212,9 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--fraction", type=float, default=0.10)
     parser.add_argument("--profiles", nargs="*", default=list(PROFILE_FILES))
+    parser.add_argument(
+        "--launch", action="store_true", help="real `specsweep run` sweeps on simulated servers"
+    )
     args = parser.parse_args()
     space = parse_space(yaml.safe_load(SPACE.replace("{python}", sys.executable)), Path("."))
     engine = SGLangEngine(ServerSetup([sys.executable, "-m", "sweep.sim"], "/models/m"))
@@ -201,13 +243,19 @@ def main() -> int:
             k: {w: [] for w in space.objective_names} for k in SearchKind
         }
         used: dict[SearchKind, list[int]] = {k: [] for k in SearchKind}
+        walls: dict[SearchKind, list[float]] = {k: [] for k in SearchKind}
         for kind in SearchKind:
             for seed in range(args.seeds):
-                records = run_search(kind, truth, pool.items, launches, seed)
+                if args.launch:
+                    records, wall = run_launched(kind, name, launches, seed)
+                    walls[kind].append(wall)
+                    records = [r for r in records if r.stage != "infeasible"]
+                else:
+                    records = run_search(kind, truth, pool.items, launches, seed)
                 for key in space.objective_names:
                     measured = sorted(
-                        (r for r in records if not r.failed),
-                        key=lambda r: -r.workloads[key].decode_tps.median,  # type: ignore[union-attr]
+                        (r for r in records if measured_tps(r, key) is not None),
+                        key=lambda r: -(measured_tps(r, key) or 0.0),
                     )
                     best_true = max(grid_best[key], truth.tps(baseline, key))
                     shares[kind][key].append(truth.tps(measured[0].params, key) / best_true)
@@ -235,6 +283,14 @@ def main() -> int:
             "launches per search (baseline and start-up included): "
             + ", ".join(f"{k.value} {max(v)}" for k, v in used.items())
         )
+        for kind, values in walls.items():
+            if values:
+                wall = statistics.median(values)
+                grid_wall = (len(pool.items) + 1) * wall / launches  # every configuration once, same pace
+                print(
+                    f"{kind.value}: search wall time {wall:.0f} s; the grid at the same time per launch "
+                    f"{grid_wall:.0f} s ({wall / grid_wall:.0%})"
+                )
     print(
         "\nworst share of the grid's best over every profile, workload and seed: "
         + ", ".join(f"{k} {v:.1%}" for k, v in worst.items())
