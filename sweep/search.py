@@ -83,9 +83,14 @@ def candidates(space: Space, engine: Engine, limit: int = GRID_LIMIT) -> Candida
 
 
 def axes(space: Space) -> list[Axis]:
+    """The model's coordinates: ranges scaled to [0, 1]; choices that are all numbers too (`{choices: [3, 6,
+    12]}` is a coarse range, and 6 lies between 3 and 12); other choices one dimension each."""
     out = []
     for spec in space.params:
-        if spec.choices:
+        numbers = [c for c in spec.choices if isinstance(c, int | float) and not isinstance(c, bool)]
+        if spec.choices and len(numbers) == len(spec.choices) and len(set(numbers)) > 1:
+            out.append(Axis(spec.name, float(min(numbers)), float(max(numbers))))
+        elif spec.choices:
             out.append(Axis(spec.name, choices=spec.choices))
         else:
             assert spec.low is not None and spec.high is not None

@@ -415,8 +415,11 @@ class Sweep:
                 f"the space has no untried feasible configuration left ({IDLE_LIMIT} suggestions in a row were "
                 "measured already or infeasible)"
             )
-        elif self._time_left() is not None and self._time_left() < self._reserve_s():  # type: ignore[operator]
-            reason = f"the budget's time is spent, but for the confirmation's {_minutes(self._reserve_s())}"
+        elif (left := self._time_left()) is not None and left < self._reserve_s():
+            reason = (
+                f"{_minutes(max(0.0, left))} of the budget left, less than one more trial and the confirmation's "
+                f"first rounds take ({_minutes(self._reserve_s())})"
+            )
         elif self.model is not None and not self._waiting(study, "cover", "enqueued", "baseline"):
             records = search_records(study)
             if not self.model.untried(records):

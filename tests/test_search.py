@@ -13,7 +13,7 @@ import yaml
 
 from sweep.engines import ServerSetup, SGLangEngine
 from sweep.results import SpecShape, Spread, TrialRecord, WorkloadSummary
-from sweep.search import ModelSearch, candidates, launch_key
+from sweep.search import ModelSearch, axes, candidates, launch_key
 from sweep.space import SearchKind, Space, parse_space
 from sweep.study import launched, make_storage
 
@@ -151,7 +151,7 @@ def test_a_time_budget_ends_the_search(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "of the budget left]" in done.stderr
-    assert "the budget's time is spent" in done.stderr
+    assert "of the budget left, less than one more trial" in done.stderr
     assert 2 <= len([t for t in trials(tmp_path) if launched(t)]) < 30
 
 
@@ -192,3 +192,13 @@ def test_plan_counts_the_space_after_the_engines_rules_and_prices_the_night(tmp_
     assert done.returncode == 0, done.stderr[-2000:]
     after = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=True).stdout
     assert "measured: median of 3 launches in study 's'" in after
+
+
+def test_numeric_choices_are_a_coarse_range_to_the_model() -> None:
+    the_space = space(SPACE.replace("  speculative-num-draft-tokens: {int: [2, 8]}\n", "") + "\n")
+    found = {a.name: a for a in axes(the_space)}
+    # topk 1 and 2 are numbers: 1.5 would lie between them; the algorithm's names stay one dimension each.
+    assert found["speculative-eagle-topk"].choices == () and found["speculative-eagle-topk"].encode(2) == [
+        1.0
+    ]
+    assert found["speculative-algorithm"].choices == ("NEXTN",)
