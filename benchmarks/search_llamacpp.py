@@ -82,23 +82,28 @@ def main() -> int:
         )
         print("|---|---|---|---|" + "---|" * len(KEYS))
         worst: dict[str, float] = {}
+        picked: list[str] = []
         for search in ("model", "tpe"):
             for seed in range(args.seeds):
                 folder = Path(tmp) / f"{search}-{seed}"
                 folder.mkdir()
                 found, wall = sweep(folder, args.launches, search, seed + 1)
-                cells = []
+                cells, picks = [], []
                 for key in KEYS:
                     pick = max(found, key=lambda r, k=key: tps(r, k))
                     in_grid = by_key.get(launch_key(pick.params))
                     share = tps(in_grid, key) / tps(best[key], key) if in_grid else float("nan")
                     worst[search] = min(worst.get(search, 1.0), share)
                     cells.append(f"{share:.1%}")
+                    swept = {k: v for k, v in pick.params.items() if k.startswith("spec-")}
+                    picks.append(f"{key}: {' '.join(str(v) for v in swept.values())}")
                 print(
                     f"| {search} | {seed} | {len(found)} | {wall:.0f} s ({wall / grid_wall:.0%}) | "
                     + " | ".join(cells)
                     + " |"
                 )
+                picked.append(f"{search} seed {seed} picks: " + "; ".join(picks))
+        print("\n" + "\n".join(picked))
         print("\nworst share of the grid's best: " + ", ".join(f"{k} {v:.1%}" for k, v in worst.items()))
     return 0
 

@@ -213,6 +213,9 @@ class SpecShape:
     depth: int  # draft positions one verify step can accept
     width: int = 1  # candidates per position (a tree's top-k); 1 for a chain
     budget: int = 0  # draft tokens verified per step, the root excluded (a chain's is its depth)
+    # Whether a model drafts (a forward per depth step: EAGLE, MTP, a draft model), or drafts are looked up
+    # (n-gram): then depth costs no draft time, only the verification of what was found.
+    draft_model: bool = True
     # The parameter names behind each number, for axis titles ("" where the engine fixes or derives it).
     depth_param: str = ""
     width_param: str = ""

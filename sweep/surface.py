@@ -168,10 +168,13 @@ def _fit_acceptance(points: list[tuple[SpecShape, float]]) -> tuple[float, float
     return best[1], best[2]
 
 
-def _fit_step(points: list[tuple[SpecShape, float]], per_token: float) -> tuple[float, float, float]:
+def _fit_step(
+    points: list[tuple[SpecShape, float]], per_token: float, draft_model: bool = True
+) -> tuple[float, float, float]:
     """Ridge regression of step seconds on (1, depth, budget) towards a prior made of the baseline's
-    per-token time: a step costs about one token plus a sixth of one per draft position."""
-    prior = np.array([1.1 * per_token, per_token / 6, per_token / 50])
+    per-token time: a step costs about one token, plus a sixth of one per position a draft model drafts, plus
+    a fiftieth per token verified (a lookup drafter, n-gram, costs no draft forward)."""
+    prior = np.array([1.1 * per_token, per_token / 6 if draft_model else 0.0, per_token / 50])
     if not points:
         return (float(prior[0]), float(prior[1]), float(prior[2]))
     x = np.array([[1.0, s.depth, s.budget or s.depth] for s, _ in points])
@@ -210,7 +213,7 @@ class WorkloadSurface:
         with_length = [(o.shape, o.accept_length, o.tps) for o in mine if o.shape and o.accept_length]
         fitted = _fit_acceptance([(s, length) for s, length, _ in with_length if s.depth > 0])
         steps = [(s, length / tps) for s, length, tps in with_length if s.depth > 0]
-        step = _fit_step(steps, per_token)
+        step = _fit_step(steps, per_token, all(o.shape.draft_model for o in mine if o.shape))
         if fitted is None:
             return MethodFit(None, GAIN_PRIOR, step, len(mine))
         return MethodFit(fitted[0], fitted[1], step, len(mine))

@@ -214,7 +214,15 @@ class LlamaCppEngine(Engine):
             for flag, default in [DRAFT_LENGTH[t]]
         ]
         depth, flag = max(lengths, default=(0, ""))
-        return SpecShape(",".join(types), depth=depth, budget=depth, depth_param=flag, budget_param=flag)
+        drafts = any(t.startswith("draft-") for t in types)  # the ngram-* types look drafts up, no forward
+        return SpecShape(
+            ",".join(types),
+            depth=depth,
+            budget=depth,
+            depth_param=flag,
+            budget_param=flag,
+            draft_model=drafts,
+        )
 
     def speculative_state_persists(self, params: Params) -> bool:
         return any(t in STATEFUL_TYPES for t in split_types(params.get("spec-type", "none")))

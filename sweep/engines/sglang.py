@@ -349,6 +349,7 @@ class SGLangEngine(Engine):
                 budget=budget,
                 width_param="speculative-ngram-max-bfs-breadth",
                 budget_param="speculative-num-draft-tokens",
+                draft_model=False,
             )
         return SpecShape(algo, depth=budget, budget=budget, budget_param="speculative-num-draft-tokens")
 
