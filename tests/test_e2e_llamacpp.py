@@ -160,7 +160,12 @@ def test_report_json_has_a_recommendation_per_workload(
     assert tool["baseline_tps"]["median"] > 0 and tool["trial"] != 0  # the best speculative configuration
     assert tool["search_gain"] == tool["decode_tps"]["median"] / tool["baseline_tps"]["median"] - 1
     # This study skipped the confirmation: one launch each, so nothing is claimed beyond the number.
-    assert tool["verdict"] == "unconfirmed" and not tool["confirmed"] and "specsweep confirm" in tool["why"]
+    assert tool["verdict"] == "unconfirmed" and not tool["confirmed"]
+    # Which configurations the search measured decides whether its best keeps the baseline's text: on this CPU
+    # some n-gram configurations change a greedy answer (the output check), and then speculation stays off.
+    assert "specsweep confirm" in tool["why"] or tool["why"].startswith(
+        "the best measured changes the output"
+    )
     assert tool["latency"]["ttft_s"]["p50"] > 0 and tool["latency"]["itl_s"]["p90"] > 0
     assert tool["latency"]["tpot_s"]["p50"] > 0
 
