@@ -46,8 +46,19 @@ KEYS = ("code", "tool", "prose")
 
 def sweep(folder: Path, trials: int, search: str, seed: int) -> tuple[list[TrialRecord], float]:
     (folder / "space.yaml").write_text(SPACE + f"trials: {trials}\nsearch: {search}\nseed: {seed}\n")
-    argv = [sys.executable, "-m", "sweep", "run", "--space", str(folder / "space.yaml"), "--study", "b",
-            "--runs", str(folder / "runs"), "--no-confirm"]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "sweep",
+        "run",
+        "--space",
+        str(folder / "space.yaml"),
+        "--study",
+        "b",
+        "--runs",
+        str(folder / "runs"),
+        "--no-confirm",
+    ]
     started = time.monotonic()
     done = subprocess.run(argv, capture_output=True, text=True, check=False)
     wall = time.monotonic() - started

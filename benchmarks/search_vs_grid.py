@@ -181,8 +181,19 @@ def run_launched(kind: SearchKind, profile: str, launches: int, seed: int) -> tu
         )
         text = text.replace("trials: 24", f"trials: {launches}\nsearch: {kind.value}\nseed: {seed}")
         (Path(tmp) / "space.yaml").write_text(text)
-        argv = [sys.executable, "-m", "sweep", "run", "--space", str(Path(tmp) / "space.yaml"), "--study", "b",
-                "--runs", str(Path(tmp) / "runs"), "--no-confirm"]  # fmt: skip
+        argv = [
+            sys.executable,
+            "-m",
+            "sweep",
+            "run",
+            "--space",
+            str(Path(tmp) / "space.yaml"),
+            "--study",
+            "b",
+            "--runs",
+            str(Path(tmp) / "runs"),
+            "--no-confirm",
+        ]
         started = time.monotonic()
         done = subprocess.run(argv, capture_output=True, text=True, check=False)
         wall = time.monotonic() - started

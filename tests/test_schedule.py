@@ -56,8 +56,18 @@ def test_native_forms() -> None:
 def swept(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("schedule")
     (root / "space.yaml").write_text(SPACE)
-    argv = [sys.executable, "-m", "sweep", "run", "--space", str(root / "space.yaml"), "--study", "s",
-            "--runs", str(root / "runs")]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "sweep",
+        "run",
+        "--space",
+        str(root / "space.yaml"),
+        "--study",
+        "s",
+        "--runs",
+        str(root / "runs"),
+    ]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=900, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     return root
@@ -65,8 +75,20 @@ def swept(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_the_exported_schedule_launches_and_keeps_each_concurrencys_best(swept: Path) -> None:
     out = swept / "schedule"
-    argv = [sys.executable, "-m", "sweep", "export", "--study", "s", "--runs", str(swept / "runs"),
-            "--format", "schedule", "--out", str(out)]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "sweep",
+        "export",
+        "--study",
+        "s",
+        "--runs",
+        str(swept / "runs"),
+        "--format",
+        "schedule",
+        "--out",
+        str(out),
+    ]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     document = json.loads(done.stdout)

@@ -96,8 +96,19 @@ def test_the_model_never_proposes_a_launched_configuration_and_runs_out(engine: 
 
 def run(tmp_path: Path, text: str, *extra: str) -> subprocess.CompletedProcess[str]:
     (tmp_path / "space.yaml").write_text(text)
-    argv = [sys.executable, "-m", "sweep", "run", "--space", str(tmp_path / "space.yaml"), "--study", "s",
-            "--runs", str(tmp_path / "runs"), *extra]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "sweep",
+        "run",
+        "--space",
+        str(tmp_path / "space.yaml"),
+        "--study",
+        "s",
+        "--runs",
+        str(tmp_path / "runs"),
+        *extra,
+    ]
     return subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
 
 
@@ -172,8 +183,18 @@ def test_an_unknown_search_is_refused(tmp_path: Path) -> None:
 
 def test_plan_counts_the_space_after_the_engines_rules_and_prices_the_night(tmp_path: Path) -> None:
     (tmp_path / "space.yaml").write_text(SPACE.replace("trials: 30", "trials: 10"))
-    argv = [sys.executable, "-m", "sweep", "plan", "--space", str(tmp_path / "space.yaml"), "--study", "s",
-            "--runs", str(tmp_path / "runs")]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "sweep",
+        "plan",
+        "--space",
+        str(tmp_path / "space.yaml"),
+        "--study",
+        "s",
+        "--runs",
+        str(tmp_path / "runs"),
+    ]
     before = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=True).stdout
     assert (
         "56 grid points; 26 launchable after the engine's rules (6 infeasible, 0 invalid, 24 the same"
