@@ -112,7 +112,7 @@ def make_plan(
     target = trials or space.trials
     launch = (measured_launch_time(study) if study else None) or assumed_launch_time(space, engine)
     if budget_s is not None and trials is None:
-        target = max(0, int((budget_s - _confirm(space, most=False) * launch.seconds) // launch.seconds))
+        target = max(0, int((budget_s - space.confirm_launches() * launch.seconds) // launch.seconds))
     search_launches = min(target, len(pool.items) + 1)  # the baseline, then each configuration at most once
     cover = len(space.covering(max(0, (target - 1 - len(space.enqueue)) // 2)))
     return Plan(
@@ -121,16 +121,8 @@ def make_plan(
         trials=target,
         search_launches=search_launches,
         cover=cover,
-        confirm_min=_confirm(space, most=False),
-        confirm_max=_confirm(space, most=True),
+        confirm_min=space.confirm_launches(),
+        confirm_max=space.confirm_launches(most=True),
         launch=launch,
         budget_s=budget_s,
     )
-
-
-def _confirm(space: Space, most: bool) -> int:
-    """Confirmation launches: its first rounds, or every round it may add."""
-    if not space.confirm.launches:
-        return 0
-    configs = space.confirm.top * len(space.objective_names) + 2  # candidates, the one-for-all pick, baseline
-    return configs * (space.confirm.max_launches if most else space.confirm.launches)

@@ -214,6 +214,18 @@ class Space:
         """One objective per workload (decode t/s), unless the space names one workload."""
         return [self.objective_workload] if self.objective_workload else self.workload_keys
 
+    @property
+    def confirm_configurations(self) -> int:
+        """The most configurations the confirmation launches: `top` candidates per workload (it ranks every
+        workload the baseline measured, not only the objective's), the one-for-all pick, and the baseline."""
+        return self.confirm.top * len(self.workloads) + 2
+
+    def confirm_launches(self, most: bool = False) -> int:
+        """The confirmation's first rounds in launches (with `most`: every round it may add); 0 without one."""
+        if not self.confirm.launches:
+            return 0
+        return self.confirm_configurations * (self.confirm.max_launches if most else self.confirm.launches)
+
     def suggest(self, trial: optuna.Trial) -> dict[str, Any]:
         """The swept parameters for this trial, in file order; conditions see what was suggested before."""
         chosen: dict[str, Any] = {}

@@ -463,9 +463,7 @@ class Sweep:
     def _reserve_s(self) -> float:
         """What one more trial and the confirmation's first rounds take, at this run's measured trial time."""
         per_trial = sum(self._durations) / len(self._durations) if self._durations else 0.0
-        confirm = self.space.confirm
-        launches = (confirm.top * len(self.space.objective_names) + 2) * confirm.launches
-        return per_trial * (1 + launches)
+        return per_trial * (1 + self.space.confirm_launches())
 
     def objective(self, trial: optuna.Trial) -> list[float]:
         started = time.monotonic()

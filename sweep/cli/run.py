@@ -57,9 +57,8 @@ def duration(text: str) -> float:
 
 def budget(space: Space, trials: int | None) -> str:
     """The night's plan in launches: the search, then the confirmation's most."""
-    configs = space.confirm.top * len(space.workloads) + 2  # candidates per workload, one-for-all, baseline
     each = f"{space.confirm.launches}-{space.confirm.max_launches}"
-    confirm = f"{configs} configurations x {each}" if space.confirm.launches else "no"
+    confirm = f"{space.confirm_configurations} configurations x {each}" if space.confirm.launches else "no"
     return f"plan: {trials or space.trials} search trials, then at most {confirm} confirmation launches"
 
 
