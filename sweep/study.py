@@ -375,8 +375,9 @@ class Sweep:
                 f"search: {self.space.search.value}; {len(pool.items)} launchable configurations in the space "
                 f"({pool.infeasible} infeasible and {pool.duplicates} duplicates after the engine's rules left out)"
             )
-        if remaining > 0 and not self._should_stop(study):
-            self._enqueue_next(study)
+        records = self._records(study)
+        if remaining > 0 and not self._should_stop(study, records):
+            self._enqueue_next(study, records)
             # Workers sharing the study stop when together they reach the target (each may finish one more).
             # No trial count: duplicates and infeasible suggestions are not launches, so the callback stops the
             # loop at the target (or when the space has nothing untried left).
@@ -399,12 +400,17 @@ class Sweep:
     def _stop_at_target(self, study: optuna.Study, _trial: optuna.trial.FrozenTrial) -> None:
         if self.baseline_launch_failure:
             return  # the sweep stops already: queue nothing more
-        if self._should_stop(study):
+        records = self._records(study)
+        if self._should_stop(study, records):
             study.stop()
         else:
-            self._enqueue_next(study)
+            self._enqueue_next(study, records)
 
-    def _should_stop(self, study: optuna.Study) -> bool:
+    def _records(self, study: optuna.Study) -> list[TrialRecord]:
+        """What the model learns from, read once per step for both the stop rule and the next pick."""
+        return search_records(study) if self.model is not None else []
+
+    def _should_stop(self, study: optuna.Study, records: list[TrialRecord]) -> bool:
         """The target reached, a file that cannot be written, nothing untried left, confidence, or the night's
         time spent (each said once, and kept in `stopped_because`)."""
         if len(finished_trials(study, self.space_id)) >= self._target or self.write_error:
@@ -421,7 +427,6 @@ class Sweep:
                 f"first rounds take ({_minutes(self._reserve_s())})"
             )
         elif self.model is not None and not self._waiting(study, "cover", "enqueued", "baseline"):
-            records = search_records(study)
             if not self.model.untried(records):
                 reason = "every launchable configuration of the space was measured"
             elif self.until_confident and not (unsure := self.model.unconfident(records)):
@@ -442,11 +447,11 @@ class Sweep:
             any(t.user_attrs.get(ROLE_ATTR, "search") in roles for t in waiting) if roles else bool(waiting)
         )
 
-    def _enqueue_next(self, study: optuna.Study) -> None:
+    def _enqueue_next(self, study: optuna.Study, records: list[TrialRecord]) -> None:
         """The model's next launch, unless one is queued already (start-up trials, another worker's pick)."""
         if self.model is None or self.space.search is not SearchKind.MODEL or self._waiting(study):
             return
-        proposal = self.model.propose(search_records(study))
+        proposal = self.model.propose(records)
         if proposal is None:
             return  # nothing left that could start: the next suggestion is idle and the sweep stops
         predicted = {k: {"tps": round(p.tps, 2), "sd": round(p.sd, 4)} for k, p in proposal.predicted.items()}
