@@ -31,10 +31,11 @@ from typing import Any
 
 import optuna
 import yaml
+from replay import drive, measured_tps
 
 from sweep.engines import ServerSetup, SGLangEngine
 from sweep.results import Spread, TrialRecord, WorkloadSummary
-from sweep.search import Candidate, ModelSearch, candidates, launch_key
+from sweep.search import candidates
 from sweep.sim.flags import build_parser, normalize
 from sweep.sim.model import StartupFailure, StepModel, plan_memory, resolve
 from sweep.sim.profile import PROFILES, Profile
@@ -127,51 +128,6 @@ class Truth:
         return record
 
 
-def run_search(
-    kind: SearchKind, truth: Truth, pool: list[Candidate], launches: int, seed: int
-) -> list[TrialRecord]:
-    rng = random.Random(seed)
-    space, engine = truth.space, truth.engine
-    records = [truth.launch(0, engine.derive(space.launch_params(engine.baseline_params())), rng)]
-    tried = {launch_key(records[0].params)}
-    queue = [engine.derive(space.launch_params(p)) for p in space.covering((launches - 1) // 2)]
-    search = ModelSearch(space, truth_pool(pool))
-    study = optuna.create_study(
-        sampler=optuna.samplers.TPESampler(seed=seed), directions=["maximize"] * len(space.objective_names)
-    )
-    idle = 0
-    while len(records) < launches and idle < 200:
-        if queue:
-            params = queue.pop(0)
-        elif kind is SearchKind.MODEL:
-            proposal = search.propose(records)
-            if proposal is None:
-                break
-            params = proposal.candidate.params
-        else:
-            trial = study.ask()
-            params = engine.derive(space.launch_params(space.suggest(trial)))
-            violations = engine.constraints(params)
-            if any(v > 0 for v in violations.values()) or launch_key(params) in tried:
-                idle += 1
-                study.tell(trial, [0.0] * len(space.objective_names))
-                continue
-            idle = 0
-            record = truth.launch(len(records), params, rng)
-            if record.failed:
-                study.tell(trial, state=optuna.trial.TrialState.FAIL)
-            else:
-                study.tell(trial, [record.workloads[k].decode_tps.median for k in space.objective_names])  # type: ignore[union-attr]
-            records.append(record)
-            tried.add(launch_key(params))
-            continue
-        if launch_key(params) in tried:
-            continue
-        records.append(truth.launch(len(records), params, rng))
-        tried.add(launch_key(params))
-    return records
-
-
 def run_launched(kind: SearchKind, profile: str, launches: int, seed: int) -> tuple[list[TrialRecord], float]:
     """A real sweep on simulated servers: the records it measured and its wall time."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -203,19 +159,6 @@ def run_launched(kind: SearchKind, profile: str, launches: int, seed: int) -> tu
             study_name="b", storage=f"sqlite:///{Path(tmp) / 'runs' / 'b' / 'study.db'}"
         )
         return search_records(study), wall
-
-
-def measured_tps(record: TrialRecord, key: str) -> float | None:
-    summary = record.workloads.get(key)
-    if record.failed or summary is None or summary.decode_tps is None:
-        return None
-    return summary.decode_tps.median
-
-
-def truth_pool(pool: list[Candidate]) -> Any:
-    from sweep.search import Candidates
-
-    return Candidates(pool, len(pool), 0, 0, 0)
 
 
 def main() -> int:
@@ -262,7 +205,7 @@ def main() -> int:
                     walls[kind].append(wall)
                     records = [r for r in records if r.stage != "infeasible"]
                 else:
-                    records = run_search(kind, truth, pool.items, launches, seed)
+                    records = drive(kind, space, engine, pool.items, launches, seed, truth.launch)
                 for key in space.objective_names:
                     measured = sorted(
                         (r for r in records if measured_tps(r, key) is not None),

@@ -204,8 +204,19 @@ class StudyWarnings:
 
 def study_warnings(search: list[TrialView], confirm: list[TrialView], keys: list[str]) -> StudyWarnings:
     warnings = StudyWarnings()
+    queued: set[str] = set()
     for view in (*search, *confirm):
         for key, summary in view.record.workloads.items() if view.complete and view.record else ():
+            cap = view.record.facts.max_running_requests if view.record else None
+            if cap and summary.streams > cap and key not in queued:
+                # Its requests queued: the number is for fewer streams than the workload's, on this trial only.
+                queued.add(key)
+                warnings.unreliable_workloads.add(key)
+                warnings.messages.append(
+                    f"{key}: trial {view.number}'s server decoded at most {cap} requests at once, fewer than the "
+                    f"workload's {summary.streams} streams (the rest queued): raise the server's limit on running "
+                    "requests or lower the streams"
+                )
             if summary.host is not None and summary.host.busy:
                 warnings.busy.add((view.phase, view.number, key))
                 name = f"{'confirmation launch' if view.phase == Phase.CONFIRM else 'trial'} {view.number}"

@@ -120,6 +120,7 @@ class WorkloadSummary:
     workload: str
     status: RequestStatus
     reason: str = ""
+    streams: int = 1  # requests sent at once
     decode_tps: Spread | None = None
     # Multi-stream batches: every request's decode tokens over the batch's decode window (first token of the
     # first stream to last token of the last), and the field reports' "aggregate", the sum of per-stream rates.

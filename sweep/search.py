@@ -11,18 +11,23 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from sweep.engines import Engine
 from sweep.errors import UserError
+from sweep.probes.workloads import Workload
 from sweep.results import SpecShape, TrialRecord
 from sweep.space import Space
 from sweep.surface import (
     Axis,
+    ContextCurve,
+    PredictedSurface,
     Prediction,
     StartChance,
+    SurfaceAt,
     SurfacePoint,
     WorkloadSurface,
     observations,
@@ -115,13 +120,36 @@ class ModelSearch:
 
     def surfaces(
         self, records: Sequence[TrialRecord], keys: Sequence[str] | None = None
-    ) -> dict[str, WorkloadSurface]:
-        """One model per workload: the objective's by default (what the search optimises)."""
+    ) -> dict[str, SurfaceAt]:
+        """One model per workload (the objective's by default: what the search optimises). Workloads that differ
+        only in context length share one model over context where the prompts' sizes are known."""
+        wanted = set(keys or self.space.objective_names)
         shape_axes = axes(self.space)
-        return {
-            key: WorkloadSurface(shape_axes, observations(records, key), request_noise(records, key))
-            for key in keys or self.space.objective_names
-        }
+        families: dict[tuple[str, int], list[Workload]] = {}
+        for w in self.space.workloads:
+            families.setdefault((w.name, w.streams), []).append(w)
+        out: dict[str, SurfaceAt] = {}
+        for members in families.values():
+            if not wanted & {w.key for w in members}:
+                continue
+            seen = {w.key: observations(records, w.key, w.context_tokens) for w in members}
+            noise = {w.key: request_noise(records, w.key) for w in members}
+            shared = WorkloadSurface(
+                shape_axes, [o for obs in seen.values() for o in obs], max(noise.values())
+            )
+            for w in members:
+                if w.key not in wanted:
+                    continue
+                if shared.contexts.modelled:
+                    context = (
+                        statistics.median(o.context or 0.0 for o in seen[w.key]) if seen[w.key] else None
+                    )
+                    out[w.key] = SurfaceAt(shared, context or w.context_tokens, noise[w.key])
+                else:  # contexts unknown: each workload on its own
+                    out[w.key] = SurfaceAt(
+                        WorkloadSurface(shape_axes, seen[w.key], noise[w.key]), None, noise[w.key]
+                    )
+        return {key: out[key] for key in keys or self.space.objective_names if key in out}
 
     def untried(self, records: Sequence[TrialRecord]) -> list[Candidate]:
         tried = {launch_key(r.params) for r in records}
@@ -169,16 +197,45 @@ class ModelSearch:
         return open_
 
 
-def predicted_surface(space: Space, engine: Engine, records: Sequence[TrialRecord]) -> list[SurfacePoint]:
-    """The model's prediction for every launchable speculative configuration on every workload."""
+def predicted_surface(space: Space, engine: Engine, records: Sequence[TrialRecord]) -> PredictedSurface:
+    """The model's prediction for every launchable speculative configuration on every workload, and, for
+    workloads measured at several context lengths, each method's best configuration over context."""
     pool = candidates(space, engine)
     search = ModelSearch(space, pool)
     surfaces = search.surfaces(records, space.workload_keys)
     tried = {launch_key(r.params) for r in records}
-    return [
+    speculative = [c for c in pool.items if c.shape is not None]
+    points = [
         SurfacePoint(key, c.params, c.shape, p.tps, p.sd, p.accept_length, launch_key(c.params) in tried)
-        for c in pool.items
+        for c in speculative
         if c.shape is not None
         for key, surface in surfaces.items()
         if (p := surface.predict(c.params, c.shape))
     ]
+    return PredictedSurface(tuple(points), tuple(_context_curves(space, surfaces, speculative)))
+
+
+def _context_curves(
+    space: Space, surfaces: Mapping[str, SurfaceAt], speculative: list[Candidate]
+) -> list[ContextCurve]:
+    """Per workload measured at several contexts and per method: the configuration the model rates fastest over
+    those contexts (the mean of its log t/s), predicted across them."""
+    curves = []
+    done: set[int] = set()
+    for w in space.workloads:
+        view = surfaces.get(w.key)
+        if view is None or not view.surface.contexts.modelled or id(view.surface) in done:
+            continue
+        done.add(id(view.surface))
+        label = w.name + (f", {w.streams} streams" if w.streams > 1 else "")
+        sizes = view.surface.contexts.sizes
+        best: dict[str, tuple[float, Candidate]] = {}
+        for c in speculative:
+            assert c.shape is not None
+            score = sum(math.log(view.surface.predict(c.params, c.shape, size).tps) for size in sizes)
+            if c.shape.method not in best or score > best[c.shape.method][0]:
+                best[c.shape.method] = (score, c)
+        for _, c in best.values():
+            assert c.shape is not None
+            curves.append(view.curve(label, c.params, c.shape))
+    return curves

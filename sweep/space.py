@@ -250,11 +250,11 @@ class Space:
             found = grown[: limit + 1]
         return found[:limit]
 
-    def covering(self, limit: int) -> list[dict[str, Any]]:
-        """Up to `limit` configurations that cover the space's shape: every combination of the parameters other
-        parameters are conditioned on (the methods), first with every other parameter at its low end (shallow),
-        then at its high end (deep)."""
-        if limit <= 0:
+    def covering(self, limit: int | None = None) -> list[dict[str, Any]]:
+        """Up to `limit` (all by default) configurations that cover the space's shape: every combination of the
+        parameters other parameters are conditioned on (the methods), first with every other parameter at its
+        low end (shallow), then at its high end (deep)."""
+        if limit is not None and limit <= 0:
             return []
         conditioned = {name for spec in self.params for name in (*spec.when, *spec.when_not)}
         methods = [spec for spec in self.params if spec.choices and spec.name in conditioned]

@@ -172,8 +172,25 @@ def validate(space: Space, engine: Engine) -> None:
                 )
     for params in (engine.baseline_params(), *space.enqueue):
         engine.check_params(space.launch_params(params))
+    _check_streams(space, engine)
     if space.server.port:
         ensure_port_free(space.server.host, space.server.port)
+
+
+def _check_streams(space: Space, engine: Engine) -> None:
+    """A workload's streams must all be decoded at once: more than the server's limit would queue and measure a
+    lower concurrency than its name says. Checked for the baseline and one configuration of each method (where
+    the flags decide the limit and the space does not sweep it)."""
+    widest = max(space.workloads, key=lambda w: w.streams)
+    swept = {spec.name for spec in space.params}
+    for params in (engine.baseline_params(), *space.covering()):
+        limit = engine.running_limit(engine.derive(space.launch_params(params)))
+        if limit and limit.param not in swept and widest.streams > limit.requests:
+            raise UserError(
+                f"workload {widest.key} sends {widest.streams} requests at once, but {limit.why} decodes at most "
+                f"{limit.requests}: the rest would queue",
+                f"set `{limit.param}: {widest.streams}` under fixed: (or lower the workload's streams)",
+            )
 
 
 def open_study(

@@ -19,9 +19,10 @@ module reads records and shapes only.
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +37,8 @@ LENGTH_SCALE = 0.35  # of the Gaussian process, in the swept parameters scaled t
 MIN_SIGNAL_SD = 0.05  # what the process may still be wrong by where nothing was measured (log scale)
 UNSEEN_METHOD_SD = 0.5  # a method with no measurement at all: anything from 0.6x to 1.6x
 NOISE_FLOOR = 0.02  # relative noise assumed at least (a single launch is never more exact than this)
+CONTEXT_SPREAD = 1.25  # prompt sizes within this ratio of each other are one context
+CONTEXT_COORDINATE = 0.5  # the context's span in the process's coordinates: residuals carry across contexts
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,7 @@ class Observation:
     shape: SpecShape | None
     tps: float
     accept_length: float | None = None
+    context: float | None = None  # prompt tokens the requests carried (None: not known)
 
 
 @dataclass(frozen=True)
@@ -85,6 +89,28 @@ class SurfacePoint:
     sd: float
     accept_length: float | None
     measured: bool  # launched already (its measurement is drawn beside it)
+
+
+@dataclass(frozen=True)
+class ContextCurve:
+    """The model's prediction over context length for one method's best configuration on one workload (its
+    variants at several context lengths), from the shortest measured context to the longest."""
+
+    workload: str  # what the dashboard labels it: the workload's name, and its stream count beyond one
+    params: Mapping[str, Any]
+    shape: SpecShape
+    contexts: tuple[float, ...]
+    tps: tuple[float, ...]
+    sd: tuple[float, ...]
+    accept_length: tuple[float | None, ...]
+
+
+@dataclass(frozen=True)
+class PredictedSurface:
+    """What the dashboard draws of the model: every configuration per workload, and curves over context."""
+
+    points: tuple[SurfacePoint, ...] = ()
+    curves: tuple[ContextCurve, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -131,32 +157,75 @@ def accept_length(a: float, gain: float, shape: SpecShape) -> float:
 
 
 @dataclass(frozen=True)
-class MethodFit:
-    """One speculative method on one workload: acceptance and step time."""
+class Contexts:
+    """The context sizes (prompt tokens) a surface spans. With two or more, acceptance is fitted at each and
+    read between them on a log scale, a step's time scales with the baseline's per-token time there (which
+    grows with the cache it reads), and the residual process gets context as one more coordinate."""
 
-    accept: float | None  # chain acceptance per position; None: no acceptance was reported
+    sizes: tuple[float, ...] = ()
+
+    @classmethod
+    def of(cls, values: Iterable[float | None]) -> Contexts:
+        known = [v for v in values]
+        if not known or any(v is None or v <= 0 for v in known):
+            return cls()  # an unknown context cannot be placed: the surface stays at one context
+        sizes: list[float] = []
+        for value in sorted(v for v in known if v is not None):
+            if not sizes or value > sizes[-1] * CONTEXT_SPREAD:
+                sizes.append(value)
+        return cls(tuple(sizes) if len(sizes) > 1 else ())
+
+    @property
+    def modelled(self) -> bool:
+        return len(self.sizes) > 1
+
+    def group(self, context: float | None) -> float:
+        """The measured size a context belongs to (0.0 where contexts are not modelled)."""
+        if not self.modelled or context is None:
+            return 0.0
+        return min(self.sizes, key=lambda size: abs(math.log(size / context)))
+
+    def coordinate(self, context: float | None) -> list[float]:
+        if not self.modelled:
+            return []
+        low, high = math.log(self.sizes[0]), math.log(self.sizes[-1])
+        at = math.log(context) if context else low
+        return [CONTEXT_COORDINATE * (at - low) / (high - low)]
+
+    def interpolate(self, context: float | None, values: Mapping[float, Any]) -> Any:
+        """`values` (numbers or tuples of numbers, by measured size) read at `context`: linear in the context
+        (as the cache a token reads) between the two nearest sizes that have a value, the nearest one's beyond."""
+        known = sorted(values.items())
+        if len(known) == 1 or context is None or context <= known[0][0]:
+            return known[0][1]
+        for (x0, y0), (x1, y1) in itertools.pairwise(known):
+            if context <= x1:
+                share = (context - x0) / (x1 - x0)
+                if isinstance(y0, tuple):
+                    return tuple(a + share * (b - a) for a, b in zip(y0, y1, strict=True))
+                return y0 + share * (y1 - y0)
+        return known[-1][1]
+
+
+@dataclass(frozen=True)
+class MethodFit:
+    """One speculative method on one workload: acceptance (per measured context) and step time (in units of the
+    baseline's per-token time at the same context)."""
+
+    accept: Mapping[float, float] | None  # chain acceptance per position by context; None: none reported
     gain: float
-    step: tuple[float, float, float]  # c0, c1 (per depth), c2 (per budget token), seconds
+    step: Mapping[float, tuple[float, float, float]]  # by context: c0, c1 (per depth), c2 (per budget token)
     n: int  # launches it rests on
 
-    def accept_length(self, shape: SpecShape) -> float | None:
-        return None if self.accept is None else accept_length(self.accept, self.gain, shape)
 
-    def tps(self, shape: SpecShape) -> float | None:
-        length = self.accept_length(shape)
-        if length is None:
-            return None
-        c0, c1, c2 = self.step
-        seconds = c0 + c1 * shape.depth + c2 * (shape.budget or shape.depth)
-        return length / seconds if seconds > 0 else None
-
-
-def _fit_acceptance(points: list[tuple[SpecShape, float]]) -> tuple[float, float] | None:
+def _fit_acceptance(
+    points: list[tuple[SpecShape, float]], gains: Sequence[float] | None = None
+) -> tuple[float, float] | None:
     """Least squares over a grid of (a, gain), relative errors; a gain only where widths differ."""
     if not points:
         return None
     widths = {min(p.width, max(1, (p.budget or p.depth) // max(1, p.depth))) for p, _ in points}
-    gains = GAIN_GRID if len(widths) > 1 else (GAIN_PRIOR,)
+    gains = gains or (GAIN_GRID if len(widths) > 1 else (GAIN_PRIOR,))
     best: tuple[float, float, float] | None = None
     for gain in gains:
         for a in ACCEPT_GRID:
@@ -169,77 +238,143 @@ def _fit_acceptance(points: list[tuple[SpecShape, float]]) -> tuple[float, float
 
 
 def _fit_step(
-    points: list[tuple[SpecShape, float]], per_token: float, draft_model: bool = True
+    points: list[tuple[SpecShape, float]],
+    draft_model: bool = True,
+    prior_step: tuple[float, float, float] | None = None,
 ) -> tuple[float, float, float]:
-    """Ridge regression of step seconds on (1, depth, budget) towards a prior made of the baseline's
-    per-token time: a step costs about one token, plus a sixth of one per position a draft model drafts, plus
-    a fiftieth per token verified (a lookup drafter, n-gram, costs no draft forward)."""
-    prior = np.array([1.1 * per_token, per_token / 6 if draft_model else 0.0, per_token / 50])
+    """Ridge regression of step time (in baseline tokens) on (1, depth, budget) towards a prior: a step costs
+    about one token, plus a sixth of one per position a draft model drafts, plus a fiftieth per token verified
+    (a lookup drafter, n-gram, costs no draft forward); or towards `prior_step` (the fit over every context)."""
+    prior = np.array(prior_step or (1.1, 1 / 6 if draft_model else 0.0, 1 / 50))
     if not points:
         return (float(prior[0]), float(prior[1]), float(prior[2]))
     x = np.array([[1.0, s.depth, s.budget or s.depth] for s, _ in points])
     y = np.array([t for _, t in points])
-    weight = 0.5 / per_token**2  # the prior counts as half a launch per coefficient
     scale = np.diag([1.0, 1.0 / 16, 1.0 / 256])  # depths reach ~16, budgets ~256: compare like with like
-    lhs = x.T @ x + weight * per_token**2 * np.linalg.inv(scale @ scale)
-    rhs = x.T @ y + weight * per_token**2 * np.linalg.inv(scale @ scale) @ prior
-    coef = np.linalg.solve(lhs, rhs)
-    return (float(max(coef[0], 0.2 * per_token)), float(max(coef[1], 0.0)), float(max(coef[2], 0.0)))
+    penalty = 0.5 * np.linalg.inv(scale @ scale)  # the prior counts as half a launch per coefficient
+    coef = np.linalg.solve(x.T @ x + penalty, x.T @ y + penalty @ prior)
+    return (float(max(coef[0], 0.2)), float(max(coef[1], 0.0)), float(max(coef[2], 0.0)))
 
 
 class WorkloadSurface:
-    """The model of one workload, fitted to its observations (the baseline included, as the reference)."""
+    """The model of one workload at one or more context sizes, fitted to its observations (the baseline
+    included, as the reference)."""
 
     def __init__(
         self, axes: Sequence[Axis], observations: Sequence[Observation], noise: float = NOISE_FLOOR
     ) -> None:
         self.axes = list(axes)
         self.noise = max(noise, NOISE_FLOOR)
-        baseline = [o.tps for o in observations if o.shape is None and o.tps > 0]
-        speculative = [o for o in observations if o.shape is not None and o.tps > 0]
-        self.baseline_tps = statistics.median(baseline) if baseline else None
-        self.best = max((o.tps for o in observations if o.tps > 0), default=0.0)
-        fallback = statistics.median([o.tps for o in speculative]) if speculative else None
-        per_token = 1 / (self.baseline_tps or fallback or 1.0)
+        self.contexts = Contexts.of(o.context for o in observations)
+        positive = [o for o in observations if o.tps > 0]
+        self._observed = positive
+        baseline = [o for o in positive if o.shape is None]
+        speculative = [o for o in positive if o.shape is not None]
+        self._per_token = self._fit_per_token(baseline or speculative)
         self.methods: dict[str, MethodFit] = {}
         for method in dict.fromkeys(o.shape.method for o in speculative if o.shape):
             mine = [o for o in speculative if o.shape and o.shape.method == method]
-            self.methods[method] = self._fit_method(mine, per_token)
-        self._per_token = per_token
+            self.methods[method] = self._fit_method(mine)
         self._gp(speculative)
 
-    @staticmethod
-    def _fit_method(mine: list[Observation], per_token: float) -> MethodFit:
-        with_length = [(o.shape, o.accept_length, o.tps) for o in mine if o.shape and o.accept_length]
-        fitted = _fit_acceptance([(s, length) for s, length, _ in with_length if s.depth > 0])
-        steps = [(s, length / tps) for s, length, tps in with_length if s.depth > 0]
-        step = _fit_step(steps, per_token, all(o.shape.draft_model for o in mine if o.shape))
-        if fitted is None:
-            return MethodFit(None, GAIN_PRIOR, step, len(mine))
-        return MethodFit(fitted[0], fitted[1], step, len(mine))
+    def best_at(self, context: float | None = None) -> float:
+        """The fastest measurement at this context (at any, where contexts are not modelled)."""
+        group = self.contexts.group(context)
+        return max((o.tps for o in self._observed if self.contexts.group(o.context) == group), default=0.0)
 
-    def _mean(self, shape: SpecShape | None) -> tuple[float, float]:
+    def per_token(self, context: float | None) -> float:
+        """The baseline's seconds per token at a context: linear in the context (each token reads the cache)."""
+        u0, u1 = self._per_token
+        return u0 + u1 * (context or 0.0) if self.contexts.modelled else u0
+
+    def _fit_per_token(self, reference: list[Observation]) -> tuple[float, float]:
+        if not reference:
+            return (1.0, 0.0)
+        seconds = [1 / o.tps for o in reference]
+        if not self.contexts.modelled:
+            return (statistics.median(seconds), 0.0)
+        x = np.array([[1.0, o.context or 0.0] for o in reference])
+        (u0, u1), *_ = np.linalg.lstsq(x, np.array(seconds), rcond=None)
+        if u1 < 0 or u0 <= 0:  # noise against the cache's cost: keep it flat
+            return (statistics.median(seconds), 0.0)
+        return (float(u0), float(u1))
+
+    def _fit_method(self, mine: list[Observation]) -> MethodFit:
+        measured = [
+            (o, o.shape, o.accept_length) for o in mine if o.shape and o.accept_length and o.shape.depth
+        ]
+        draft_model = all(o.shape.draft_model for o in mine if o.shape)
+        steps = [(o, s, length / o.tps / self.per_token(o.context)) for o, s, length in measured]
+        joint_step = _fit_step([(s, t) for _, s, t in steps], draft_model)
+        step = {0.0: joint_step}
+        joint = _fit_acceptance([(s, length) for _, s, length in measured])
+        accept = None if joint is None else {0.0: joint[0]}
+        gain = GAIN_PRIOR if joint is None else joint[1]
+        if self.contexts.modelled and joint is not None:
+            # Each measured context its own acceptance and step costs (the cache a draft reads grows with
+            # it), pulled towards the fit over all of them where it has few launches.
+            groups = {self.contexts.group(o.context) for o, _, _ in measured}
+            step = {
+                g: _fit_step(
+                    [(s, t) for o, s, t in steps if self.contexts.group(o.context) == g],
+                    prior_step=joint_step,
+                )
+                for g in groups
+            }
+            accept = {
+                g: fit[0]
+                for g in groups
+                if (
+                    fit := _fit_acceptance(
+                        [(s, n) for o, s, n in measured if self.contexts.group(o.context) == g], (gain,)
+                    )
+                )
+            }
+        return MethodFit(accept, gain, step, len(mine))
+
+    def accept_length(self, shape: SpecShape, context: float | None = None) -> float | None:
+        fit = self.methods.get(shape.method)
+        if fit is None or fit.accept is None:
+            return None
+        return accept_length(self.contexts.interpolate(context, fit.accept), fit.gain, shape)
+
+    def structural_tps(self, shape: SpecShape, context: float | None = None) -> float | None:
+        """Decode t/s from the fitted shape alone: tokens per step over a step's seconds."""
+        length = self.accept_length(shape, context)
+        if length is None:
+            return None
+        c0, c1, c2 = self.contexts.interpolate(context, self.methods[shape.method].step)
+        seconds = self.per_token(context) * (c0 + c1 * shape.depth + c2 * (shape.budget or shape.depth))
+        return length / seconds if seconds > 0 else None
+
+    def _mean(self, shape: SpecShape | None, context: float | None) -> tuple[float, float]:
         """The shape's prediction (log t/s) and how unsure it is before any residual is learnt."""
         fit = self.methods.get(shape.method) if shape else None
-        structural = fit.tps(shape) if fit and shape else None
-        if structural is not None and fit is not None:
+        if fit is None or shape is None:
+            return math.log(1 / self.per_token(context)), UNSEEN_METHOD_SD
+        structural = self.structural_tps(shape, context)
+        if structural is not None:
             return math.log(structural), 0.25 / math.sqrt(fit.n)
-        if fit is not None and shape is not None:
-            return math.log(self._method_median(shape.method)), 0.25 / math.sqrt(fit.n)
-        reference = self.baseline_tps or self.best or 1.0
-        return math.log(reference), UNSEEN_METHOD_SD
+        return math.log(self._method_median(shape.method, context)), 0.25 / math.sqrt(fit.n)
 
-    def _method_median(self, method: str) -> float:
-        values = [tps for (m, tps) in self._method_tps if m == method]
-        return statistics.median(values) if values else (self.baseline_tps or 1.0)
+    def _method_median(self, method: str, context: float | None) -> float:
+        group = self.contexts.group(context)
+        values = [
+            o.tps
+            for o in self._observed
+            if o.shape and o.shape.method == method and self.contexts.group(o.context) == group
+        ]
+        return statistics.median(values) if values else 1 / self.per_token(context)
+
+    def _encode(self, params: Mapping[str, Any], context: float | None) -> list[float]:
+        return encode(self.axes, params) + self.contexts.coordinate(context)
 
     def _gp(self, speculative: list[Observation]) -> None:
-        self._method_tps = [(o.shape.method, o.tps) for o in speculative if o.shape]
-        width = len(encode(self.axes, {}))
-        self._x = np.array([encode(self.axes, o.params) for o in speculative]).reshape(
+        width = len(self._encode({}, None))
+        self._x = np.array([self._encode(o.params, o.context) for o in speculative]).reshape(
             len(speculative), width
         )
-        means = [self._mean(o.shape)[0] for o in speculative]
+        means = [self._mean(o.shape, o.context)[0] for o in speculative]
         residuals = np.array([math.log(o.tps) - m for o, m in zip(speculative, means, strict=True)])
         spread = float(np.var(residuals)) if len(residuals) > 1 else 0.0
         self._signal = max(spread, MIN_SIGNAL_SD**2)
@@ -258,29 +393,68 @@ class WorkloadSurface:
         out: np.ndarray = self._signal * np.exp(-0.5 * d2 / LENGTH_SCALE**2)
         return out
 
-    def predict(self, params: Mapping[str, Any], shape: SpecShape | None) -> Prediction:
-        mean, prior_sd = self._mean(shape)
-        x = np.array([encode(self.axes, params)])
+    def predict(
+        self, params: Mapping[str, Any], shape: SpecShape | None, context: float | None = None
+    ) -> Prediction:
+        mean, prior_sd = self._mean(shape, context)
+        x = np.array([self._encode(params, context)])
         k = self._kernel(x, self._x)[0] if len(self._alpha) else np.zeros(0)
         residual = float(k @ self._alpha) if len(k) else 0.0
         variance = self._signal - (float(k @ self._k_inv @ k) if len(k) else 0.0)
         # The shape's own doubt shrinks where the process has seen close neighbours.
         seen = 1 - variance / self._signal
         sd = math.sqrt(max(variance, 0.0) + (prior_sd * (1 - seen)) ** 2 + self.noise**2)
-        fit = self.methods.get(shape.method) if shape else None
-        length = fit.accept_length(shape) if fit and shape else (1.0 if shape is None else None)
+        length = 1.0 if shape is None else self.accept_length(shape, context)
         return Prediction(math.exp(mean + residual), sd, length)
 
 
-def observations(records: Sequence[TrialRecord], workload: str) -> list[Observation]:
-    """What each complete launch measured on a workload (median decode t/s and acceptance length)."""
+@dataclass(frozen=True)
+class SurfaceAt:
+    """One workload key: its family's surface read at the key's context, with the key's own noise."""
+
+    surface: WorkloadSurface
+    context: float | None = None
+    noise: float = NOISE_FLOOR
+
+    @property
+    def best(self) -> float:
+        return self.surface.best_at(self.context)
+
+    def predict(self, params: Mapping[str, Any], shape: SpecShape | None) -> Prediction:
+        return self.surface.predict(params, shape, self.context)
+
+    def curve(
+        self, workload: str, params: Mapping[str, Any], shape: SpecShape, points: int = 12
+    ) -> ContextCurve:
+        """The prediction for one configuration over the surface's measured context range (log-spaced)."""
+        sizes = self.surface.contexts.sizes
+        low, high = math.log(sizes[0]), math.log(sizes[-1])
+        contexts = tuple(math.exp(low + (high - low) * i / (points - 1)) for i in range(points))
+        predicted = [self.surface.predict(params, shape, c) for c in contexts]
+        return ContextCurve(
+            workload,
+            params,
+            shape,
+            contexts,
+            tuple(p.tps for p in predicted),
+            tuple(p.sd for p in predicted),
+            tuple(p.accept_length for p in predicted),
+        )
+
+
+def observations(
+    records: Sequence[TrialRecord], workload: str, context: float | None = None
+) -> list[Observation]:
+    """What each complete launch measured on a workload (median decode t/s and acceptance length), at the
+    context its requests carried (the prompt tokens the server counted; `context` where it counted none)."""
     out = []
     for record in records:
         summary = record.workloads.get(workload)
         if record.failed or summary is None or summary.status != "ok" or summary.decode_tps is None:
             continue
         length = summary.acceptance_length.median if summary.acceptance_length else None
-        out.append(Observation(record.params, record.shape, summary.decode_tps.median, length))
+        tokens = summary.prompt_tokens.median if summary.prompt_tokens else context
+        out.append(Observation(record.params, record.shape, summary.decode_tps.median, length, tokens))
     return out
 
 

@@ -143,6 +143,21 @@ def test_a_busy_host_makes_the_verdicts_it_touched_unreliable() -> None:
     assert recs["prose"].recommended_trial == 0
 
 
+def test_streams_beyond_what_the_server_decoded_at_once_make_the_workload_unreliable() -> None:
+    views = search()
+    capped = views[1]
+    assert capped.record is not None
+    capped.record.facts = dataclasses.replace(capped.record.facts, max_running_requests=2)
+    capped.record.workloads["code"] = dataclasses.replace(capped.record.workloads["code"], streams=4)
+    views[2].record.workloads["prose"] = dataclasses.replace(views[2].record.workloads["prose"], streams=2)  # type: ignore[union-attr]
+    warnings = study_warnings(views, [], ["code", "prose"])
+    assert warnings.unreliable_workloads == {"code"}  # 2 streams on an uncapped server: fine
+    (message,) = [m for m in warnings.messages if "queued" in m]
+    assert message.startswith(
+        "code: trial 1's server decoded at most 2 requests at once, fewer than the workload's 4"
+    )
+
+
 def test_a_baseline_that_moved_during_the_study_is_named() -> None:
     truth = {
         BASELINE: {"code": 30.0, "prose": 30.0},

@@ -96,6 +96,17 @@ def run_error(tmp_path: Path, capsys: pytest.CaptureFixture[str], space: str, *e
             "latency_limits.ttft_p95_s: 'ttft_p95_s: 2' is not a limit in seconds; fix: name one of ttft",
         ),
         (
+            SPACE.replace("2048}", "2048, parallel: 2}").replace(
+                "{class: tool}", "{class: tool, streams: 4}"
+            ),
+            "workload tool/4streams sends 4 requests at once, but -np 2 (one request per slot) decodes at most 2: "
+            "the rest would queue; fix: set `parallel: 4` under fixed:",
+        ),
+        (
+            SPACE.replace("{class: tool}", "{class: tool, streams: [1, 8]}"),
+            "but llama-server's default -np (auto: 4 slots) decodes at most 4",
+        ),
+        (
             SPACE.replace("{class: tool}", "{class: tool, streams: 16}") + "probe: {repeats: 3}\n",
             "workloads[0] (tool/16streams): needs 48 different prompts (repeats x streams) but has 35",
         ),

@@ -17,9 +17,9 @@ import pytest
 
 from sweep.analysis import Study, study_frame, trial_views
 from sweep.cli import main
-from sweep.outputs.dashboard import build, pareto_panel, speed_panel, surface_panel
+from sweep.outputs.dashboard import build, context_panel, pareto_panel, speed_panel, surface_panel
 from sweep.results import SpecShape
-from sweep.surface import SurfacePoint
+from sweep.surface import ContextCurve, SurfacePoint
 from tests.test_analysis import view
 
 REPO = Path(__file__).resolve().parents[1]
@@ -281,3 +281,24 @@ def test_pareto_panel_is_left_out_for_a_single_context_size() -> None:
         v.record.facts.context_length, v.record.facts.kv_pool_tokens = 4096, 100000
     panel = pareto_panel(views)
     assert panel.figure is None and "same usable context (4096 tokens)" in panel.html
+
+
+def test_context_panel_draws_the_models_prediction_over_context() -> None:
+    curve = ContextCurve(
+        "code",
+        {"speculative-num-steps": 3, "note": "<b>x</b>"},
+        SpecShape("NEXTN", 3, 1, 3),
+        (300.0, 4000.0, 16000.0),
+        (70.0, 60.0, 45.0),
+        (0.05, 0.1, 0.05),
+        (3.2, 3.0, 2.7),
+    )
+    panel = context_panel(study_frame([]), {}, [curve])
+    assert panel.figure is not None
+    (line,) = [
+        t for t in panel.figure.data if t.name == "code, NEXTN predicted" and t.showlegend is not False
+    ]
+    assert line.line.dash == "dash" and list(line.y) == [70.0, 60.0, 45.0]
+    assert "&lt;b&gt;" in line.hovertext  # a parameter's value is text, not markup
+    accept = [t for t in panel.figure.data if t.name == "code, NEXTN predicted" and t.xaxis == "x2"]
+    assert list(accept[0].y) == [3.2, 3.0, 2.7]

@@ -3,6 +3,7 @@ end to end against the simulator."""
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ import yaml
 
 from sweep.engines import ServerSetup, SGLangEngine
 from sweep.results import SpecShape, Spread, TrialRecord, WorkloadSummary
-from sweep.search import ModelSearch, axes, candidates, launch_key
+from sweep.search import ModelSearch, axes, candidates, launch_key, predicted_surface
 from sweep.space import SearchKind, Space, parse_space
 from sweep.study import launched, make_storage
 
@@ -70,6 +71,55 @@ def record(
     out = TrialRecord(number, dict(params), shape=shape)
     out.workloads = {"code": summary, "prose": summary}
     return out
+
+
+def test_workloads_at_several_contexts_share_one_model_read_at_each_context(engine: SGLangEngine) -> None:
+    the_space = space(
+        SPACE.replace("[{class: code}, {class: prose}]", "[{class: code, context: [null, 16384]}]")
+    )
+    short, long = the_space.workload_keys
+    tokens = {short: 300.0, long: 16000.0}
+
+    def measured(number: int, steps: int | None, tps: dict[str, float], length: float | None) -> TrialRecord:
+        params = {"speculative-algorithm": "none"} if steps is None else {"speculative-num-steps": steps}
+        shape = None if steps is None else SpecShape("NEXTN", steps, 1, steps)
+        out = TrialRecord(number, {**params, "context": number}, shape=shape)
+        out.workloads = {
+            key: WorkloadSummary(
+                key,
+                "ok",
+                decode_tps=Spread(t, t, t, 2, (t, t)),
+                acceptance_length=Spread(length, length, length, 1, (length,)) if length else None,
+                prompt_tokens=Spread(tokens[key], tokens[key], tokens[key], 2, (tokens[key], tokens[key])),
+            )
+            for key, t in tps.items()
+        }
+        return out
+
+    records = [
+        measured(0, None, {short: 40.0, long: 30.0}, None),
+        measured(1, 2, {short: 60.0, long: 40.0}, 2.6),
+        measured(2, 4, {short: 70.0, long: 38.0}, 3.8),
+    ]
+    search = ModelSearch(the_space, candidates(the_space, engine))
+    surfaces = search.surfaces(records, the_space.workload_keys)
+    assert surfaces[short].surface is surfaces[long].surface and surfaces[short].surface.contexts.modelled
+    assert (surfaces[short].best, surfaces[long].best) == (70.0, 40.0)  # each context's own best
+    assert surfaces[long].context == 16000.0
+    drawn = predicted_surface(the_space, engine, records)
+    assert {c.shape.method for c in drawn.curves} == {"NEXTN"}
+    (curve,) = drawn.curves
+    assert curve.contexts[0] == pytest.approx(300) and curve.contexts[-1] == pytest.approx(16000)
+    assert curve.tps[0] > curve.tps[-1]  # slower with the longer context, as measured
+
+    # Without the prompt sizes the contexts cannot be placed: each workload gets its own model.
+    for r in records:
+        r.workloads = {k: dataclasses.replace(w, prompt_tokens=None) for k, w in r.workloads.items()}
+    apart = search.surfaces(records, the_space.workload_keys)
+    assert (
+        apart[short].surface is not apart[long].surface
+        and not predicted_surface(the_space, engine, records).curves
+    )
 
 
 def test_the_model_never_proposes_a_launched_configuration_and_runs_out(engine: SGLangEngine) -> None:

@@ -81,6 +81,15 @@ def test_sglang_rules() -> None:
         e.check_params({"speculative-algorithm": "EAGLE", "speculative-eagle-topk": 2})
 
 
+def test_how_many_requests_a_server_decodes_at_once() -> None:
+    e = engine()
+    assert e.running_limit({"speculative-algorithm": "none"}) is None  # the KV pool decides, at start-up
+    reset = e.running_limit({"speculative-algorithm": "NEXTN", "speculative-num-steps": 2})
+    assert reset is not None and reset.requests == 48 and "resets max-running-requests to 48" in reset.why
+    given = e.running_limit({"speculative-algorithm": "NEXTN", "max-running-requests": 96})
+    assert given is not None and (given.requests, given.param) == (96, "max-running-requests")
+
+
 def test_final_chunk_new_and_old_field_names() -> None:
     e = engine()
     new = {"text": "x", "meta_info": {"finish_reason": {"type": "length"}, "prompt_tokens": 30, "completion_tokens": 41,

@@ -31,20 +31,26 @@ def config(steps: int, topk: int = 1, draft: int | None = None) -> tuple[dict[st
     return params, SpecShape("NEXTN", steps, topk, draft - 1)
 
 
-def truth(workload: str, steps: int, topk: int = 1, draft: int | None = None) -> StepModel:
+def truth(
+    workload: str, steps: int, topk: int = 1, draft: int | None = None, context: int = 300
+) -> StepModel:
     _, shape = config(steps, topk, draft)
     flags = ["--speculative-algorithm", "NEXTN", "--speculative-num-steps", str(steps)]
     flags += ["--speculative-eagle-topk", str(topk), "--speculative-num-draft-tokens", str(shape.budget + 1)]
-    return StepModel(PROFILE, resolve(args(*flags), PROFILE), workload, 300)
+    return StepModel(PROFILE, resolve(args(*flags), PROFILE), workload, context)
 
 
-def observe(workload: str, *configs: tuple[int, int, int | None]) -> list[Observation]:
-    base = StepModel(PROFILE, resolve(args(), PROFILE), workload, 300).expected_tps()
-    out = [Observation({"speculative-algorithm": "none"}, None, base)]
+def observe(
+    workload: str, *configs: tuple[int, int, int | None], context: int | None = None
+) -> list[Observation]:
+    """The sim's expected numbers for the baseline and `configs`, at `context` prompt tokens (unknown: None)."""
+    tokens = context or 300
+    base = StepModel(PROFILE, resolve(args(), PROFILE), workload, tokens).expected_tps()
+    out = [Observation({"speculative-algorithm": "none"}, None, base, None, context)]
     for steps, topk, draft in configs:
         params, shape = config(steps, topk, draft)
-        model = truth(workload, steps, topk, draft)
-        out.append(Observation(params, shape, model.expected_tps(), model.expected_accept_length()))
+        model = truth(workload, steps, topk, draft, tokens)
+        out.append(Observation(params, shape, model.expected_tps(), model.expected_accept_length(), context))
     return out
 
 
@@ -69,6 +75,40 @@ def test_a_few_launches_predict_configurations_never_launched(workload: str) -> 
         assert predicted.accept_length == pytest.approx(expected.expected_accept_length(), rel=0.08)
 
 
+@pytest.mark.parametrize("workload", ["code", "prose"])
+def test_context_length_is_a_coordinate_read_between_the_contexts_measured(workload: str) -> None:
+    """Measured at a short and a long context only, the model predicts other depths at contexts in between
+    (acceptance falls and steps slow as the cache grows), and knows the long context wants a shallower draft."""
+    short, long = 300, 32768
+    surface = WorkloadSurface(
+        AXES,
+        observe(workload, (1, 1, None), (3, 1, None), (6, 1, None), context=short)
+        + observe(workload, (2, 1, None), (5, 1, None), context=long),
+    )
+    assert surface.contexts.sizes == (short, long)
+    for context in (4096, 16384):
+        for steps in (1, 4, 7):
+            params, shape = config(steps)
+            predicted, expected = (
+                surface.predict(params, shape, context),
+                truth(workload, steps, context=context),
+            )
+            assert predicted.tps == pytest.approx(expected.expected_tps(), rel=0.04), (context, steps)
+            assert predicted.accept_length == pytest.approx(expected.expected_accept_length(), rel=0.04)
+
+    def best_depth(context: int) -> int:
+        return max(range(1, 9), key=lambda s: surface.predict(*config(s), context).tps)
+
+    def true_tps(steps: int, context: int) -> float:
+        return truth(workload, steps, context=context).expected_tps()
+
+    assert best_depth(long) < best_depth(short)
+    # Between them, the depth it would pick is about as fast as the true best (the top is flat there).
+    assert true_tps(best_depth(16384), 16384) >= 0.96 * max(true_tps(s, 16384) for s in range(1, 9))
+    # The best measured speed is per context: a long context's best is not the short one's.
+    assert surface.best_at(long) < surface.best_at(short)
+
+
 def test_uncertainty_is_small_where_measured_and_grows_away_from_it() -> None:
     surface = WorkloadSurface(AXES, observe("code", (1, 1, None), (2, 1, None), (3, 1, None)))
     near_params, near_shape = config(2)
@@ -77,14 +117,14 @@ def test_uncertainty_is_small_where_measured_and_grows_away_from_it() -> None:
     assert near.sd < far.sd
     assert near.sd < 0.05  # a measured point: the launch noise and little else
     # An unmeasured configuration that might be much faster is worth more than one the model knows well.
-    assert far.expected_improvement(surface.best) > near.expected_improvement(surface.best)
+    assert far.expected_improvement(surface.best_at()) > near.expected_improvement(surface.best_at())
 
 
 def test_a_method_never_measured_is_as_unsure_as_the_prior_says() -> None:
     surface = WorkloadSurface(AXES, observe("code", (3, 1, None)))
     unseen = surface.predict({}, SpecShape("EAGLE3", 3, 1, 3))
     assert unseen.sd > 0.3 and unseen.accept_length is None
-    assert math.isclose(unseen.tps, surface.baseline_tps or 0.0, rel_tol=0.05)
+    assert math.isclose(unseen.tps, 1 / surface.per_token(None), rel_tol=0.05)  # the baseline's speed
 
 
 def test_a_failed_start_rules_out_larger_drafts_of_the_same_method() -> None:

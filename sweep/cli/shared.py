@@ -36,7 +36,7 @@ from sweep.study import (
     make_storage,
     search_records,
 )
-from sweep.surface import SurfacePoint
+from sweep.surface import PredictedSurface
 
 DEFAULT_RUNS = Path("runs")
 
@@ -79,14 +79,14 @@ def results(study: optuna.Study) -> Study:
     )
 
 
-def surface_of(study: optuna.Study) -> list[SurfacePoint]:
+def surface_of(study: optuna.Study) -> PredictedSurface:
     """The model's surface for the dashboard (none for a study that does not hold its space file, or whose
     space no longer loads, e.g. a prompt file that moved)."""
     try:
         space = stored_space(study, None)
         return predicted_surface(space, build_engine(space), search_records(study))
     except UserError:
-        return []
+        return PredictedSurface()
 
 
 def page(study: optuna.Study, name: str, found: Study) -> str:

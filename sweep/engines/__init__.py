@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from sweep.engines import llamacpp, sglang
-from sweep.engines.base import DraftCounters, Engine, ServerReport, ServerSetup
+from sweep.engines.base import DraftCounters, Engine, RunningLimit, ServerReport, ServerSetup
 from sweep.engines.llamacpp import LlamaCppEngine
 from sweep.engines.sglang import SGLangEngine
 from sweep.errors import UserError
@@ -24,6 +24,7 @@ __all__ = [
     "DraftCounters",
     "Engine",
     "LlamaCppEngine",
+    "RunningLimit",
     "SGLangEngine",
     "ServerReport",
     "ServerSetup",

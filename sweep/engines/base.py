@@ -68,6 +68,15 @@ class DraftCounters:
 
 
 @dataclass(frozen=True)
+class RunningLimit:
+    """How many requests a server decodes at once, why, and the parameter that sets it."""
+
+    requests: int
+    why: str  # "-np 2", "SGLang resets max-running-requests to 48 for speculative decoding"
+    param: str
+
+
+@dataclass(frozen=True)
 class ServerSetup:
     """Where the server comes from: the binary or launch prefix, the model, and flags passed through verbatim."""
 
@@ -148,6 +157,11 @@ class Engine(ABC):
     def spec_shape(self, params: Params) -> SpecShape | None:
         """The depth, tree width and draft budget these (derived) parameters run with; None without speculation
         or where the engine cannot say."""
+        return None
+
+    def running_limit(self, params: Params) -> RunningLimit | None:
+        """The most requests a server launched with these (derived) parameters decodes at once, where the flags
+        alone decide it (None where memory decides, at start-up)."""
         return None
 
     @abstractmethod

@@ -16,6 +16,7 @@ from sweep.engines.base import (
     ExitPatterns,
     Params,
     RequestSettings,
+    RunningLimit,
     ServerReport,
     reason_from_log,
 )
@@ -90,6 +91,7 @@ FLAGS: dict[str, Flag] = {
 KV_SIZE = re.compile(
     r"llama_kv_cache: size =\s*([\d.]+) MiB \(\s*(\d+) cells,\s*(\d+) layers,\s*(\d+)/(\d+) seqs\)"
 )
+DEFAULT_SLOTS = 4  # -np -1 (auto), server.cpp
 SLOTS = re.compile(r"initializing, n_slots = (\d+), n_ctx_slot = (\d+)")
 SPEC_INIT_FAILED = re.compile(r"failed to initialize speculative decoding context: (.*)")
 SPEC_UNSUPPORTED = "speculative decoding not supported by this context"
@@ -201,6 +203,16 @@ class LlamaCppEngine(Engine):
     def wants_speculation(self, params: Params) -> bool:
         types = split_types(params.get("spec-type", "none"))
         return bool(types) and "none" not in types
+
+    def running_limit(self, params: Params) -> RunningLimit:
+        """One request per slot: `-np`, or llama-server's default (auto: 4 slots, unified cache)."""
+        if "parallel" in params:
+            return RunningLimit(
+                int(params["parallel"]), f"-np {params['parallel']} (one request per slot)", "parallel"
+            )
+        return RunningLimit(
+            DEFAULT_SLOTS, f"llama-server's default -np (auto: {DEFAULT_SLOTS} slots)", "parallel"
+        )
 
     def spec_shape(self, params: Params) -> SpecShape | None:
         """A chain of the type's draft length (the longest, for a list of types); llama-server drafts no trees."""

@@ -19,6 +19,7 @@ from sweep.engines.base import (
     ExitPatterns,
     Params,
     RequestSettings,
+    RunningLimit,
     ServerReport,
     ServerSetup,
     reason_from_log,
@@ -28,6 +29,7 @@ from sweep.errors import SpeculationInactive, UserError
 from sweep.results import LaunchFacts, RequestStatus, SpecShape
 
 NUM = r"([\d.]+)"
+SPECULATIVE_MAX_RUNNING = 48  # server_args.py: max_running_requests when unset and speculation is on
 # Target pool first; with EAGLE the draft pool logs a second line. SWA models prefix `Full `/`SWA `.
 KV_ALLOCATED = re.compile(
     r"(?:(Full|SWA) )?KV Cache is allocated\..*?#tokens: (\d+)(?:, K size: " + NUM + r" GB, V size: " + NUM
@@ -314,6 +316,17 @@ class SGLangEngine(Engine):
     def schedule_file(self, depths: list[tuple[int, int]]) -> dict[str, Any] | None:
         return sglang_adaptive_config(depths)
 
+    def running_limit(self, params: Params) -> RunningLimit | None:
+        """`--max-running-requests` where given; unset, speculative decoding resets it to 48 (server_args.py) and
+        without it the KV pool decides at start-up."""
+        if "max-running-requests" in params:
+            limit = int(params["max-running-requests"])
+            return RunningLimit(limit, f"--max-running-requests {limit}", "max-running-requests")
+        if self.wants_speculation(params):
+            why = f"SGLang resets max-running-requests to {SPECULATIVE_MAX_RUNNING} for speculative decoding"
+            return RunningLimit(SPECULATIVE_MAX_RUNNING, why, "max-running-requests")
+        return None
+
     def spec_shape(self, params: Params) -> SpecShape | None:
         """Steps x top-k with a draft-token budget (EAGLE family, SGLang's defaults where unset); NGRAM drafts up to
         its draft tokens over `max_bfs_breadth` branches; the other methods draft a block of their draft tokens."""
@@ -412,9 +425,11 @@ class SGLangEngine(Engine):
         if (
             "max-running-requests" not in params
             and self.wants_speculation(params)
-            and info.get("max_running_requests") == 48
+            and info.get("max_running_requests") == SPECULATIVE_MAX_RUNNING
         ):
-            found.append("max-running-requests: not set, speculative decoding reset it to 48")
+            found.append(
+                f"max-running-requests: not set, speculative decoding reset it to {SPECULATIVE_MAX_RUNNING}"
+            )
         asked = params.get("max-running-requests", info.get("max_running_requests"))
         if effective is not None and asked is not None and effective < int(asked):
             found.append(

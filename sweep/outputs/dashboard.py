@@ -38,7 +38,7 @@ from sweep.analysis import (
 )
 from sweep.outputs.compare import usable_context
 from sweep.outputs.console import gain_text, params_text, pct, speed_text
-from sweep.surface import SurfacePoint
+from sweep.surface import ContextCurve, PredictedSurface, SurfacePoint
 
 # Words that mark a parameter as the speculative depth, most telling first (SGLang steps, llama.cpp lengths).
 DEPTH_WORDS = ("num-steps", "n-max", "draft-tokens", "size-n", "n-min", "size-m", "n-match")
@@ -363,20 +363,25 @@ def _budget_heatmap(fig: go.Figure, points: list[SurfacePoint], col: int) -> Non
     )
 
 
-def context_panel(frame: pd.DataFrame, views: dict[int, TrialView]) -> Panel:
-    title = "Context length against speed and acceptance"
+def context_panel(
+    frame: pd.DataFrame, views: dict[int, TrialView], curves: Sequence[ContextCurve] = ()
+) -> Panel:
+    """Measured speed and acceptance over context length per trial, and the model's prediction over context for
+    each method's best configuration (dashed, with a one-sd band)."""
+    title = "Context length against speed and acceptance: measured (points) and predicted (dashed)"
     ok = frame[frame["status"] == "ok"] if not frame.empty else frame
     if not ok.empty:
         # Only workloads measured at several context lengths: a line joins one class of prompts, never two.
         ok = ok.assign(cls=ok["workload"].str.split("@").str[0].str.split("/").str[0])
         ok = ok[ok.groupby("cls")["workload"].transform("nunique") > 1]
-    if ok.empty:
+    if ok.empty and not curves:
         return _message(
             title,
             "No workload was measured at several context lengths; add context variants (context: [null, 8192, 32768]).",
         )
     fig = make_subplots(rows=1, cols=2, subplot_titles=["decode tokens/s", "accept length (tokens/step)"])
-    for trial, cls in sorted(set(zip(ok["trial"].tolist(), ok["cls"].tolist(), strict=True))):
+    series = set(zip(ok["trial"].tolist(), ok["cls"].tolist(), strict=True)) if not ok.empty else set()
+    for trial, cls in sorted(series):
         rows = ok[(ok["trial"] == trial) & (ok["cls"] == cls)].sort_values("prompt_tokens")
         name = f"{cls}, trial {trial}" + (" (no speculation)" if rows["role"].iloc[0] == "baseline" else "")
         hover = _flags(views[trial])
@@ -384,8 +389,60 @@ def context_panel(frame: pd.DataFrame, views: dict[int, TrialView]) -> Panel:
                                  legendgroup=name, hovertext=hover, text=rows["workload"]), row=1, col=1)  # fmt: skip
         fig.add_trace(go.Scatter(x=rows["prompt_tokens"], y=rows["acceptance_length"], mode="markers+lines", name=name,
                                  legendgroup=name, showlegend=False, hovertext=hover, text=rows["workload"]), row=1, col=2)  # fmt: skip
+    for curve in curves:
+        _context_curve_traces(fig, curve)
     fig.update_xaxes(title_text="prompt tokens (median)", type="log")
     return Panel(title, fig)
+
+
+def _context_curve_traces(fig: go.Figure, curve: ContextCurve) -> None:
+    name = f"{curve.workload}, {curve.shape.method} predicted"
+    hover = "<br>".join(html.escape(f"{k}={v}") for k, v in curve.params.items())
+    contexts = list(curve.contexts)
+    upper = [t * math.exp(sd) for t, sd in zip(curve.tps, curve.sd, strict=True)]
+    lower = [t * math.exp(-sd) for t, sd in zip(curve.tps, curve.sd, strict=True)]
+    fig.add_trace(
+        go.Scatter(
+            x=contexts + contexts[::-1],
+            y=upper + lower[::-1],
+            fill="toself",
+            opacity=0.15,
+            line={"width": 0},
+            legendgroup=name,
+            showlegend=False,
+            hoverinfo="skip",
+        ),
+        row=1,
+        col=1,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=contexts,
+            y=list(curve.tps),
+            mode="lines",
+            line={"dash": "dash"},
+            name=name,
+            legendgroup=name,
+            hovertext=hover,
+        ),
+        row=1,
+        col=1,
+    )
+    if any(a is not None for a in curve.accept_length):
+        fig.add_trace(
+            go.Scatter(
+                x=contexts,
+                y=list(curve.accept_length),
+                mode="lines",
+                line={"dash": "dash"},
+                name=name,
+                legendgroup=name,
+                showlegend=False,
+                hovertext=hover,
+            ),
+            row=1,
+            col=2,
+        )
 
 
 def pareto_panel(views: list[TrialView]) -> Panel:
@@ -595,7 +652,8 @@ def figure_html(figure: go.Figure, div_id: str) -> str:
     )
 
 
-def build(study: optuna.Study, study_name: str, found: Study, surface: Sequence[SurfacePoint] = ()) -> str:
+def build(study: optuna.Study, study_name: str, found: Study, surface: PredictedSurface | None = None) -> str:
+    surface = surface or PredictedSurface()
     views = found.search
     by_number = {v.number: v for v in views}
     frame = study_frame(views)
@@ -603,7 +661,7 @@ def build(study: optuna.Study, study_name: str, found: Study, surface: Sequence[
     recs, overall = recommendations(found, warnings), overall_recommendation(found, warnings)
     panels: list[Panel] = [Panel("Recommendations", html=recommendations_html(recs, overall, warnings))]
     builders: list[Callable[[], Panel]] = [
-        lambda: speed_panel(frame, by_number), lambda: surface_panel(list(surface), views), lambda: context_panel(frame, by_number),
+        lambda: speed_panel(frame, by_number), lambda: surface_panel(list(surface.points), views), lambda: context_panel(frame, by_number, surface.curves),
         lambda: pareto_panel(views), lambda: memory_panel(views), lambda: failures_panel(views, found.confirm),
         lambda: importance_panel(study), lambda: timeline_panel(study),
     ]  # fmt: skip
