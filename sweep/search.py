@@ -30,6 +30,7 @@ from sweep.surface import (
     SurfaceAt,
     SurfacePoint,
     WorkloadSurface,
+    encode,
     observations,
     request_noise,
 )
@@ -37,6 +38,8 @@ from sweep.surface import (
 # A launch that failed here never measured anything: the model learns where servers do not start.
 STARTUP_STAGES = ("launch", "params", "speculation")
 MIN_START_CHANCE = 0.02
+GEOMETRIC = 4.0  # numeric choices spanning this factor are compared by ratio (log scale)
+NEAR_TIE = 0.8  # expected improvements within this share of the highest are a tie to the model
 GRID_LIMIT = 20000  # combinations ranked at most (a larger space is ranked on its first GRID_LIMIT)
 
 
@@ -89,12 +92,14 @@ def candidates(space: Space, engine: Engine, limit: int = GRID_LIMIT) -> Candida
 
 def axes(space: Space) -> list[Axis]:
     """The model's coordinates: ranges scaled to [0, 1]; choices that are all numbers too (`{choices: [3, 6,
-    12]}` is a coarse range, and 6 lies between 3 and 12); other choices one dimension each."""
+    12]}` is a coarse range, and 6 lies between 3 and 12; on a log scale where they span a factor of
+    GEOMETRIC or more, as sizes do: 6 is as far from 3 as from 12); other choices one dimension each."""
     out = []
     for spec in space.params:
         numbers = [c for c in spec.choices if isinstance(c, int | float) and not isinstance(c, bool)]
         if spec.choices and len(numbers) == len(spec.choices) and len(set(numbers)) > 1:
-            out.append(Axis(spec.name, float(min(numbers)), float(max(numbers))))
+            low, high = float(min(numbers)), float(max(numbers))
+            out.append(Axis(spec.name, low, high, log=low > 0 and high / low >= GEOMETRIC))
         elif spec.choices:
             out.append(Axis(spec.name, choices=spec.choices))
         else:
@@ -163,19 +168,36 @@ class ModelSearch:
         return StartChance(axes(self.space), launched)
 
     def propose(self, records: Sequence[TrialRecord]) -> Proposal | None:
+        """The untried candidate with the highest expected improvement (times its chance to start) on any
+        workload. Where several are within NEAR_TIE of the highest, the model cannot tell them apart, and the
+        one nearest the best measured configuration goes first: one step from what works (a trust region),
+        not the corner farthest from every measurement."""
         surfaces = self.surfaces(records)
         starts = self.start_chance(records)
-        best: Proposal | None = None
+        proposals: list[Proposal] = []
         for candidate in self.untried(records):
             predicted = {k: s.predict(candidate.params, candidate.shape) for k, s in surfaces.items()}
             chance = starts(candidate.params, candidate.shape)
             if chance < MIN_START_CHANCE:
                 continue  # a smaller draft of the same method already failed to start
-            for key, prediction in predicted.items():
-                gain = chance * prediction.expected_improvement(surfaces[key].best)
-                if best is None or gain > best.improvement:
-                    best = Proposal(candidate, key, gain, predicted)
-        return best
+            gains = {k: chance * p.expected_improvement(surfaces[k].best) for k, p in predicted.items()}
+            key = max(gains, key=lambda k: gains[k])
+            proposals.append(Proposal(candidate, key, gains[key], predicted))
+        if not proposals:
+            return None
+        top = max(p.improvement for p in proposals)
+        near = [p for p in proposals if p.improvement >= NEAR_TIE * top]
+        shape_axes = axes(self.space)
+        incumbents = {key: _fastest(records, key) for key in surfaces}
+
+        def distance(p: Proposal) -> float:
+            incumbent = incumbents.get(p.workload)
+            if incumbent is None:
+                return 0.0
+            here, there = encode(shape_axes, p.candidate.params), encode(shape_axes, incumbent.params)
+            return math.dist(here, there)
+
+        return min(near, key=lambda p: (distance(p), -p.improvement))
 
     def unconfident(self, records: Sequence[TrialRecord]) -> list[str]:
         """Workloads on which some untried candidate could still beat the best by more than the noise
@@ -195,6 +217,12 @@ class ModelSearch:
             ):
                 open_.append(key)
         return open_
+
+
+def _fastest(records: Sequence[TrialRecord], key: str) -> TrialRecord | None:
+    """The launch that measured the highest decode t/s on a workload."""
+    measured = [(o.tps, r) for r in records for o in observations([r], key)]
+    return max(measured, key=lambda m: m[0])[1] if measured else None
 
 
 def predicted_surface(space: Space, engine: Engine, records: Sequence[TrialRecord]) -> PredictedSurface:

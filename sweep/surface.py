@@ -19,6 +19,7 @@ module reads records and shapes only.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import statistics
@@ -214,7 +215,7 @@ class MethodFit:
 
     accept: Mapping[float, float] | None  # chain acceptance per position by context; None: none reported
     gain: float
-    step: Mapping[float, tuple[float, float, float]]  # by context: c0, c1 (per depth), c2 (per budget token)
+    step: Mapping[float, StepFit]  # by context
     n: int  # launches it rests on
 
 
@@ -237,23 +238,46 @@ def _fit_acceptance(
     return best[1], best[2]
 
 
-def _fit_step(
-    points: list[tuple[SpecShape, float]],
-    draft_model: bool = True,
-    prior_step: tuple[float, float, float] | None = None,
-) -> tuple[float, float, float]:
-    """Ridge regression of step time (in baseline tokens) on (1, depth, budget) towards a prior: a step costs
-    about one token, plus a sixth of one per position a draft model drafts, plus a fiftieth per token verified
-    (a lookup drafter, n-gram, costs no draft forward); or towards `prior_step` (the fit over every context)."""
-    prior = np.array(prior_step or (1.1, 1 / 6 if draft_model else 0.0, 1 / 50))
+@dataclass(frozen=True)
+class StepFit:
+    """A step's time in baseline tokens, c0 + c1 depth + c2 budget, and how sure the fit is of c (the posterior
+    covariance of a Bayesian linear regression with the prior's stated spread)."""
+
+    coef: tuple[float, float, float]
+    cov: tuple[float, ...]  # 3 x 3, row by row
+
+    def tokens(self, shape: SpecShape) -> float:
+        c0, c1, c2 = self.coef
+        return c0 + c1 * shape.depth + c2 * (shape.budget or shape.depth)
+
+    def relative_sd(self, shape: SpecShape) -> float:
+        x = np.array([1.0, shape.depth, shape.budget or shape.depth])
+        variance = float(x @ np.array(self.cov).reshape(3, 3) @ x)
+        return math.sqrt(max(variance, 0.0)) / max(self.tokens(shape), 1e-9)
+
+
+def _step_prior(draft_model: bool) -> StepFit:
+    """A step costs about one token, plus a sixth of one per position a draft model drafts (a lookup drafter,
+    n-gram, drafts no forward: about nothing), plus a fiftieth per token verified; each as unsure as it is
+    large (a lookup's depth: a hundredth of a token either way), so two launches can overrule it."""
+    mean = (1.1, 1 / 6 if draft_model else 0.0, 1 / 50)
+    sd = (0.5, 1 / 6 if draft_model else 1 / 100, 1 / 50)
+    return StepFit(mean, tuple(np.diag(np.square(sd)).ravel().tolist()))
+
+
+def _fit_step(points: list[tuple[SpecShape, float]], prior: StepFit, noise: float) -> StepFit:
+    """Step time (in baseline tokens) on (1, depth, budget): the posterior under `prior`, each point known to
+    within `noise` (relative)."""
     if not points:
-        return (float(prior[0]), float(prior[1]), float(prior[2]))
+        return prior
     x = np.array([[1.0, s.depth, s.budget or s.depth] for s, _ in points])
     y = np.array([t for _, t in points])
-    scale = np.diag([1.0, 1.0 / 16, 1.0 / 256])  # depths reach ~16, budgets ~256: compare like with like
-    penalty = 0.5 * np.linalg.inv(scale @ scale)  # the prior counts as half a launch per coefficient
-    coef = np.linalg.solve(x.T @ x + penalty, x.T @ y + penalty @ prior)
-    return (float(max(coef[0], 0.2)), float(max(coef[1], 0.0)), float(max(coef[2], 0.0)))
+    sigma2 = (max(noise, NOISE_FLOOR) * float(np.mean(y))) ** 2
+    prior_precision = np.linalg.inv(np.array(prior.cov).reshape(3, 3))
+    cov = np.linalg.inv(x.T @ x / sigma2 + prior_precision)
+    coef = cov @ (x.T @ y / sigma2 + prior_precision @ np.array(prior.coef))
+    clamped = (float(max(coef[0], 0.2)), float(max(coef[1], 0.0)), float(max(coef[2], 0.0)))
+    return StepFit(clamped, tuple(cov.ravel().tolist()))
 
 
 class WorkloadSurface:
@@ -305,7 +329,7 @@ class WorkloadSurface:
         ]
         draft_model = all(o.shape.draft_model for o in mine if o.shape)
         steps = [(o, s, length / o.tps / self.per_token(o.context)) for o, s, length in measured]
-        joint_step = _fit_step([(s, t) for _, s, t in steps], draft_model)
+        joint_step = _fit_step([(s, t) for _, s, t in steps], _step_prior(draft_model), self.noise)
         step = {0.0: joint_step}
         joint = _fit_acceptance([(s, length) for _, s, length in measured])
         accept = None if joint is None else {0.0: joint[0]}
@@ -317,7 +341,8 @@ class WorkloadSurface:
             step = {
                 g: _fit_step(
                     [(s, t) for o, s, t in steps if self.contexts.group(o.context) == g],
-                    prior_step=joint_step,
+                    dataclasses.replace(joint_step, cov=tuple(4 * v for v in joint_step.cov)),
+                    self.noise,
                 )
                 for g in groups
             }
@@ -343,9 +368,15 @@ class WorkloadSurface:
         length = self.accept_length(shape, context)
         if length is None:
             return None
-        c0, c1, c2 = self.contexts.interpolate(context, self.methods[shape.method].step)
-        seconds = self.per_token(context) * (c0 + c1 * shape.depth + c2 * (shape.budget or shape.depth))
+        seconds = self.per_token(context) * self.step_at(shape.method, context).tokens(shape)
         return length / seconds if seconds > 0 else None
+
+    def step_at(self, method: str, context: float | None) -> StepFit:
+        by_context = self.methods[method].step
+        return StepFit(
+            self.contexts.interpolate(context, {g: f.coef for g, f in by_context.items()}),
+            self.contexts.interpolate(context, {g: f.cov for g, f in by_context.items()}),
+        )
 
     def _mean(self, shape: SpecShape | None, context: float | None) -> tuple[float, float]:
         """The shape's prediction (log t/s) and how unsure it is before any residual is learnt."""
@@ -354,7 +385,9 @@ class WorkloadSurface:
             return math.log(1 / self.per_token(context)), UNSEEN_METHOD_SD
         structural = self.structural_tps(shape, context)
         if structural is not None:
-            return math.log(structural), 0.25 / math.sqrt(fit.n)
+            # Misfit shrinking with launches, and how unsure the step costs are this far from what was measured.
+            step_sd = self.step_at(shape.method, context).relative_sd(shape)
+            return math.log(structural), math.hypot(0.25 / math.sqrt(fit.n), step_sd)
         return math.log(self._method_median(shape.method, context)), 0.25 / math.sqrt(fit.n)
 
     def _method_median(self, method: str, context: float | None) -> float:
