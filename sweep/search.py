@@ -122,12 +122,20 @@ class ModelSearch:
 
     space: Space
     pool: Candidates
+    # The last fit and the records it was fitted to: the stop rule and the next pick read the same records.
+    _fitted: tuple[tuple[Any, ...], dict[str, SurfaceAt]] | None = field(default=None, repr=False)
 
     def surfaces(
         self, records: Sequence[TrialRecord], keys: Sequence[str] | None = None
     ) -> dict[str, SurfaceAt]:
         """One model per workload (the objective's by default: what the search optimises). Workloads that differ
         only in context length share one model over context where the prompts' sizes are known."""
+        seen = (tuple(keys or ()), *(json.dumps(r.to_dict(), sort_keys=True, default=str) for r in records))
+        if self._fitted is None or self._fitted[0] != seen:
+            self._fitted = (seen, self._fit(records, keys))
+        return self._fitted[1]
+
+    def _fit(self, records: Sequence[TrialRecord], keys: Sequence[str] | None) -> dict[str, SurfaceAt]:
         wanted = set(keys or self.space.objective_names)
         shape_axes = axes(self.space)
         families: dict[tuple[str, int], list[Workload]] = {}
@@ -174,9 +182,11 @@ class ModelSearch:
         not the corner farthest from every measurement."""
         surfaces = self.surfaces(records)
         starts = self.start_chance(records)
+        left = self.untried(records)
+        ranked = {k: s.predict_many([(c.params, c.shape) for c in left]) for k, s in surfaces.items()}
         proposals: list[Proposal] = []
-        for candidate in self.untried(records):
-            predicted = {k: s.predict(candidate.params, candidate.shape) for k, s in surfaces.items()}
+        for i, candidate in enumerate(left):
+            predicted = {k: ranked[k][i] for k in surfaces}
             chance = starts(candidate.params, candidate.shape)
             if chance < MIN_START_CHANCE:
                 continue  # a smaller draft of the same method already failed to start
@@ -210,11 +220,8 @@ class ModelSearch:
                 open_.append(key)  # nothing measured on it yet
                 continue
             ceiling = math.log(surface.best) + 2 * surface.noise
-            if any(
-                math.log(p.tps) + 2 * p.sd > ceiling
-                for c in left
-                if (p := surface.predict(c.params, c.shape))
-            ):
+            predicted = surface.predict_many([(c.params, c.shape) for c in left])
+            if any(math.log(p.tps) + 2 * p.sd > ceiling for p in predicted):
                 open_.append(key)
         return open_
 
@@ -235,10 +242,11 @@ def predicted_surface(space: Space, engine: Engine, records: Sequence[TrialRecor
     speculative = [c for c in pool.items if c.shape is not None]
     points = [
         SurfacePoint(key, c.params, c.shape, p.tps, p.sd, p.accept_length, launch_key(c.params) in tried)
-        for c in speculative
-        if c.shape is not None
         for key, surface in surfaces.items()
-        if (p := surface.predict(c.params, c.shape))
+        for c, p in zip(
+            speculative, surface.predict_many([(c.params, c.shape) for c in speculative]), strict=True
+        )
+        if c.shape is not None
     ]
     return PredictedSurface(tuple(points), tuple(_context_curves(space, surfaces, speculative)))
 
@@ -258,9 +266,11 @@ def _context_curves(
         label = w.name + (f", {w.streams} streams" if w.streams > 1 else "")
         sizes = view.surface.contexts.sizes
         best: dict[str, tuple[float, Candidate]] = {}
-        for c in speculative:
+        configurations = [(c.params, c.shape) for c in speculative]
+        at_size = [view.surface.predict_many(configurations, size) for size in sizes]
+        for i, c in enumerate(speculative):
             assert c.shape is not None
-            score = sum(math.log(view.surface.predict(c.params, c.shape, size).tps) for size in sizes)
+            score = sum(math.log(predicted[i].tps) for predicted in at_size)
             if c.shape.method not in best or score > best[c.shape.method][0]:
                 best[c.shape.method] = (score, c)
         for _, c in best.values():

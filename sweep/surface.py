@@ -229,11 +229,18 @@ def _fit_acceptance(
     gains = gains or (GAIN_GRID if len(widths) > 1 else (GAIN_PRIOR,))
     best: tuple[float, float, float] | None = None
     for gain in gains:
-        for a in ACCEPT_GRID:
-            error = sum((accept_length(float(a), gain, s) / length - 1) ** 2 for s, length in points)
-            error += 1e-4 * (gain - GAIN_PRIOR) ** 2  # ties go to the prior
-            if best is None or error < best[0]:
-                best = (error, float(a), gain)
+        # Every chain acceptance on the grid at once: L = 1 + p (1 - p^d) / (1 - p) per point.
+        error = np.zeros(len(ACCEPT_GRID))
+        for shape, length in points:
+            depth = min(shape.depth, shape.budget or shape.depth)
+            width = max(1.0, min(float(shape.width), (shape.budget or depth) / max(depth, 1)))
+            p = 1 - (1 - ACCEPT_GRID) ** (width**gain)
+            predicted = 1 + p * (1 - p**depth) / (1 - p) if depth > 0 else np.ones(len(ACCEPT_GRID))
+            error += (predicted / length - 1) ** 2
+        error += 1e-4 * (gain - GAIN_PRIOR) ** 2  # ties go to the prior
+        i = int(np.argmin(error))
+        if best is None or error[i] < best[0]:
+            best = (float(error[i]), float(ACCEPT_GRID[i]), gain)
     assert best is not None
     return best[1], best[2]
 
@@ -429,16 +436,40 @@ class WorkloadSurface:
     def predict(
         self, params: Mapping[str, Any], shape: SpecShape | None, context: float | None = None
     ) -> Prediction:
-        mean, prior_sd = self._mean(shape, context)
-        x = np.array([self._encode(params, context)])
-        k = self._kernel(x, self._x)[0] if len(self._alpha) else np.zeros(0)
-        residual = float(k @ self._alpha) if len(k) else 0.0
-        variance = self._signal - (float(k @ self._k_inv @ k) if len(k) else 0.0)
+        return self.predict_many([(params, shape)], context)[0]
+
+    def predict_many(
+        self,
+        configurations: Sequence[tuple[Mapping[str, Any], SpecShape | None]],
+        context: float | None = None,
+    ) -> list[Prediction]:
+        """Predictions for many configurations at one context: the shape's mean once per shape, the process
+        as one matrix product (the search ranks thousands of candidates per trial)."""
+        if not configurations:
+            return []
+        by_shape: dict[SpecShape | None, tuple[float, float, float | None]] = {}
+        for _, shape in configurations:
+            if shape not in by_shape:
+                mean, doubt = self._mean(shape, context)
+                length = 1.0 if shape is None else self.accept_length(shape, context)
+                by_shape[shape] = (mean, doubt, length)
+        means = np.array([by_shape[shape][0] for _, shape in configurations])
+        prior_sd = np.array([by_shape[shape][1] for _, shape in configurations])
+        if len(self._alpha):
+            x = np.array([self._encode(params, context) for params, _ in configurations])
+            k = self._kernel(x, self._x)
+            residual = k @ self._alpha
+            variance: np.ndarray = self._signal - np.einsum("ij,jk,ik->i", k, self._k_inv, k)
+        else:
+            residual, variance = np.zeros(len(configurations)), np.full(len(configurations), self._signal)
         # The shape's own doubt shrinks where the process has seen close neighbours.
         seen = 1 - variance / self._signal
-        sd = math.sqrt(max(variance, 0.0) + (prior_sd * (1 - seen)) ** 2 + self.noise**2)
-        length = 1.0 if shape is None else self.accept_length(shape, context)
-        return Prediction(math.exp(mean + residual), sd, length)
+        sd = np.sqrt(np.maximum(variance, 0.0) + (prior_sd * (1 - seen)) ** 2 + self.noise**2)
+        tps = np.exp(means + residual)
+        return [
+            Prediction(float(t), float(d), by_shape[shape][2])
+            for t, d, (_, shape) in zip(tps, sd, configurations, strict=True)
+        ]
 
 
 @dataclass(frozen=True)
@@ -455,6 +486,11 @@ class SurfaceAt:
 
     def predict(self, params: Mapping[str, Any], shape: SpecShape | None) -> Prediction:
         return self.surface.predict(params, shape, self.context)
+
+    def predict_many(
+        self, configurations: Sequence[tuple[Mapping[str, Any], SpecShape | None]]
+    ) -> list[Prediction]:
+        return self.surface.predict_many(configurations, self.context)
 
     def curve(
         self, workload: str, params: Mapping[str, Any], shape: SpecShape, points: int = 12

@@ -103,6 +103,7 @@ def test_workloads_at_several_contexts_share_one_model_read_at_each_context(engi
     ]
     search = ModelSearch(the_space, candidates(the_space, engine))
     surfaces = search.surfaces(records, the_space.workload_keys)
+    assert search.surfaces(records, the_space.workload_keys) is surfaces  # the same records: fitted once
     assert surfaces[short].surface is surfaces[long].surface and surfaces[short].surface.contexts.modelled
     assert (surfaces[short].best, surfaces[long].best) == (70.0, 40.0)  # each context's own best
     assert surfaces[long].context == 16000.0
@@ -273,3 +274,22 @@ def test_numeric_choices_are_a_coarse_range_to_the_model() -> None:
         1.0
     ]
     assert found["speculative-algorithm"].choices == ("NEXTN",)
+    # Sizes that span a factor of 4 or more are compared by ratio: 6 lies halfway between 3 and 12.
+    sizes = space(SPACE.replace("{choices: [1, 2]}", "{choices: [3, 6, 12]}"))
+    size_axis = next(a for a in axes(sizes) if a.name == "speculative-eagle-topk")
+    assert size_axis.log and size_axis.encode(6) == pytest.approx([0.5])
+
+
+def test_near_ties_step_from_the_best_configuration_not_to_the_farthest_corner(engine: SGLangEngine) -> None:
+    """Depths 2 and 3 measured, 3 the faster: deeper chains promise about as much as each other, and the one
+    nearest depth 3 goes first (expected improvement alone would jump to the far end, 7)."""
+    the_space = space(SMALL.replace("{int: [1, 4]}", "{int: [1, 8]}"))
+    search = ModelSearch(the_space, candidates(the_space, engine))
+    records = [record(0, {"speculative-algorithm": "none"}, None, 40.0, None)]
+    for number, depth, tps, length in ((1, 2, 60.0, 2.5), (2, 3, 66.0, 3.0)):
+        params = engine.derive(
+            the_space.launch_params({"speculative-algorithm": "NEXTN", "speculative-num-steps": depth})
+        )
+        records.append(record(number, params, SpecShape("NEXTN", depth, 1, depth), tps, length))
+    proposal = search.propose(records)
+    assert proposal is not None and proposal.candidate.params["speculative-num-steps"] in (4, 5)
