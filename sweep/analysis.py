@@ -156,16 +156,12 @@ def decode_median(view: TrialView, workload: str) -> float | None:
 
 
 def cost(view: TrialView) -> tuple[bool, float, float]:
-    """Cheaper first: speculation off, then fewer/shorter drafts (numeric speculative settings), then less KV."""
+    """Cheaper first: speculation off, then less draft work per step (the engine's reading of the
+    configuration, `shape`), then less KV."""
     assert view.record is not None
-    params = view.record.params
-    spec = view.record.facts.speculation_requested
-    depth = sum(
-        float(v)
-        for k, v in params.items()
-        if "spec" in k and isinstance(v, int | float) and not isinstance(v, bool)
-    )
-    return (spec, depth, float(view.record.facts.kv_pool_tokens or 0))
+    shape = view.record.shape
+    work = float(shape.draft_work) if shape else 0.0
+    return (view.record.facts.speculation_requested, work, float(view.record.facts.kv_pool_tokens or 0))
 
 
 def launches(views: list[TrialView], label: str, workload: str, metric: str = "decode_tps") -> list[Launch]:

@@ -222,6 +222,17 @@ class SpecShape:
     width_param: str = ""
     budget_param: str = ""
 
+    @property
+    def draft_work(self) -> int:
+        """What a step spends on speculation, to prefer the cheaper of two equally fast configurations: a
+        forward per position a model drafts, and the tokens verified."""
+        return (self.depth if self.draft_model else 0) + (self.budget or self.depth)
+
+    @property
+    def params(self) -> tuple[str, ...]:
+        """The engine's parameters behind depth, budget and width, in that order (the ones it names)."""
+        return tuple(dict.fromkeys(p for p in (self.depth_param, self.budget_param, self.width_param) if p))
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 

@@ -17,7 +17,7 @@ from sweep.analysis import (
     recommendations,
     study_warnings,
 )
-from sweep.results import HostLoad, LaunchFacts, Spread, TrialRecord, WorkloadSummary
+from sweep.results import HostLoad, LaunchFacts, SpecShape, Spread, TrialRecord, WorkloadSummary
 from sweep.stats import Verdict
 
 QUIET = HostLoad(other_cpu=0.01, steal=0.0, loadavg=1.0, cpus=2, seconds=5.0)
@@ -46,7 +46,10 @@ def view(
 ) -> TrialView:
     rng = rng or random.Random(number * 7 + round_)
     spec = params.get("speculative-algorithm") != "none"
-    record = TrialRecord(number, params, facts=LaunchFacts(speculation_requested=spec))
+    steps = params.get("speculative-num-steps")
+    # What the SGLang engine writes for a NEXTN chain (the analysis reads the shape, not parameter names).
+    shape = SpecShape("NEXTN", int(steps), 1, int(steps)) if spec and isinstance(steps, int) else None
+    record = TrialRecord(number, params, facts=LaunchFacts(speculation_requested=spec), shape=shape)
     drift = math.exp(rng.gauss(0, 0.01))
     for key, speed in speeds.items():
         tps = [speed * p * drift * math.exp(rng.gauss(0, 0.005)) for p in (1.0, 1.2, 0.9)]

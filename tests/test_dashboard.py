@@ -302,3 +302,17 @@ def test_context_panel_draws_the_models_prediction_over_context() -> None:
     assert "&lt;b&gt;" in line.hovertext  # a parameter's value is text, not markup
     accept = [t for t in panel.figure.data if t.name == "code, NEXTN predicted" and t.xaxis == "x2"]
     assert list(accept[0].y) == [3.2, 3.0, 2.7]
+
+
+@pytest.mark.parametrize("depth_param", ["alpha", "beta"])
+def test_the_depth_axis_is_the_parameter_the_engine_named(depth_param: str) -> None:
+    """Two numeric settings swept on every trial: the plot's axis is the one the engine's shape calls the depth
+    (names mean nothing to the dashboard)."""
+    views = [view(0, {"alpha": 0, "beta": 0}, {"code": 30.0}, role="baseline")]
+    for number in range(1, 4):
+        spec = view(number, {"alpha": number, "beta": 10 - number}, {"code": 40.0 + number})
+        assert spec.record is not None
+        shape = SpecShape("X", number, 1, number, depth_param=depth_param)
+        views.append(dataclasses.replace(spec, record=dataclasses.replace(spec.record, shape=shape)))
+    panel = speed_panel(study_frame(views), {v.number: v for v in views})
+    assert panel.figure is not None and panel.figure.layout.xaxis.title.text == depth_param

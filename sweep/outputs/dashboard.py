@@ -41,7 +41,6 @@ from sweep.outputs.console import gain_text, params_text, pct, speed_text
 from sweep.surface import ContextCurve, PredictedSurface, SurfacePoint
 
 # Words that mark a parameter as the speculative depth, most telling first (SGLang steps, llama.cpp lengths).
-DEPTH_WORDS = ("num-steps", "n-max", "draft-tokens", "size-n", "n-min", "size-m", "n-match")
 FREE_BUT_UNUSED_GB = 1.0
 
 
@@ -57,9 +56,10 @@ def _flags(view: TrialView) -> str:
     return "<br>".join(f"{k}={v}" for k, v in view.record.params.items())
 
 
-def numeric_params(frame: pd.DataFrame) -> list[str]:
-    """Swept numeric parameters (more than one value): the one measured on most trials first, the speculative
-    depth first among equals. llama.cpp's n-gram sizes are conditional on the type, so coverage decides."""
+def numeric_params(frame: pd.DataFrame, shape_params: Sequence[str] = ()) -> list[str]:
+    """Swept numeric parameters (more than one value): the one measured on most trials first, among equals the
+    ones the engine named depth, budget and width (`shape_params`, in that order). llama.cpp's n-gram sizes are
+    conditional on the type, so coverage decides first."""
     names, coverage = [], {}
     for column in frame.columns:
         if not column.startswith("param:"):
@@ -68,10 +68,13 @@ def numeric_params(frame: pd.DataFrame) -> list[str]:
         if values.notna().any() and values.dropna().nunique() > 1:
             names.append(column)
             coverage[column] = int(values.notna().sum())
-    rank = {
-        name: next((i for i, w in enumerate(DEPTH_WORDS) if w in name), len(DEPTH_WORDS)) for name in names
-    }
-    return sorted(names, key=lambda n: (-coverage[n], rank[n]))
+    order = list(shape_params)
+
+    def rank(name: str) -> int:
+        bare = name.removeprefix("param:")
+        return order.index(bare) if bare in order else len(order)
+
+    return sorted(names, key=lambda n: (-coverage[n], rank(n)))
 
 
 def _message(title: str, text: str) -> Panel:
@@ -95,10 +98,10 @@ def method_groups(frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     return [(str(label), rows) for label, rows in frame.groupby(labels, sort=False)]
 
 
-def method_axis(rows: pd.DataFrame, frame: pd.DataFrame) -> str | None:
+def method_axis(rows: pd.DataFrame, frame: pd.DataFrame, shape_params: Sequence[str] = ()) -> str | None:
     """The numeric setting to plot one method's trials against: one that varies among them, else one that
     belongs to this method (set on all its trials, absent on other methods' trials)."""
-    varying = numeric_params(rows)
+    varying = numeric_params(rows, shape_params)
     if varying:
         return varying[0]
     for column in (c for c in rows.columns if c.startswith("param:")):
@@ -121,8 +124,12 @@ def speed_panel(frame: pd.DataFrame, views: dict[int, TrialView]) -> Panel:
     )
     colors = {w: f"hsl({i * 67 % 360},60%,45%)" for i, w in enumerate(dict.fromkeys(ok["workload"]))}
     base = frame[frame["role"] == "baseline"]
+    # The depth, budget and width parameters as the engine named them in the records.
+    shape_params = list(
+        dict.fromkeys(p for v in views.values() if v.record and v.record.shape for p in v.record.shape.params)
+    )
     for col, (_, rows) in enumerate(groups, start=1):
-        x = method_axis(rows, ok)
+        x = method_axis(rows, ok, shape_params)
         for workload, points in rows.groupby("workload", sort=False):
             if x is not None:
                 points = points.assign(depth=pd.to_numeric(points[x], errors="coerce")).dropna(
