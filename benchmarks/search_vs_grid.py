@@ -34,7 +34,7 @@ import yaml
 from replay import drive, measured_tps
 
 from sweep.engines import ServerSetup, SGLangEngine
-from sweep.results import Spread, TrialRecord, WorkloadSummary
+from sweep.results import Spread, Stage, TrialRecord, WorkloadSummary
 from sweep.search import candidates
 from sweep.sim.flags import build_parser, normalize
 from sweep.sim.model import StartupFailure, StepModel, plan_memory, resolve
@@ -108,7 +108,7 @@ class Truth:
         drift = math.exp(rng.gauss(0, self.profile.launch_drift))
         record = TrialRecord(number, params, shape=self.engine.spec_shape(params))
         if not self.starts(params):
-            record.failure, record.stage = "the server exits at start", "launch"
+            record.failure, record.stage = "the server exits at start", Stage.LAUNCH
             return record
         repeats = self.space.probe.repeats
         for w in self.space.workloads:
@@ -203,7 +203,7 @@ def main() -> int:
                 if args.launch:
                     records, wall = run_launched(kind, name, launches, seed)
                     walls[kind].append(wall)
-                    records = [r for r in records if r.stage != "infeasible"]
+                    records = [r for r in records if r.stage != Stage.INFEASIBLE]
                 else:
                     records = drive(kind, space, engine, pool.items, launches, seed, truth.launch)
                 for key in space.objective_names:

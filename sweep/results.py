@@ -11,6 +11,7 @@ import re
 import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Literal, Self
 
 # "stalled": the server stopped sending (or the request passed its deadline): the trial ends there.
@@ -244,6 +245,31 @@ class SpecShape:
         return cls(**{k: v for k, v in data.items() if k in names})
 
 
+class Stage(StrEnum):
+    """Where a trial stopped short of a complete measurement (NONE: it did not)."""
+
+    NONE = ""
+    INFEASIBLE = "infeasible"  # the engine's constraints rule it out: never launched
+    PARAMS = "params"  # the engine refused the parameters before launch
+    LAUNCH = "launch"  # the server did not come up (exited, out of memory, not ready in time)
+    SPECULATION = "speculation"  # it came up without the speculation asked for
+    PROBE = "probe"  # it died, or failed every request, while measured
+    INTERRUPTED = "interrupted"  # the sweep was stopped (Ctrl-C, a signal, its driver died) during the trial
+    ERROR = "error"  # specsweep itself failed (a bug: the record says what was raised)
+
+    @classmethod
+    def read(cls, value: str | None) -> Stage:
+        """A stage as a stored record spells it (an unknown one, from another version, as ERROR)."""
+        try:
+            return cls(value or "")
+        except ValueError:
+            return cls.ERROR
+
+
+# A launch that stopped here never measured anything: the search learns where servers do not start.
+STARTUP_STAGES = frozenset({Stage.PARAMS, Stage.LAUNCH, Stage.SPECULATION})
+
+
 @dataclass
 class TrialRecord:
     """One trial: the parameters, the argv they became, what the server said, and what each workload measured."""
@@ -254,9 +280,7 @@ class TrialRecord:
     facts: LaunchFacts = field(default_factory=LaunchFacts)
     workloads: dict[str, WorkloadSummary] = field(default_factory=dict)
     failure: str = ""
-    # Where a failure happened: "params", "launch" (the server did not come up), "speculation" (it came up
-    # without the speculation asked for) or "probe" (it died or failed every request while measured).
-    stage: str = ""
+    stage: Stage = Stage.NONE  # where it failed
     host: HostLoad | None = None
     shape: SpecShape | None = (
         None  # the engine's reading of the speculative parameters (None: no speculation)
@@ -274,7 +298,7 @@ class TrialRecord:
             "facts": self.facts.to_dict(),
             "workloads": {name: s.to_dict() for name, s in self.workloads.items()},
             "failure": self.failure,
-            "stage": self.stage,
+            "stage": self.stage.value,
             "host": self.host.to_dict() if self.host else None,
             "shape": self.shape.to_dict() if self.shape else None,
         }
@@ -288,7 +312,7 @@ class TrialRecord:
             facts=LaunchFacts.from_dict(data.get("facts", {})),
             workloads={n: WorkloadSummary.from_dict(s) for n, s in data.get("workloads", {}).items()},
             failure=data.get("failure", ""),
-            stage=data.get("stage", ""),
+            stage=Stage.read(data.get("stage")),
             host=HostLoad(**data["host"]) if data.get("host") else None,
             shape=SpecShape.from_dict(data.get("shape")),
         )

@@ -19,7 +19,7 @@ from typing import Any
 from sweep.engines import Engine
 from sweep.errors import UserError
 from sweep.probes.workloads import Workload
-from sweep.results import SpecShape, TrialRecord
+from sweep.results import STARTUP_STAGES, SpecShape, Stage, TrialRecord
 from sweep.space import Space
 from sweep.surface import (
     Axis,
@@ -35,8 +35,6 @@ from sweep.surface import (
     request_noise,
 )
 
-# A launch that failed here never measured anything: the model learns where servers do not start.
-STARTUP_STAGES = ("launch", "params", "speculation")
 MIN_START_CHANCE = 0.02
 GEOMETRIC = 4.0  # numeric choices spanning this factor are compared by ratio (log scale)
 NEAR_TIE = 0.8  # expected improvements within this share of the highest are a tie to the model
@@ -171,7 +169,7 @@ class ModelSearch:
     def start_chance(self, records: Sequence[TrialRecord]) -> StartChance:
         """Launches that came up, and those that did not (out of memory, a rejected combination)."""
         launched = [
-            (r.params, r.shape, r.stage not in STARTUP_STAGES) for r in records if r.stage != "infeasible"
+            (r.params, r.shape, r.stage not in STARTUP_STAGES) for r in records if r.stage != Stage.INFEASIBLE
         ]
         return StartChance(axes(self.space), launched)
 

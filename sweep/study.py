@@ -36,7 +36,7 @@ from sweep.errors import (
 from sweep.files import write_atomic, write_error
 from sweep.probes.runner import probe
 from sweep.probes.workloads import Workload
-from sweep.results import HostLoad, RequestMeasurement, TrialRecord
+from sweep.results import HostLoad, RequestMeasurement, Stage, TrialRecord
 from sweep.search import ModelSearch, candidates
 from sweep.server import ServerProcess, ensure_port_free, free_port, reap
 from sweep.space import SearchKind, Space
@@ -279,7 +279,7 @@ def counts(trial: optuna.trial.FrozenTrial, space_id: str | None) -> bool:
         return False
     if trial.state != TrialState.FAIL:
         return True
-    if trial.user_attrs.get(RECORD_ATTR, {}).get("stage") not in ("launch", "params"):
+    if Stage.read(trial.user_attrs.get(RECORD_ATTR, {}).get("stage")) not in (Stage.LAUNCH, Stage.PARAMS):
         return True
     return trial.user_attrs.get(ROLE_ATTR) != "baseline" and trial.user_attrs.get(SPACE_ID_ATTR) == space_id
 
@@ -287,7 +287,7 @@ def counts(trial: optuna.trial.FrozenTrial, space_id: str | None) -> bool:
 def launched(trial: optuna.trial.FrozenTrial) -> bool:
     """False for a trial that copied another's result or that the engine's rules kept from launching."""
     record = trial.user_attrs.get(RECORD_ATTR) or {}
-    return "duplicate_of" not in trial.user_attrs and record.get("stage") != "infeasible"
+    return "duplicate_of" not in trial.user_attrs and Stage.read(record.get("stage")) != Stage.INFEASIBLE
 
 
 def driver_identity() -> dict[str, Any]:
@@ -323,7 +323,7 @@ def recover(study: optuna.Study, registry: Path, progress: Progress) -> None:
         reason = f"interrupted: the sweep running it (pid {driver['pid']}) stopped"
         storage = study._storage
         storage.set_trial_user_attr(
-            trial._trial_id, RECORD_ATTR, {**record, "failure": reason, "stage": "interrupted"}
+            trial._trial_id, RECORD_ATTR, {**record, "failure": reason, "stage": Stage.INTERRUPTED.value}
         )
         storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
         progress(f"trial {trial.number} was left running by a stopped sweep: marked interrupted, run again")
@@ -347,7 +347,11 @@ def is_result(trial: optuna.trial.FrozenTrial) -> bool:
     if trial.state == TrialState.COMPLETE:
         return True
     record = trial.user_attrs.get(RECORD_ATTR)
-    return trial.state == TrialState.FAIL and record is not None and record.get("stage") != "interrupted"
+    return (
+        trial.state == TrialState.FAIL
+        and record is not None
+        and Stage.read(record.get("stage")) != Stage.INTERRUPTED
+    )
 
 
 class Sweep:
@@ -504,7 +508,7 @@ class Sweep:
         self._idle += 1  # until it is launched, below
         if any(value > 0 for value in violations.values()):
             # Infeasible for the engine: never launched. The sampler learns from the constraint value.
-            record.stage = "infeasible"
+            record.stage = Stage.INFEASIBLE
             record.facts.extra["constraints"] = violations
             self._save(trial, record)
             say(
@@ -527,14 +531,14 @@ class Sweep:
             say(f"{role}: " + " ".join(f"{k}={v}" for k, v in swept.items()))
             self._idle = 0
         except KeyboardInterrupt as exc:
-            record.failure, record.stage = f"interrupted {interrupted_how(exc)}", "interrupted"
+            record.failure, record.stage = f"interrupted {interrupted_how(exc)}", Stage.INTERRUPTED
             self._save(trial, record)
             raise
         record = self.measure(trial, record, say, self.paths.trial_dir(record.number))
         self._durations.append(time.monotonic() - started)
         if record.failed:
             say(f"failed: {record.failure}")
-            if role == "baseline" and record.stage == "launch":
+            if role == "baseline" and record.stage == Stage.LAUNCH:
                 # Speculation is off here, so what broke is common to every trial: stop instead of failing them all.
                 trial.study.stop()
                 self.baseline_launch_failure = (
@@ -562,7 +566,7 @@ class Sweep:
         try:
             record = self.run_trial(record, say, workloads, trial_dir)
         except KeyboardInterrupt as exc:
-            record.failure, record.stage = f"interrupted {interrupted_how(exc)}", "interrupted"
+            record.failure, record.stage = f"interrupted {interrupted_how(exc)}", Stage.INTERRUPTED
             self._save(trial, record, trial_dir)
             raise
         except UserError:
@@ -570,7 +574,7 @@ class Sweep:
         except Exception as exc:
             # A server that answers something unexpected must not end the night: the trial fails, with its
             # reason here and the traceback in the trial's folder.
-            record.failure, record.stage = f"unexpected {exc.__class__.__name__}: {exc}", "error"
+            record.failure, record.stage = f"unexpected {exc.__class__.__name__}: {exc}", Stage.ERROR
             self._write(trial_dir / "error.txt", traceback.format_exc())
         self._save(trial, record, trial_dir)
         return record
@@ -587,7 +591,7 @@ class Sweep:
         try:
             self.engine.check_params(record.params)
         except UserError as exc:
-            record.failure, record.stage = f"invalid parameters: {exc}", "params"
+            record.failure, record.stage = f"invalid parameters: {exc}", Stage.PARAMS
             return record
         workloads = list(workloads or self.space.workloads)
         trial_dir = trial_dir or self.paths.trial_dir(record.number)
@@ -611,7 +615,7 @@ class Sweep:
             # No workload has a number: a trial at 0 t/s would teach the sampler a speed nobody measured.
             first = next(iter(record.workloads.values()), None)
             reason = f"{first.workload}: {first.reason}" if first else "nothing was measured"
-            record.failure, record.stage = f"no workload was measured ({reason})", "probe"
+            record.failure, record.stage = f"no workload was measured ({reason})", Stage.PROBE
         return record
 
     def _launch_and_probe(
@@ -639,7 +643,7 @@ class Sweep:
         if server.exited_early is not None and not record.failed:
             # Whatever the probe saw, numbers from a server that died before the trial ended are not kept.
             record.failure = f"the server exited (code {server.exited_early}) before the trial ended: {server.exit_reason()}"
-            record.stage = "probe"
+            record.stage = Stage.PROBE
         return measured and not record.failed
 
     def _serve(
@@ -665,14 +669,14 @@ class Sweep:
                 with httpx.Client(base_url=base_url, timeout=30.0) as client:
                     self.engine.inspect_running(client, facts, record.params, server.log_text())
             except SpeculationInactive as exc:
-                record.failure, record.stage = str(exc), "speculation"
+                record.failure, record.stage = str(exc), Stage.SPECULATION
                 return False
             except LaunchError as exc:
                 record.facts = self.engine.facts_from_log(server.log_text())
-                record.failure, record.stage = str(exc), "launch"
+                record.failure, record.stage = str(exc), Stage.LAUNCH
                 return False
             except httpx.HTTPError as exc:
-                record.failure, record.stage = self._lost_server(server, exc), "launch"
+                record.failure, record.stage = self._lost_server(server, exc), Stage.LAUNCH
                 return False
             say(f"ready in {startup:.1f} s; probing")
             try:
@@ -688,10 +692,10 @@ class Sweep:
                     )
                 )
             except httpx.HTTPError as exc:
-                record.failure, record.stage = self._lost_server(server, exc), "probe"
+                record.failure, record.stage = self._lost_server(server, exc), Stage.PROBE
                 return False
             except ProbeError as exc:
-                record.failure, record.stage = str(exc), "probe"
+                record.failure, record.stage = str(exc), Stage.PROBE
                 return False
             loads += [s.host for s in result.summaries.values() if s.host is not None]
             record.workloads.update(result.summaries)

@@ -17,7 +17,7 @@ from sweep.analysis import (
     recommendations,
     study_warnings,
 )
-from sweep.results import HostLoad, LaunchFacts, SpecShape, Spread, TrialRecord, WorkloadSummary
+from sweep.results import HostLoad, LaunchFacts, SpecShape, Spread, Stage, TrialRecord, WorkloadSummary
 from sweep.stats import Verdict
 
 QUIET = HostLoad(other_cpu=0.01, steal=0.0, loadavg=1.0, cpus=2, seconds=5.0)
@@ -211,7 +211,7 @@ def test_the_report_lists_failed_confirmation_launches_and_the_noise() -> None:
 
     truth = {BASELINE: SPEEDS, "trial 1": {"code": 90.0}, "trial 2": {"code": 88.0, "prose": 70.0}}
     views = confirm(truth)
-    died = TrialRecord(99, DEEP, failure="server died while probing: CUDA out of memory", stage="probe")
+    died = TrialRecord(99, DEEP, failure="server died while probing: CUDA out of memory", stage=Stage.PROBE)
     views.append(TrialView(99, "FAIL", "confirm", died, Phase.CONFIRM, "trial 1", 2))
     study = Study(search(), views)
     text = report_text("s", study, recommendations(study), overall_recommendation(study))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sweep.analysis import ABRow, OverallRecommendation, Recommendation, Study, StudyWarnings
-from sweep.results import Spread
+from sweep.results import Spread, Stage
 
 
 def _spread(s: Spread | None, fmt: str = "{:.1f}") -> str:
@@ -55,7 +55,7 @@ def report_text(
     failed = [v for v in views if v.state == "FAIL"]
     baseline = next((v.number for v in views if v.role == "baseline" and v.state == "COMPLETE"), None)
     queued = sum(v.state == "WAITING" for v in views)
-    infeasible = sum(v.record is not None and v.record.stage == "infeasible" for v in views)
+    infeasible = sum(v.record is not None and v.record.stage == Stage.INFEASIBLE for v in views)
     confirmed = [v for v in study.confirm if v.state == "COMPLETE"]
     lines = [
         f"study {study_name}: {len(views) - queued} trials, {done - infeasible} complete, {len(failed)} failed"

@@ -38,6 +38,7 @@ from sweep.analysis import (
 )
 from sweep.outputs.compare import usable_context
 from sweep.outputs.console import gain_text, params_text, pct, speed_text
+from sweep.results import Stage
 from sweep.surface import ContextCurve, PredictedSurface, SurfacePoint
 
 # Words that mark a parameter as the speculative depth, most telling first (SGLang steps, llama.cpp lengths).
@@ -535,7 +536,7 @@ def failures_panel(views: list[TrialView], confirm: list[TrialView]) -> Panel:
     failed = [v for v in (*views, *confirm) if v.state == "FAIL"]
     overridden = [v for v in views if v.record and v.record.facts.overrides]
     parts = [table(["trial", "stage", "reason", "flags"],
-                   [[_name(v), v.record.stage if v.record else "interrupted", v.failure,
+                   [[_name(v), v.record.stage if v.record else Stage.INTERRUPTED, v.failure,
                      " ".join(f"{k}={x}" for k, x in (v.record.params if v.record else {}).items())] for v in failed])
              if failed else "<p class='empty'>No trial failed.</p>"]  # fmt: skip
     parts.append("<h3>Silent overrides (asked one value, the server used another)</h3>")
