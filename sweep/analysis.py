@@ -115,6 +115,9 @@ def study_frame(views: list[TrialView]) -> pd.DataFrame:
                 "state": view.state,
                 "role": view.role,
                 "workload": key,
+                # A workload's variants at several contexts share its name and stream count.
+                "series": summary.series,
+                "context_tokens": summary.context_tokens,
             }
             row.update({f"param:{k}": v for k, v in view.record.params.items()})
             row["status"] = summary.status

@@ -114,13 +114,21 @@ class HostLoad:
         return dataclasses.asdict(self)
 
 
+def series_label(name: str, streams: int) -> str:
+    """A workload across its context lengths: `code`, `code, 4 streams`."""
+    return name + (f", {streams} streams" if streams > 1 else "")
+
+
 @dataclass(frozen=True)
 class WorkloadSummary:
     """What one trial measured on one workload (a class of prompts at one context length and stream count)."""
 
-    workload: str
+    workload: str  # the key: name, context and stream count (`tool@8k/2streams`)
     status: RequestStatus
     reason: str = ""
+    # The key's parts, for grouping without reading the key: a workload's variants share the name.
+    name: str = ""
+    context_tokens: int | None = None  # the context it was padded to (None: the prompts as they are)
     streams: int = 1  # requests sent at once
     decode_tps: Spread | None = None
     # Multi-stream batches: every request's decode tokens over the batch's decode window (first token of the
@@ -141,6 +149,11 @@ class WorkloadSummary:
     # The generated texts in prompt order (the same order as decode_tps.values).
     outputs: tuple[str, ...] = ()
     host: HostLoad | None = None  # what the rest of the machine did while this workload was measured
+
+    @property
+    def series(self) -> str:
+        """What its variants at several context lengths share (their name and stream count), as a label."""
+        return series_label(self.name or self.workload, self.streams)
 
     def over_limits(self, limits: Mapping[str, float]) -> dict[str, float]:
         """Seconds by which each latency limit (`ttft_p90_s: 2.0`) is exceeded; <= 0 where it is met."""

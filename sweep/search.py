@@ -19,7 +19,7 @@ from typing import Any
 from sweep.engines import Engine
 from sweep.errors import UserError
 from sweep.probes.workloads import Workload
-from sweep.results import STARTUP_STAGES, SpecShape, Stage, TrialRecord
+from sweep.results import STARTUP_STAGES, SpecShape, Stage, TrialRecord, series_label
 from sweep.space import Space
 from sweep.surface import (
     Axis,
@@ -261,7 +261,7 @@ def _context_curves(
         if view is None or not view.surface.contexts.modelled or id(view.surface) in done:
             continue
         done.add(id(view.surface))
-        label = w.name + (f", {w.streams} streams" if w.streams > 1 else "")
+        label = series_label(w.name, w.streams)
         sizes = view.surface.contexts.sizes
         best: dict[str, tuple[float, Candidate]] = {}
         configurations = [(c.params, c.shape) for c in speculative]

@@ -18,7 +18,7 @@ import pytest
 from sweep.analysis import Study, study_frame, trial_views
 from sweep.cli import main
 from sweep.outputs.dashboard import build, context_panel, pareto_panel, speed_panel, surface_panel
-from sweep.results import SpecShape
+from sweep.results import SpecShape, Spread, WorkloadSummary
 from sweep.surface import ContextCurve, SurfacePoint
 from tests.test_analysis import view
 
@@ -316,3 +316,33 @@ def test_the_depth_axis_is_the_parameter_the_engine_named(depth_param: str) -> N
         views.append(dataclasses.replace(spec, record=dataclasses.replace(spec.record, shape=shape)))
     panel = speed_panel(study_frame(views), {v.number: v for v in views})
     assert panel.figure is not None and panel.figure.layout.xaxis.title.text == depth_param
+
+
+def test_context_panel_joins_one_workloads_variants_by_what_the_probe_recorded() -> None:
+    """`code` and `code@16k` are one line per trial (the same name and stream count); `code/4streams` is
+    another series with one context, so it is not drawn; the key is never read."""
+    views = []
+    for number, tps in ((0, 30.0), (1, 50.0)):
+        base = view(number, {"n": number}, {}, role="baseline" if number == 0 else "search")
+        assert base.record is not None
+        for key, context, streams, prompt in (
+            ("code", None, 1, 300.0),
+            ("code@16k", 16384, 1, 16000.0),
+            ("code/4streams", None, 4, 300.0),
+        ):
+            measured = WorkloadSummary(
+                key,
+                "ok",
+                name="code",
+                context_tokens=context,
+                streams=streams,
+                decode_tps=Spread.of([tps, tps]),
+                prompt_tokens=Spread.of([prompt, prompt]),
+            )
+            base.record.workloads[key] = measured
+        views.append(base)
+    panel = context_panel(study_frame(views), {v.number: v for v in views})
+    assert panel.figure is not None
+    lines = [t for t in panel.figure.data if t.xaxis == "x"]
+    assert sorted(t.name for t in lines) == ["code, trial 0 (no speculation)", "code, trial 1"]
+    assert all(list(t.x) == [300.0, 16000.0] for t in lines)

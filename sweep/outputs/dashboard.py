@@ -379,8 +379,9 @@ def context_panel(
     title = "Context length against speed and acceptance: measured (points) and predicted (dashed)"
     ok = frame[frame["status"] == "ok"] if not frame.empty else frame
     if not ok.empty:
-        # Only workloads measured at several context lengths: a line joins one class of prompts, never two.
-        ok = ok.assign(cls=ok["workload"].str.split("@").str[0].str.split("/").str[0])
+        # Only workloads measured at several context lengths: a line joins one workload's variants (its name
+        # and stream count, as the probe recorded them), never two workloads.
+        ok = ok.assign(cls=ok["series"])
         ok = ok[ok.groupby("cls")["workload"].transform("nunique") > 1]
     if ok.empty and not curves:
         return _message(

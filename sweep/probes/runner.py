@@ -114,7 +114,7 @@ async def probe(
                 batches.append(await _measured_batch(client, engine, workload, repeat, settings))
             # Every request goes to requests.jsonl, discarded attempts too (with their status and reason).
             result.requests += [row for batch in batches for row in (*batch.discarded, *batch.rows)]
-            summary = summarize(workload.key, batches, workload.streams)
+            summary = summarize(workload, batches)
             load = stop_watching() if stop_watching else None
             result.summaries[workload.key] = dataclasses.replace(summary, host=load) if load else summary
     return result
@@ -255,7 +255,7 @@ async def _with_acceptance_length(
     ]
 
 
-def summarize(key: str, batches: list[Batch], streams: int = 1) -> WorkloadSummary:
+def summarize(workload: Workload, batches: list[Batch]) -> WorkloadSummary:
     """The workload's numbers, only when every batch was fully valid (else its first problem, no numbers)."""
     rows = [r for b in batches for r in b.rows]
     remeasured = sum(b.attempts - 1 for b in batches)
@@ -269,8 +269,10 @@ def summarize(key: str, batches: list[Batch], streams: int = 1) -> WorkloadSumma
         if worst and worst.status != "does_not_fit" and bad[0].attempts > 1:
             reason += f" (in every one of {bad[0].attempts} attempts at the batch)"
         return WorkloadSummary(
-            key,
-            streams=streams,
+            workload.key,
+            name=workload.name,
+            context_tokens=workload.context_tokens,
+            streams=workload.streams,
             status=worst.status if worst else "error",
             reason=reason,
             requests=len(rows),
@@ -279,8 +281,10 @@ def summarize(key: str, batches: list[Batch], streams: int = 1) -> WorkloadSumma
     drafted = sum(r.draft_tokens for r in rows)
     gaps = [g for r in rows for g in r.itl_s]
     return WorkloadSummary(
-        key,
-        streams=streams,
+        workload.key,
+        name=workload.name,
+        context_tokens=workload.context_tokens,
+        streams=workload.streams,
         status="ok",
         reason=f"{remeasured} batches measured again after an invalid request" if remeasured else "",
         decode_tps=Spread.of([r.decode_tps for r in rows if r.decode_tps is not None]),
