@@ -40,7 +40,8 @@ from replay import drive, measured_tps, pick, quantiles
 from sweep.results import Spread, TrialRecord, WorkloadSummary
 from sweep.search import candidates, launch_key
 from sweep.space import SearchKind, parse_space
-from sweep.study import build_engine, search_records
+from sweep.store import search_records
+from sweep.study import build_engine
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
 

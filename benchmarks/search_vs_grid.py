@@ -40,7 +40,7 @@ from sweep.sim.flags import build_parser, normalize
 from sweep.sim.model import StartupFailure, StepModel, plan_memory, resolve
 from sweep.sim.profile import PROFILES, Profile
 from sweep.space import SearchKind, Space, parse_space
-from sweep.study import search_records
+from sweep.store import search_records
 
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
 optuna.logging.set_verbosity(optuna.logging.ERROR)

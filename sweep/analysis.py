@@ -27,7 +27,7 @@ from optuna.trial import TrialState
 from sweep import fidelity, stats
 from sweep.results import Spread, TrialRecord, WorkloadSummary
 from sweep.stats import Comparison, Launch, Noise, Verdict
-from sweep.study import INTERRUPTED, RECORD_ATTR, ROLE_ATTR
+from sweep.store import INTERRUPTED, RECORD_ATTR, ROLE_ATTR
 
 LABEL_ATTR = "label"  # confirmation launches: which configuration ("baseline", "trial 5", "A")
 ROUND_ATTR = "round"

@@ -29,17 +29,8 @@ from sweep.analysis import (
     trial_views,
 )
 from sweep.results import TrialRecord
-from sweep.study import (
-    DRIVER_ATTR,
-    ROLE_ATTR,
-    Progress,
-    Sweep,
-    TrialFailed,
-    driver_identity,
-    is_result,
-    make_storage,
-    recover,
-)
+from sweep.store import DRIVER_ATTR, ROLE_ATTR, is_result, make_storage
+from sweep.study import Progress, Sweep, TrialFailed, driver_identity, recover
 
 SUFFIX = ":confirm"
 METRIC = "workloads measured"

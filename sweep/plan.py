@@ -14,7 +14,7 @@ from sweep.engines import Engine
 from sweep.results import TrialRecord
 from sweep.search import Candidates, candidates
 from sweep.space import Space
-from sweep.study import RECORD_ATTR, launched
+from sweep.store import RECORD_ATTR, launched
 
 # Speeds to plan with before anything was measured: a mid-size model on one GPU (or a small one on a CPU).
 ASSUMED_DECODE_TPS = 30.0

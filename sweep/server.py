@@ -16,6 +16,7 @@ import contextlib
 import functools
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -32,8 +33,10 @@ from urllib.parse import urlsplit
 import httpx
 
 from sweep import processes
-from sweep.engines.base import reason_from_log
 from sweep.errors import Interrupted, LaunchError, UserError
+
+# (log pattern, reason template filled with the pattern's groups), most specific first: each engine's table.
+ExitPatterns = tuple[tuple[re.Pattern[str], str], ...]
 
 DEFAULT_HOST = "127.0.0.1"
 STARTUP_TIMEOUT_S = 300.0
@@ -47,6 +50,15 @@ READ_CHUNK = 1 << 16
 ExitReason = Callable[[str, int], str]
 
 _LIVE: set[ServerProcess] = set()  # servers of this driver not yet stopped: stopped at exit whatever happens
+
+
+def reason_from_log(log: str, returncode: int, patterns: ExitPatterns, server: str) -> str:
+    """Why a server exited: the first line in its log an engine's table knows, else its last line."""
+    for pattern, template in patterns:
+        if found := pattern.search(log):
+            return template.format(*(group.strip() for group in found.groups()))
+    last = [line for line in log.splitlines() if line.strip()][-1:] or ["(empty log)"]
+    return f"{server} exited with code {returncode}; last log line: {last[0].strip()}"
 
 
 def free_port(host: str = DEFAULT_HOST) -> int:

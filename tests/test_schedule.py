@@ -18,7 +18,8 @@ from sweep.engines.schedules import sglang_adaptive_config, trtllm_speculative_c
 from sweep.results import TrialRecord
 from sweep.schedule import depth_schedules
 from sweep.space import parse_space
-from sweep.study import StudyPaths, Sweep, build_engine
+from sweep.store import StudyPaths
+from sweep.study import Sweep, build_engine
 
 SPACE = """
 engine: sglang

@@ -16,7 +16,7 @@ from sweep.engines import ServerSetup, SGLangEngine
 from sweep.results import SpecShape, Spread, TrialRecord, WorkloadSummary
 from sweep.search import ModelSearch, axes, candidates, launch_key, predicted_surface
 from sweep.space import SearchKind, Space, parse_space
-from sweep.study import launched, make_storage
+from sweep.store import launched, make_storage
 
 SIM = [sys.executable, "-m", "sweep.sim"]
 SPACE = """

@@ -15,7 +15,7 @@ from sweep.cli import main
 from sweep.engines import ServerSetup, SGLangEngine
 from sweep.errors import UserError
 from sweep.sim.profile import PROFILES
-from sweep.study import launched as study_launched
+from sweep.store import launched as study_launched
 
 SIM = [sys.executable, "-m", "sweep.sim", "--sim-time-scale", "0.005", "--sim-seed", "1"]
 

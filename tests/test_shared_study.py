@@ -8,7 +8,7 @@ from pathlib import Path
 
 import optuna
 
-from sweep.study import launched, make_storage
+from sweep.store import launched, make_storage
 
 SPACE = """
 engine: sglang

@@ -19,7 +19,8 @@ from sweep.engines import Engine
 from sweep.errors import UserError
 from sweep.outputs.console import ab_text
 from sweep.space import Space, load_space
-from sweep.study import StudyPaths, Sweep, build_engine, validate
+from sweep.store import StudyPaths
+from sweep.study import Sweep, build_engine, validate
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -12,7 +12,8 @@ from sweep.cli.run import duration
 from sweep.cli.shared import add_study_options
 from sweep.plan import Plan, make_plan
 from sweep.space import load_space
-from sweep.study import StudyPaths, build_engine, make_storage, validate
+from sweep.store import StudyPaths, make_storage
+from sweep.study import build_engine, validate
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

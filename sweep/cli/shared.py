@@ -26,16 +26,16 @@ from sweep.outputs.dashboard import build
 from sweep.search import predicted_surface
 from sweep.space import Space, load_space, parse_space
 from sweep.stats import MIN_GAIN
-from sweep.study import (
+from sweep.store import (
     LIMITS_ATTR,
     MIN_GAIN_ATTR,
     SPACE_PATH_ATTR,
     SPACE_TEXT_ATTR,
     StudyPaths,
-    build_engine,
     make_storage,
     search_records,
 )
+from sweep.study import build_engine
 from sweep.surface import PredictedSurface
 
 DEFAULT_RUNS = Path("runs")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -14,17 +13,20 @@ import httpx
 from sweep.results import LaunchFacts, RequestStatus, SpecShape
 
 Params = Mapping[str, Any]
-# (log pattern, reason template filled with the pattern's groups), most specific first.
-ExitPatterns = tuple[tuple[re.Pattern[str], str], ...]
 
 
-def reason_from_log(log: str, returncode: int, patterns: ExitPatterns, server: str) -> str:
-    """Why a server exited: the first known line in its log, else its last line."""
-    for pattern, template in patterns:
-        if found := pattern.search(log):
-            return template.format(*(group.strip() for group in found.groups()))
-    last = [line for line in log.splitlines() if line.strip()][-1:] or ["(empty log)"]
-    return f"{server} exited with code {returncode}; last log line: {last[0].strip()}"
+def parse_prometheus(text: str, prefix: str) -> dict[str, float]:
+    """Unlabelled samples of a Prometheus text page (the engines' `/metrics`), names without `prefix`."""
+    values: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("#") or "{" in line or not line.startswith(prefix):
+            continue
+        name, _, value = line.partition(" ")
+        try:
+            values[name.removeprefix(prefix)] = float(value.split()[0])
+        except (ValueError, IndexError):
+            continue
+    return values
 
 
 @dataclass(frozen=True)

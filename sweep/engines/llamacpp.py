@@ -13,15 +13,15 @@ import httpx
 from sweep.engines.base import (
     DraftCounters,
     Engine,
-    ExitPatterns,
     Params,
     RequestSettings,
     RunningLimit,
     ServerReport,
-    reason_from_log,
+    parse_prometheus,
 )
 from sweep.errors import SpeculationInactive, UserError
 from sweep.results import LaunchFacts, RequestStatus, SpecShape
+from sweep.server import ExitPatterns, reason_from_log
 
 SPEC_TYPES = (
     "none",
@@ -357,20 +357,6 @@ class LlamaCppEngine(Engine):
             drafted=values.get("spec_decode_num_draft_tokens_total", 0.0),
             accepted=values.get("spec_decode_num_accepted_tokens_total", 0.0),
         )
-
-
-def parse_prometheus(text: str, prefix: str) -> dict[str, float]:
-    """Unlabelled samples of a Prometheus text page, names without `prefix`."""
-    values: dict[str, float] = {}
-    for line in text.splitlines():
-        if line.startswith("#") or "{" in line or not line.startswith(prefix):
-            continue
-        name, _, value = line.partition(" ")
-        try:
-            values[name.removeprefix(prefix)] = float(value.split()[0])
-        except (ValueError, IndexError):
-            continue
-    return values
 
 
 def facts_from_log(log: str) -> LaunchFacts:

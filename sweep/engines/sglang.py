@@ -16,17 +16,16 @@ import httpx
 
 from sweep.engines.base import (
     Engine,
-    ExitPatterns,
     Params,
     RequestSettings,
     RunningLimit,
     ServerReport,
     ServerSetup,
-    reason_from_log,
 )
 from sweep.engines.schedules import sglang_adaptive_config
 from sweep.errors import SpeculationInactive, UserError
 from sweep.results import LaunchFacts, RequestStatus, SpecShape
+from sweep.server import ExitPatterns, reason_from_log
 
 NUM = r"([\d.]+)"
 SPECULATIVE_MAX_RUNNING = 48  # server_args.py: max_running_requests when unset and speculation is on
