@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sweep.engines import Engine
-from sweep.errors import UserError
 from sweep.probes.workloads import Workload
 from sweep.results import STARTUP_STAGES, SpecShape, Stage, TrialRecord, series_label
 from sweep.space import Space
@@ -69,15 +68,14 @@ def candidates(space: Space, engine: Engine, limit: int = GRID_LIMIT) -> Candida
     items: dict[str, Candidate] = {}
     infeasible = invalid = duplicates = 0
     for swept in grid[:limit]:
-        params = engine.derive(space.launch_params(swept))
-        if any(v > 0 for v in engine.constraints(params).values()):
-            infeasible += 1
-            continue
-        try:
-            engine.check_params(params)
-        except UserError:
+        plan = engine.plan(space.launch_params(swept))
+        if plan.invalid:
             invalid += 1
             continue
+        if not plan.launchable:
+            infeasible += 1
+            continue
+        params = plan.params
         key = launch_key(params)
         if key in items:
             duplicates += 1

@@ -389,10 +389,11 @@ class Sweep:
         trial.set_user_attr(DRIVER_ATTR, driver_identity())
         trial.set_user_attr(SPACE_ID_ATTR, self.space_id)
         swept = self.engine.baseline_params() if role == "baseline" else self.space.suggest(trial)
-        params = self.engine.derive(self.space.launch_params(swept))
+        plan = self.engine.plan(self.space.launch_params(swept))
+        params = plan.params
         record = TrialRecord(trial.number, params, shape=self.engine.spec_shape(params))
         say = self._sayer(started)
-        violations = self.engine.constraints(params)
+        violations = plan.violations  # none where the engine refuses the parameters: that fails at launch
         for key, value in violations.items():
             trial.set_constraint(key, value)
         self._idle += 1  # until it is launched, below

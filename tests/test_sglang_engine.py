@@ -81,6 +81,17 @@ def test_sglang_rules() -> None:
         e.check_params({"speculative-algorithm": "EAGLE", "speculative-eagle-topk": 2})
 
 
+def test_plan_derives_then_checks_then_weighs_the_constraints() -> None:
+    e = engine()
+    fine = e.plan({"speculative-algorithm": "EAGLE", "speculative-num-steps": 3, "speculative-eagle-topk": 1})
+    assert fine.launchable and fine.params["speculative-num-draft-tokens"] == 4  # derived: steps + 1
+    tree = {"speculative-algorithm": "EAGLE", "speculative-num-steps": 2, "speculative-eagle-topk": 2}
+    too_big = e.plan({**tree, "speculative-num-draft-tokens": 8})
+    assert not too_big.launchable and too_big.violations == {"draft_tree": 1.0} and not too_big.invalid
+    refused = e.plan({"speculative-algorithm": "EAGLE", "speculative-eagle-topk": 2})
+    assert "without speculative-num-steps" in refused.invalid and not refused.violations  # invalid, not infeasible
+
+
 def test_how_many_requests_a_server_decodes_at_once() -> None:
     e = engine()
     assert e.running_limit({"speculative-algorithm": "none"}) is None  # the KV pool decides, at start-up

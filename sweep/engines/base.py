@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 
 import httpx
 
+from sweep.errors import UserError
 from sweep.results import LaunchFacts, RequestStatus, SpecShape
 
 Params = Mapping[str, Any]
@@ -67,6 +68,20 @@ class DraftCounters:
         """Tokens per verification step, bonus token included: 1 + accepted / steps."""
         steps = self.steps - before.steps
         return None if steps <= 0 else 1.0 + (self.accepted - before.accepted) / steps
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """What `Engine.plan` makes of a trial's parameters: the ones to launch, how far over each of the engine's
+    constraints they are (> 0: infeasible), or why the engine refuses them."""
+
+    params: dict[str, Any]
+    violations: Mapping[str, float] = field(default_factory=dict)
+    invalid: str = ""
+
+    @property
+    def launchable(self) -> bool:
+        return not self.invalid and not any(v > 0 for v in self.violations.values())
 
 
 @dataclass(frozen=True)
@@ -133,6 +148,16 @@ class Engine(ABC):
     def derive(self, params: dict[str, Any]) -> dict[str, Any]:
         """Set values the server would force anyway (so no two trials differ only in an ignored value)."""
         return params
+
+    def plan(self, params: Params) -> LaunchPlan:
+        """A trial's parameters as the server will run them (derived), checked (an invalid one is not also
+        called infeasible), then measured against the engine's constraints."""
+        derived = self.derive(dict(params))
+        try:
+            self.check_params(derived)
+        except UserError as exc:
+            return LaunchPlan(derived, invalid=str(exc))
+        return LaunchPlan(derived, self.constraints(derived))
 
     def constraints(self, params: Params) -> dict[str, float]:
         """Optuna constraints on a combination (feasible when every value <= 0); infeasible ones are not launched."""
