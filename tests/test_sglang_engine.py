@@ -89,7 +89,8 @@ def test_plan_derives_then_checks_then_weighs_the_constraints() -> None:
     too_big = e.plan({**tree, "speculative-num-draft-tokens": 8})
     assert not too_big.launchable and too_big.violations == {"draft_tree": 1.0} and not too_big.invalid
     refused = e.plan({"speculative-algorithm": "EAGLE", "speculative-eagle-topk": 2})
-    assert "without speculative-num-steps" in refused.invalid and not refused.violations  # invalid, not infeasible
+    # Invalid, not also infeasible.
+    assert "without speculative-num-steps" in refused.invalid and not refused.violations
 
 
 def test_how_many_requests_a_server_decodes_at_once() -> None:
