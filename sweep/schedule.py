@@ -10,6 +10,8 @@ checks the picks one by one, and the exported schedule can be launched and measu
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -19,12 +21,16 @@ from sweep.probes.workloads import Workload
 
 @dataclass(frozen=True)
 class ScheduleStep:
-    streams: int  # the lowest batch size this depth applies to (up to the next step's)
+    streams: int  # the concurrency this depth was measured best at
     workload: str  # the workload key measured at this concurrency
     depth: int  # 0: speculation off
     trial: int
     tps: float  # decode t/s per stream of that trial there
     baseline_tps: float | None
+    # The lowest batch size this depth applies to (up to the next step's): halfway, on a log scale, from the
+    # concurrency measured below it, since a batch shrinks as its requests finish and a batch of 10 is nearer
+    # 16 streams than 4.
+    from_batch: int = 1
 
 
 @dataclass(frozen=True)
@@ -35,10 +41,10 @@ class DepthSchedule:
     steps: tuple[ScheduleStep, ...]
 
     def depth_at(self, batch: int) -> int:
-        """The depth for a batch size: the step with the largest stream count not above it."""
+        """The depth for a batch size: the step with the largest lower bound not above it."""
         chosen = self.steps[0].depth
         for step in self.steps:
-            if step.streams <= batch:
+            if step.from_batch <= batch:
                 chosen = step.depth
         return chosen
 
@@ -85,5 +91,11 @@ def depth_schedules(views: list[TrialView], workloads: Sequence[Workload]) -> li
             else:
                 depth = best.record.shape.depth
                 steps.append(ScheduleStep(workload.streams, workload.key, depth, best.number, best_tps, base))
-        out.append(DepthSchedule(family, method, dict(first.record.params), tuple(steps)))
+        bounded = [
+            dataclasses.replace(
+                step, from_batch=1 if i == 0 else math.ceil(math.sqrt(steps[i - 1].streams * step.streams))
+            )
+            for i, step in enumerate(steps)
+        ]
+        out.append(DepthSchedule(family, method, dict(first.record.params), tuple(bounded)))
     return out

@@ -99,7 +99,7 @@ def export_schedule(args: argparse.Namespace, study: optuna.Study, found: Study)
     engine = build_engine(space)
     documents = []
     for schedule in schedules:
-        depths = [(step.streams, step.depth) for step in schedule.steps]
+        depths = [(step.from_batch, step.depth) for step in schedule.steps]
         config = f"{schedule.family}-adaptive.json"
         if args.out:
             config = str((args.out / config).resolve())
@@ -140,6 +140,7 @@ def schedule_document(
         "by_concurrency": [
             {
                 "streams": s.streams,
+                "from_batch": s.from_batch,
                 "workload": s.workload,
                 "depth": s.depth,
                 "trial": s.trial,
