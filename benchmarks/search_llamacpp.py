@@ -37,6 +37,7 @@ import optuna
 import yaml
 from replay import drive, measured_tps, pick, quantiles
 
+from sweep.engines import Engine
 from sweep.results import Spread, TrialRecord, WorkloadSummary
 from sweep.search import candidates, launch_key
 from sweep.space import SearchKind, parse_space
@@ -98,8 +99,9 @@ class Truth:
     """Each configuration's speed: the geometric mean of its launches in the grids; and the launch-to-launch
     noise the grids measured, to draw replayed launches from."""
 
-    def __init__(self, grids: list[list[TrialRecord]], repeats: int) -> None:
+    def __init__(self, grids: list[list[TrialRecord]], repeats: int, engine: Engine) -> None:
         self.repeats = repeats
+        self.engine = engine  # the shape is the engine's reading today (the grids may be older)
         by_config: dict[str, list[TrialRecord]] = {}
         for grid in grids:
             for record in grid:
@@ -132,7 +134,7 @@ class Truth:
         """A drawn launch: the truth, with a launch's noise, over the probe's repeats (acceptance as measured)."""
         config = launch_key(params)
         measured = self.records[config][0]
-        record = TrialRecord(number, params, shape=measured.shape)
+        record = TrialRecord(number, params, shape=self.engine.spec_shape(params))
         for key in KEYS:
             drift = math.exp(rng.gauss(0, self.noise[key]))
             values = tuple(self.tps[config][key] * drift for _ in range(self.repeats))
@@ -160,7 +162,7 @@ def main() -> int:
         engine = build_engine(space)
         engine.prepare()
         pool = candidates(space, engine)
-        truth = Truth(grids, space.probe.repeats)
+        truth = Truth(grids, space.probe.repeats, engine)
         print(
             f"grid: {len(pool.items)} configurations + baseline, measured twice; one grid {grid_wall:.0f} s"
         )

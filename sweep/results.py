@@ -235,6 +235,9 @@ class SpecShape:
     depth_param: str = ""
     width_param: str = ""
     budget_param: str = ""
+    # What else decides which tokens are drafted, not how many (an n-gram's match length, a draft's minimum
+    # probability), as "name=value" pairs: acceptance differs between variants and is fitted per variant.
+    variant: str = ""
 
     @property
     def draft_work(self) -> int:

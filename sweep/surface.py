@@ -37,6 +37,9 @@ GAIN_PRIOR = 0.5  # with one tree width measured, the gain cannot be told from t
 LENGTH_SCALE = 0.35  # of the Gaussian process, in the swept parameters scaled to [0, 1]
 MIN_SIGNAL_SD = 0.05  # what the process may still be wrong by where nothing was measured (log scale)
 UNSEEN_METHOD_SD = 0.5  # a method with no measurement at all: anything from 0.6x to 1.6x
+UNSEEN_VARIANT_SD = (
+    0.25  # a variant of a measured method (another match length) whose acceptance is unmeasured
+)
 NOISE_FLOOR = 0.02  # relative noise assumed at least (a single launch is never more exact than this)
 CONTEXT_SPREAD = 1.25  # prompt sizes within this ratio of each other are one context
 CONTEXT_COORDINATE = 0.5  # the context's span in the process's coordinates: residuals carry across contexts
@@ -217,6 +220,11 @@ class MethodFit:
     gain: float
     step: Mapping[float, StepFit]  # by context
     n: int  # launches it rests on
+    # Each measured variant's own acceptance by context (`accept` is the fit over all variants, for the rest).
+    variants: Mapping[str, Mapping[float, float]] = dataclasses.field(default_factory=dict)
+
+    def acceptance(self, variant: str) -> Mapping[float, float] | None:
+        return self.variants.get(variant, self.accept)
 
 
 def _fit_acceptance(
@@ -341,6 +349,10 @@ class WorkloadSurface:
         joint = _fit_acceptance([(s, length) for _, s, length in measured])
         accept = None if joint is None else {0.0: joint[0]}
         gain = GAIN_PRIOR if joint is None else joint[1]
+        variants = {
+            variant: self._fit_by_context([(o, s, n) for o, s, n in measured if s.variant == variant], gain)
+            for variant in dict.fromkeys(s.variant for _, s, _ in measured)
+        }
         if self.contexts.modelled and joint is not None:
             # Each measured context its own acceptance and step costs (the cache a draft reads grows with
             # it), pulled towards the fit over all of them where it has few launches.
@@ -353,22 +365,30 @@ class WorkloadSurface:
                 )
                 for g in groups
             }
-            accept = {
-                g: fit[0]
-                for g in groups
-                if (
-                    fit := _fit_acceptance(
-                        [(s, n) for o, s, n in measured if self.contexts.group(o.context) == g], (gain,)
-                    )
+            accept = self._fit_by_context(measured, gain)
+        return MethodFit(accept, gain, step, len(mine), variants)
+
+    def _fit_by_context(
+        self, measured: list[tuple[Observation, SpecShape, float]], gain: float
+    ) -> dict[float, float]:
+        """Chain acceptance at each measured context (one, where contexts are not modelled), for a known gain."""
+        groups = dict.fromkeys(self.contexts.group(o.context) for o, _, _ in measured)
+        return {
+            g: fit[0]
+            for g in groups
+            if (
+                fit := _fit_acceptance(
+                    [(s, n) for o, s, n in measured if self.contexts.group(o.context) == g], (gain,)
                 )
-            }
-        return MethodFit(accept, gain, step, len(mine))
+            )
+        }
 
     def accept_length(self, shape: SpecShape, context: float | None = None) -> float | None:
         fit = self.methods.get(shape.method)
-        if fit is None or fit.accept is None:
+        accept = None if fit is None else fit.acceptance(shape.variant)
+        if fit is None or not accept:
             return None
-        return accept_length(self.contexts.interpolate(context, fit.accept), fit.gain, shape)
+        return accept_length(self.contexts.interpolate(context, accept), fit.gain, shape)
 
     def structural_tps(self, shape: SpecShape, context: float | None = None) -> float | None:
         """Decode t/s from the fitted shape alone: tokens per step over a step's seconds."""
@@ -394,7 +414,8 @@ class WorkloadSurface:
         if structural is not None:
             # Misfit shrinking with launches, and how unsure the step costs are this far from what was measured.
             step_sd = self.step_at(shape.method, context).relative_sd(shape)
-            return math.log(structural), math.hypot(0.25 / math.sqrt(fit.n), step_sd)
+            variant_sd = 0.0 if shape.variant in fit.variants else UNSEEN_VARIANT_SD
+            return math.log(structural), math.hypot(0.25 / math.sqrt(fit.n), step_sd, variant_sd)
         return math.log(self._method_median(shape.method, context)), 0.25 / math.sqrt(fit.n)
 
     def _method_median(self, method: str, context: float | None) -> float:

@@ -138,3 +138,15 @@ def test_context_overflow_is_does_not_fit(engine: LlamaCppEngine) -> None:
     body = '{"error":{"code":400,"message":"request (5000 tokens) exceeds the available context size (4096 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":5000,"n_ctx":4096}}'
     assert engine.classify_error(400, body)[0] == "does_not_fit"
     assert engine.classify_error(500, '{"error":{"message":"boom"}}') == ("error", "HTTP 500: boom")
+
+
+def test_shape_names_the_draft_length_and_the_flags_that_filter_drafts(engine: LlamaCppEngine) -> None:
+    simple = engine.spec_shape({"spec-type": "ngram-simple", "spec-ngram-simple-size-n": 6})
+    assert simple is not None
+    # The draft length is size-m (default 48); the match length decides which drafts happen, not their size.
+    assert (simple.depth, simple.depth_param, simple.draft_model) == (48, "spec-ngram-simple-size-m", False)
+    assert simple.variant == "spec-ngram-simple-size-n=6"
+    mod = engine.spec_shape({"spec-type": "ngram-mod", "spec-ngram-mod-n-max": 32})
+    assert mod is not None and mod.depth == 32
+    assert mod.variant == "spec-ngram-mod-n-match=24 spec-ngram-mod-n-min=48"  # the defaults, stated
+    assert engine.spec_shape({"spec-type": "none"}) is None

@@ -10,7 +10,14 @@ import pytest
 from sweep.results import SpecShape
 from sweep.sim.model import StepModel, resolve
 from sweep.sim.profile import DEFAULT_PROFILE, Profile
-from sweep.surface import Axis, Observation, StartChance, WorkloadSurface, accept_length
+from sweep.surface import (
+    GAIN_PRIOR,
+    Axis,
+    Observation,
+    StartChance,
+    WorkloadSurface,
+    accept_length,
+)
 from tests.test_sim_model import args
 
 PROFILE = Profile.load(DEFAULT_PROFILE)
@@ -125,6 +132,38 @@ def test_a_method_never_measured_is_as_unsure_as_the_prior_says() -> None:
     unseen = surface.predict({}, SpecShape("EAGLE3", 3, 1, 3))
     assert unseen.sd > 0.3 and unseen.accept_length is None
     assert math.isclose(unseen.tps, 1 / surface.per_token(None), rel_tol=0.05)  # the baseline's speed
+
+
+def test_variants_of_a_method_keep_their_own_acceptance() -> None:
+    """Two match lengths of one n-gram method: a short match drafts often and wrongly, a longer one rarely
+    and well. Each variant's acceptance is its own, so the long match's deeper draft is predicted from its own
+    shallow launch, not from the short match's poor acceptance; a variant never measured is less sure."""
+    axes = [Axis("n", 3, 12, log=True), Axis("m", 16, 48)]
+
+    def chain(n: int, m: int) -> tuple[dict[str, int], SpecShape]:
+        return {"n": n, "m": m}, SpecShape("ngram", m, 1, m, draft_model=False, variant=f"n={n}")
+
+    def measured(n: int, m: int, a: float) -> Observation:
+        params, shape = chain(n, m)
+        length = accept_length(a, GAIN_PRIOR, shape)
+        step_seconds = (1.1 + m / 50) / 50.0  # a verify step of m tokens, in a 50 t/s baseline's time
+        return Observation(params, shape, length / step_seconds, length)
+
+    surface = WorkloadSurface(
+        axes,
+        [
+            Observation({}, None, 50.0, None),
+            measured(3, 16, 0.5),
+            measured(3, 48, 0.5),
+            measured(6, 16, 0.95),
+        ],
+    )
+    deep_params, deep_shape = chain(6, 48)
+    deep = surface.predict(deep_params, deep_shape)
+    assert deep.accept_length == pytest.approx(accept_length(0.95, GAIN_PRIOR, deep_shape), rel=0.02)
+    assert deep.tps > surface.best_at()  # the search has a reason to launch it
+    unseen_params, unseen_shape = chain(12, 16)
+    assert surface.predict(unseen_params, unseen_shape).sd > surface.predict(*chain(6, 16)).sd + 0.1
 
 
 def test_a_failed_start_rules_out_larger_drafts_of_the_same_method() -> None:

@@ -48,6 +48,18 @@ DRAFT_LENGTH: dict[str, tuple[str, int]] = {
     **{f"ngram-{kind}": (f"spec-ngram-{kind}-size-m", 48) for kind in ("simple", "map-k", "map-k4v")},
     "ngram-mod": ("spec-ngram-mod-n-max", 64),
 }
+# The flags that decide which tokens each type drafts rather than how many, with their defaults (llamacpp.md:
+# the match length, the hits a map needs, the chain ngram-mod needs before it drafts, a draft's minimum
+# probability and length; min-hits is ignored by ngram-simple).
+DRAFT_FILTERS: dict[str, tuple[tuple[str, float], ...]] = {
+    **{t: (("spec-draft-p-min", 0.0), ("spec-draft-n-min", 0)) for t in (*NEEDS_DRAFT_MODEL, "draft-mtp")},
+    "ngram-simple": (("spec-ngram-simple-size-n", 12),),
+    **{
+        f"ngram-{kind}": ((f"spec-ngram-{kind}-size-n", 12), (f"spec-ngram-{kind}-min-hits", 1))
+        for kind in ("map-k", "map-k4v")
+    },
+    "ngram-mod": (("spec-ngram-mod-n-match", 24), ("spec-ngram-mod-n-min", 48)),
+}
 KV_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
 
 
@@ -227,6 +239,8 @@ class LlamaCppEngine(Engine):
         ]
         depth, flag = max(lengths, default=(0, ""))
         drafts = any(t.startswith("draft-") for t in types)  # the ngram-* types look drafts up, no forward
+        filters = dict.fromkeys(f for t in types for f in DRAFT_FILTERS.get(t, ()))
+        variant = " ".join(f"{flag}={params.get(flag, default)}" for flag, default in filters)
         return SpecShape(
             ",".join(types),
             depth=depth,
@@ -234,6 +248,7 @@ class LlamaCppEngine(Engine):
             depth_param=flag,
             budget_param=flag,
             draft_model=drafts,
+            variant=variant,
         )
 
     def speculative_state_persists(self, params: Params) -> bool:
