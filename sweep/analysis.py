@@ -68,6 +68,10 @@ def study_engine(study: optuna.Study, views: list[TrialView]) -> str:
     """The engine a study swept (studies made before it was stored: told apart by their argv)."""
     if "engine" in study.user_attrs:
         return str(study.user_attrs["engine"])
+    written = {v.record.facts.engine for v in views if v.record and v.record.facts.engine}
+    if written:
+        return written.pop()
+    # Studies from before the engine was stored anywhere: only SGLang's argv names the model --model-path.
     argvs = [v.record.argv for v in views if v.record and v.record.argv]
     return "sglang" if any("--model-path" in argv for argv in argvs) else "llamacpp"
 

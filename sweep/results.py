@@ -208,6 +208,10 @@ class LaunchFacts:
     speculation_active: bool | None = None
     speculation_problem: str = ""
     startup_s: float | None = None
+    # Written by the engine at launch, so readers of records need no engine knowledge (which argv flag names
+    # the model, what a GGUF file weighs).
+    engine: str = ""
+    model: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:

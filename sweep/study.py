@@ -553,7 +553,7 @@ class Sweep:
                 startup = server.wait_ready(
                     base_url + self.engine.health_path(), self.space.server.startup_timeout
                 )
-                facts = self.engine.facts_from_log(server.log_text())
+                facts = self.engine.launch_facts(server.log_text())
                 facts.startup_s = round(startup, 2)
                 if first:
                     record.facts = facts  # filled in further by inspect_running, kept when it raises
@@ -563,7 +563,7 @@ class Sweep:
                 record.failure, record.stage = str(exc), Stage.SPECULATION
                 return False
             except LaunchError as exc:
-                record.facts = self.engine.facts_from_log(server.log_text())
+                record.facts = self.engine.launch_facts(server.log_text())
                 record.failure, record.stage = str(exc), Stage.LAUNCH
                 return False
             except httpx.HTTPError as exc:

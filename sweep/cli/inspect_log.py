@@ -6,15 +6,13 @@ import argparse
 import json
 from pathlib import Path
 
-from sweep.engines import LOG_READERS
+from sweep.engines import ENGINES
 from sweep.errors import UserError
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = commands.add_parser("inspect-log", help="facts read from a server log", description=__doc__)
-    parser.add_argument(
-        "--engine", required=True, choices=sorted(LOG_READERS), help="which engine wrote the log"
-    )
+    parser.add_argument("--engine", required=True, choices=sorted(ENGINES), help="which engine wrote the log")
     parser.add_argument("file", type=Path, help="a server log")
     parser.add_argument("--json", action="store_true", help="print JSON instead of lines")
     parser.set_defaults(handler=main)
@@ -23,7 +21,9 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def main(args: argparse.Namespace) -> int:
     if not args.file.is_file():
         raise UserError(f"log file {args.file} does not exist", "pass the path of a server log")
-    facts = LOG_READERS[args.engine](args.file.read_text(encoding="utf-8", errors="replace")).to_dict()
+    facts = (
+        ENGINES[args.engine].facts_from_log(args.file.read_text(encoding="utf-8", errors="replace")).to_dict()
+    )
     shown = {k: v for k, v in facts.items() if v not in (None, "", [], {}, False)}
     if args.json:
         print(json.dumps(facts, indent=2))

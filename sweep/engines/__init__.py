@@ -1,26 +1,20 @@
-"""Serving engines: one base class, one file per engine."""
+"""Serving engines: one base class, one file per engine. An engine joins the registry by subclassing `Engine`
+with a `name`; its module is imported here, and nothing else changes when one is added."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from sweep.engines import llamacpp, sglang
-from sweep.engines.base import DraftCounters, Engine, RunningLimit, ServerReport, ServerSetup
+from sweep.engines.base import REGISTRY, DraftCounters, Engine, RunningLimit, ServerReport, ServerSetup
 from sweep.engines.llamacpp import LlamaCppEngine
 from sweep.engines.sglang import SGLangEngine
 from sweep.errors import UserError
-from sweep.results import LaunchFacts, SpecShape
+from sweep.results import SpecShape
 
-ENGINES: dict[str, type[Engine]] = {LlamaCppEngine.name: LlamaCppEngine, SGLangEngine.name: SGLangEngine}
-# What each engine's log says about a launch, for any log file (`specsweep inspect-log`).
-LOG_READERS: dict[str, Callable[[str], LaunchFacts]] = {
-    "llamacpp": llamacpp.facts_from_log,
-    "sglang": sglang.facts_from_log,
-}
+ENGINES = REGISTRY
+MODULES = (llamacpp, sglang)  # imported for their registration
 
 __all__ = [
     "ENGINES",
-    "LOG_READERS",
     "DraftCounters",
     "Engine",
     "LlamaCppEngine",

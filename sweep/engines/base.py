@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import re
+import subprocess
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -16,18 +18,69 @@ from sweep.results import LaunchFacts, RequestStatus, SpecShape
 Params = Mapping[str, Any]
 
 
+HELP_FLAG = re.compile(r"(?<![\w-])--([a-z0-9][a-z0-9-]*)")
+# Engines by name: every subclass with a name joins (`engines/__init__.py` imports each engine's module).
+REGISTRY: dict[str, type[Engine]] = {}
+
+
 def parse_prometheus(text: str, prefix: str) -> dict[str, float]:
-    """Unlabelled samples of a Prometheus text page (the engines' `/metrics`), names without `prefix`."""
+    """Samples of a Prometheus text page (the engines' `/metrics`), names without `prefix`; a metric with
+    labels (model, engine, position) is the sum over its label sets."""
     values: dict[str, float] = {}
     for line in text.splitlines():
-        if line.startswith("#") or "{" in line or not line.startswith(prefix):
+        if line.startswith("#") or not line.startswith(prefix):
             continue
-        name, _, value = line.partition(" ")
+        series, _, value = line.rpartition("}") if "{" in line else line.partition(" ")
+        name = series.split("{", 1)[0].strip().removeprefix(prefix)
         try:
-            values[name.removeprefix(prefix)] = float(value.split()[0])
+            values[name] = values.get(name, 0.0) + float(value.split()[0])
         except (ValueError, IndexError):
             continue
     return values
+
+
+def flags_from_help(text: str) -> set[str]:
+    """The long flags a server's `--help` lists, without their dashes."""
+    return set(HELP_FLAG.findall(text)) - {"help"}
+
+
+def help_flags(argv: list[str], env: Mapping[str, str], expected: str) -> set[str]:
+    """Run a server's help (`argv`) once and read its flags; a help that does not list `expected` is not this
+    engine's (a wrong launcher)."""
+    shown = " ".join(argv)
+    try:
+        done = subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise UserError(f"cannot run `{shown}` ({exc})", "fix server.launcher in the space") from None
+    flags = flags_from_help(done.stdout)
+    if done.returncode != 0 or expected not in flags:
+        raise UserError(
+            f"`{shown}` did not list the server's flags (exit {done.returncode}, no --{expected})",
+            "set server.launcher to the command that starts the server",
+        )
+    return flags
+
+
+def flags_argv(params: Params, negate: str = "") -> list[str]:
+    """Parameters as `--name value` (a list: several values; True: the bare flag; False: `--{negate}name`
+    where the server has negations, else nothing)."""
+    argv: list[str] = []
+    for name, value in params.items():
+        if isinstance(value, bool):
+            argv += [f"--{name}"] if value else ([f"--{negate}{name}"] if negate else [])
+        elif isinstance(value, list | tuple):
+            argv += [f"--{name}", *(str(v) for v in value)]
+        else:
+            argv += [f"--{name}", str(value)]
+    return argv
 
 
 @dataclass(frozen=True)
@@ -111,8 +164,16 @@ class Engine(ABC):
     default_port: ClassVar[int]
     # A start-up time to plan with before any launch was measured (load, warm-up, graph capture), in seconds.
     typical_startup_s: ClassVar[float] = 60.0
+    # Whether a request's final chunk says how many tokens were drafted for it; where not, acceptance over a
+    # batch comes from the server's counters alone.
+    drafts_per_request: ClassVar[bool] = True
     # Environment variables the server reads before its CLI: removed from the child's environment.
     env_prefixes: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "name" in cls.__dict__:
+            REGISTRY[cls.name] = cls
 
     def __init__(self, setup: ServerSetup) -> None:
         self.setup = setup
@@ -201,8 +262,19 @@ class Engine(ABC):
     def health_path(self) -> str: ...
 
     # --- what the server says about itself --------------------------------------------------------------
+    def launch_facts(self, log: str) -> LaunchFacts:
+        """What a launch's log says, with what the engine knows itself: its name, the model, and the weights'
+        size where the log does not give it (a single model file weighs what the file does)."""
+        facts = self.facts_from_log(log)
+        facts.engine, facts.model = self.name, self.setup.model
+        if facts.weight_gb is None and os.path.isfile(self.setup.model):
+            facts.weight_gb = round(os.path.getsize(self.setup.model) / 1e9, 3)
+        return facts
+
+    @classmethod
     @abstractmethod
-    def facts_from_log(self, log: str) -> LaunchFacts: ...
+    def facts_from_log(cls, log: str) -> LaunchFacts:
+        """What a server log says about a launch (any log file: `specsweep inspect-log` has no server)."""
 
     @abstractmethod
     def exit_reason(self, log: str, returncode: int) -> str:

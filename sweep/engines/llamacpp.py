@@ -216,6 +216,13 @@ class LlamaCppEngine(Engine):
         types = split_types(params.get("spec-type", "none"))
         return bool(types) and "none" not in types
 
+    def derive(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Without speculation the draft flags do nothing: drop them, so the baseline launches without them
+        and two trials without speculation are one configuration."""
+        if self.wants_speculation(params):
+            return params
+        return {k: v for k, v in params.items() if not k.startswith("spec-") or k == "spec-type"}
+
     def running_limit(self, params: Params) -> RunningLimit:
         """One request per slot: `-np`, or llama-server's default (auto: 4 slots, unified cache)."""
         if "parallel" in params:
@@ -275,7 +282,8 @@ class LlamaCppEngine(Engine):
     def health_path(self) -> str:
         return "/health"
 
-    def facts_from_log(self, log: str) -> LaunchFacts:
+    @classmethod
+    def facts_from_log(cls, log: str) -> LaunchFacts:
         return facts_from_log(log)
 
     def exit_reason(self, log: str, returncode: int) -> str:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import subprocess
 from typing import Any
 
 import httpx
@@ -21,6 +20,8 @@ from sweep.engines.base import (
     RunningLimit,
     ServerReport,
     ServerSetup,
+    flags_argv,
+    help_flags,
 )
 from sweep.engines.schedules import sglang_adaptive_config
 from sweep.errors import SpeculationInactive, UserError
@@ -152,17 +153,12 @@ RENAMED = {
     "cuda-graph-bs": "cuda-graph-bs-decode",
 }
 EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
-HELP_FLAG = re.compile(r"(?<![\w-])--([a-z0-9][a-z0-9-]*)")
 FLUSH_ATTEMPTS = 50
 LENGTH_ERRORS = (
     "longer than the model's context length",
     "exceeds the maximum allowed length",
     "maximum context length",
 )
-
-
-def flags_from_help(text: str) -> set[str]:
-    return set(HELP_FLAG.findall(text))
 
 
 def algorithm(params: Params) -> str | None:
@@ -193,21 +189,7 @@ class SGLangEngine(Engine):
 
     def prepare(self) -> None:
         """Read the installed SGLang's flags from its --help, once per study (renames differ by release)."""
-        try:
-            done = subprocess.run(
-                [*self.setup.launcher, "--help"], capture_output=True, text=True, timeout=600, env=self.env(),
-                stdin=subprocess.DEVNULL, check=False,
-            )  # fmt: skip
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise UserError(
-                f"cannot run `{' '.join(self.setup.launcher)} --help` ({exc})", "fix server.launcher"
-            ) from None
-        self.flags = flags_from_help(done.stdout) - {"help"}
-        if done.returncode != 0 or "speculative-algorithm" not in self.flags:
-            raise UserError(
-                f"`{' '.join(self.setup.launcher)} --help` did not list SGLang's flags (exit {done.returncode})",
-                "set server.launcher to the command that starts SGLang, e.g. [python3, -m, sglang.launch_server]",
-            )
+        self.flags = help_flags([*self.setup.launcher, "--help"], self.env(), "speculative-algorithm")
 
     def flag_for(self, name: str) -> str:
         """The spelling of `name` the installed release knows (renamed CUDA-graph flags are mapped)."""
@@ -366,15 +348,12 @@ class SGLangEngine(Engine):
         return SpecShape(algo, depth=budget, budget=budget, budget_param="speculative-num-draft-tokens")
 
     def argv(self, params: Params, port: int) -> list[str]:
-        argv = [*self.setup.launcher, "--model-path", self.setup.model]
-        for name, value in params.items():
-            if name == "speculative-algorithm" and algorithm(params) is None:
-                continue
-            flag = f"--{self.flag_for(name)}"
-            if isinstance(value, bool):
-                argv += [flag] if value else []
-            else:
-                argv += [flag, *(str(v) for v in value)] if isinstance(value, list) else [flag, str(value)]
+        spelled = {
+            self.flag_for(name): value
+            for name, value in params.items()
+            if not (name == "speculative-algorithm" and algorithm(params) is None)
+        }
+        argv = [*self.setup.launcher, "--model-path", self.setup.model, *flags_argv(spelled)]
         # Metrics and cached-token reports are what the measurements rest on; log every decode batch so the
         # accept-length counters fold in exact windows.
         return [*argv, *self.setup.extra_args, "--enable-metrics", "--enable-cache-report",
@@ -383,7 +362,8 @@ class SGLangEngine(Engine):
     def health_path(self) -> str:
         return "/health"
 
-    def facts_from_log(self, log: str) -> LaunchFacts:
+    @classmethod
+    def facts_from_log(cls, log: str) -> LaunchFacts:
         return facts_from_log(log)
 
     def exit_reason(self, log: str, returncode: int) -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass
-from pathlib import Path
 
 from sweep.results import TrialRecord
 
@@ -16,20 +15,10 @@ class Column:
     record: TrialRecord
 
 
-def _weights_gb(record: TrialRecord) -> float | None:
-    if record.facts.weight_gb is not None:
-        return record.facts.weight_gb
-    argv = record.argv
-    for flag in ("-m", "--model-path"):
-        if flag in argv and Path(argv[argv.index(flag) + 1]).is_file():
-            return Path(argv[argv.index(flag) + 1]).stat().st_size / 1e9
-    return None
-
-
 def _memory_gb(record: TrialRecord) -> float | None:
     f = record.facts
     kv = f.kv_cache_gb if f.kv_cache_gb is not None else (f.kv_cache_mib / 1024 if f.kv_cache_mib else None)
-    parts = [p for p in (kv, _weights_gb(record), f.graph_capture_gb) if p is not None]
+    parts = [p for p in (kv, record.facts.weight_gb, f.graph_capture_gb) if p is not None]
     return sum(parts) if parts else None
 
 
@@ -47,7 +36,7 @@ def _fmt(value: float | None, pattern: str = "{:.1f}") -> str:
 def rows(columns: list[Column]) -> list[tuple[str, list[str]]]:
     workloads = list(dict.fromkeys(k for c in columns for k in c.record.workloads))
     table: list[tuple[str, list[str]]] = [
-        ("weights (GB)", [_fmt(_weights_gb(c.record), "{:.2f}") for c in columns])
+        ("weights (GB)", [_fmt(c.record.facts.weight_gb, "{:.2f}") for c in columns])
     ]
     for key in workloads:
         cells = []

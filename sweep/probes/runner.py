@@ -238,19 +238,27 @@ async def _distinct_nonce(
 async def _with_acceptance_length(
     client: httpx.AsyncClient, engine: Engine, rows: list[RequestMeasurement], before: DraftCounters | None
 ) -> list[RequestMeasurement]:
-    """Acceptance length over the batch from the server's counters (where the server's reply lacks it)."""
+    """Acceptance length (and rate) over the batch from the server's counters, where the replies lack it: once
+    the counters hold every token the replies say was drafted (all of them, where replies do not say)."""
     drafted = sum(r.draft_tokens for r in rows)
-    if before is None or drafted == 0 or all(r.acceptance_length is not None for r in rows):
+    if before is None or all(r.acceptance_length is not None for r in rows):
         return rows
-    length = None
+    if engine.drafts_per_request and drafted == 0:
+        return rows  # nothing was drafted: no acceptance to report
+    length = rate = None
     for _ in range(COUNTER_RETRIES):
         after = await engine.draft_counters(client)
-        if after is not None and after.drafted - before.drafted >= drafted:
+        if after is not None and after.drafted - before.drafted >= max(drafted, 1):
             length = after.acceptance_length_since(before)
+            rate = (after.accepted - before.accepted) / (after.drafted - before.drafted)
             break
         await asyncio.sleep(COUNTER_SETTLE_S)
     return [
-        r if r.acceptance_length is not None else dataclasses.replace(r, acceptance_length=length)
+        r
+        if r.acceptance_length is not None
+        else dataclasses.replace(
+            r, acceptance_length=length, acceptance_rate=r.acceptance_rate if r.acceptance_rate else rate
+        )
         for r in rows
     ]
 

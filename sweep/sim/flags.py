@@ -216,7 +216,13 @@ def build_parser(version: str) -> argparse.ArgumentParser:
             help="The branch length for ngram speculative decoding.",
         )
     add("--disable-cuda-graph", action="store_true", help="Disable cuda graph (deprecated).")
-    sim = parser.add_argument_group("specsweep simulator (not SGLang flags)")
+    add_sim_flags(parser)
+    return parser
+
+
+def add_sim_flags(parser: argparse.ArgumentParser) -> None:
+    """The simulator's own flags, the same behind every engine's front end."""
+    sim = parser.add_argument_group("specsweep simulator (not the engine's flags)")
     sim.add_argument(
         "--sim-profile", help="Performance-model profile (YAML); default: the report-000 profile."
     )
@@ -225,6 +231,13 @@ def build_parser(version: str) -> argparse.ArgumentParser:
         type=float,
         default=1.0,
         help="Multiply every simulated delay (0.01: 100x faster).",
+    )
+    sim.add_argument(
+        "--sim-startup-scale",
+        type=float,
+        default=None,
+        help="Multiply the start-up delays (load, graph capture, warm-up) by this instead (default: the time "
+        "scale): a server measured by the client's clock decodes in real time and still starts in seconds.",
     )
     sim.add_argument(
         "--sim-seed",
@@ -253,7 +266,11 @@ def build_parser(version: str) -> argparse.ArgumentParser:
         "ignore-term, daemonise, escape-group, crash-mid-stream=N, crash-after=N, http-error=CODE, "
         "malformed-sse, cut-sse, stall=N.",
     )
-    return parser
+
+
+def startup_scale(args: argparse.Namespace) -> float:
+    """How much of the modelled start-up time a launch really waits."""
+    return float(args.sim_time_scale if args.sim_startup_scale is None else args.sim_startup_scale)
 
 
 def normalize(args: argparse.Namespace) -> argparse.Namespace:

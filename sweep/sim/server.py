@@ -27,7 +27,7 @@ from typing import Any
 
 from sweep.sim.adaptive import AdaptiveSteps
 from sweep.sim.faults import Faults
-from sweep.sim.flags import build_parser, normalize
+from sweep.sim.flags import build_parser, normalize, startup_scale
 from sweep.sim.model import (
     EAGLE_FAMILY,
     MemoryPlan,
@@ -159,6 +159,7 @@ class Simulator:
             "cached_tokens": 0,
             "num_requests": 0,
         }
+        self.accepted_at: list[int] = []  # verify steps that accepted the draft at each position (vLLM's)
         self.accept_window: list[
             tuple[int, int]
         ] = []  # (accepted+bonus tokens, verify steps) since the last flush
@@ -243,6 +244,7 @@ class Simulator:
                             log(line, scheduler=True)
                     if self.resolved.speculative:
                         verify, correct = verify + 1, correct + accepted
+                        self._count_positions(accepted)
                     yield text.take(emit), None
             finally:
                 with self.lock:
@@ -250,6 +252,12 @@ class Simulator:
         times = {"queue_time": queued, "first_token_latency": queued + ttft, "e2e_latency": queued + ttft + decode,
                  "decode_throughput": (produced - 1) / decode if decode else 0.0}  # fmt: skip
         yield "", self._meta(len(tokens), produced, cached, verify, correct, times)
+
+    def _count_positions(self, accepted: int) -> None:
+        with self.lock:
+            self.accepted_at += [0] * max(0, accepted - len(self.accepted_at))
+            for position in range(accepted):
+                self.accepted_at[position] += 1
 
     def _diverge_after(self) -> int | None:
         """Where a configuration that breaks outputs departs from the greedy text (None: it does not)."""
@@ -545,7 +553,7 @@ def start_up(args: argparse.Namespace, profile: Profile) -> Simulator:
         log(f"AdaptiveSpeculativeParams initialized: steps={steps}, candidate_steps={first}", scheduler=True)
     speed, m = profile.speed, profile.model
     log(f"Load weight begin. avail mem={profile.gpu.memory_gb - 0.5:.2f} GB", scheduler=True)
-    time.sleep(speed.startup_s * args.sim_time_scale)
+    time.sleep(speed.startup_s * startup_scale(args))
     log(f"Load weight end. elapsed={speed.startup_s:.2f} s, type={m.architecture}, avail mem="
         f"{profile.gpu.memory_gb - 0.5 - m.weight_gb:.2f} GB, mem usage={m.weight_gb:.2f} GB.", scheduler=True)  # fmt: skip
     plan = plan_memory(resolved, args, profile)
@@ -589,7 +597,7 @@ def _capture_graphs(r: Resolved, plan: MemoryPlan, profile: Profile, args: argpa
         if not sizes:
             continue
         log(f"Capture {name} CUDA graph begin. backend=full, {what}, avail mem={free:.2f} GB", scheduler=True)
-        time.sleep(profile.speed.capture_s_per_bucket * len(sizes) * args.sim_time_scale)
+        time.sleep(profile.speed.capture_s_per_bucket * len(sizes) * startup_scale(args))
         if gb > free - 0.05:
             gpu = profile.gpu.memory_gb
             raise StartupFailure(
@@ -636,7 +644,7 @@ def main(argv: list[str]) -> int:
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     log(f"INFO:     Uvicorn running on http://{args.host}:{args.port} (Press CTRL+C to quit)")
     if not args.skip_server_warmup:
-        stop.wait(2.0 * args.sim_time_scale)  # the warm-up request
+        stop.wait(2.0 * startup_scale(args))  # the warm-up request
     sim.ready = "never-healthy" not in Handler.faults
     log("The server is fired up and ready to roll!")
     while not stop.wait(0.5):

@@ -1,0 +1,236 @@
+"""The engine contract: one suite every engine passes (as Optuna's storages pass one storage suite). llama.cpp
+runs it against the real llama-server with Gemma 3 270M; SGLang against the simulator, which speaks its command
+line, logs, API and metrics.
+
+What every engine must do: turn parameters into an argv list bound to 127.0.0.1; turn speculation off for the
+baseline; refuse what it cannot launch before a launch; come up, say that speculation is on, and report a
+request's tokens with the prompt cache off; count drafts in its metrics; read its own log; name why a server
+that died at start died; and read its final chunks in old and new spellings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from sweep.embedded import gemma_model, llama_server_binary
+from sweep.engines import ENGINES, Engine, ServerSetup
+from sweep.engines.base import DraftCounters, RequestSettings
+from sweep.engines.llamacpp import LlamaCppEngine
+from sweep.engines.sglang import SGLangEngine
+from sweep.errors import LaunchError
+from sweep.probes.client import measure_request
+from sweep.results import RequestMeasurement
+from sweep.server import ServerProcess, free_port
+
+SIM = [sys.executable, "-m", "sweep.sim"]
+
+
+@dataclass(frozen=True)
+class Case:
+    """One engine, set up the way the suite launches it, and what its own spelling of things is."""
+
+    name: str
+    engine: Callable[[], Engine]
+    fixed: dict[str, Any]  # launch parameters every test shares (context, threads, memory)
+    speculative: dict[str, Any]  # on top of fixed: turns speculation on
+    dies_at_start: dict[str, Any]  # parameters that pass no check here and make the server exit at start
+    reason: str  # words the exit reason for them must hold
+    # (final chunk, (completion tokens, cached tokens, drafted, accepted)) in old and new spellings;
+    # a None expectation: the chunk is not the final one.
+    finals: list[tuple[dict[str, Any], tuple[int, int | None, int, int] | None]] = field(default_factory=list)
+
+
+CASES = [
+    Case(
+        "llamacpp",
+        lambda: LlamaCppEngine(ServerSetup([str(llama_server_binary())], str(gemma_model()))),
+        {"ctx-size": 2048, "parallel": 1, "threads": 2},
+        {"spec-type": "ngram-simple", "spec-ngram-simple-size-n": 3, "spec-ngram-simple-size-m": 16},
+        {"cache-type-v": "q4_0", "flash-attn": "off"},
+        "quantized V cache",
+        [
+            (
+                {
+                    "usage": {"completion_tokens": 16},
+                    "timings": {"prompt_n": 9, "cache_n": 0, "predicted_n": 16},
+                },
+                (16, 0, 0, 0),
+            ),
+            (
+                {
+                    "usage": {"completion_tokens": 16},
+                    "timings": {
+                        "prompt_n": 9,
+                        "cache_n": 2,
+                        "predicted_n": 16,
+                        "draft_n": 8,
+                        "draft_n_accepted": 5,
+                    },
+                },
+                (16, 2, 8, 5),
+            ),
+            ({"choices": [{"delta": {"content": "x"}}]}, None),
+        ],
+    ),
+    Case(
+        "sglang",
+        lambda: SGLangEngine(ServerSetup([*SIM, "--sim-time-scale", "0.01"], "/models/Qwen3.8-27B-int4")),
+        {"kv-cache-dtype": "fp8_e4m3", "mem-fraction-static": 0.92},
+        {"speculative-algorithm": "NEXTN", "speculative-num-steps": 3},
+        {"speculative-algorithm": "BOGUS"},
+        "Unknown speculative algorithm",
+        [
+            (
+                {
+                    "text": "x",
+                    "meta_info": {
+                        "finish_reason": {"type": "length"},
+                        "completion_tokens": 16,
+                        "cached_tokens": 0,
+                        "spec_verify_ct": 5,
+                        "spec_num_correct_drafts": 11,
+                        "spec_num_proposed_drafts": 15,
+                    },
+                },
+                (16, 0, 15, 11),
+            ),
+            (  # before 0.5.2x: spec_accept_token_num / spec_draft_token_num
+                {
+                    "text": "x",
+                    "meta_info": {
+                        "finish_reason": {"type": "length"},
+                        "completion_tokens": 16,
+                        "cached_tokens": 3,
+                        "spec_verify_ct": 5,
+                        "spec_accept_token_num": 10,
+                        "spec_draft_token_num": 15,
+                    },
+                },
+                (16, 3, 15, 10),
+            ),
+            ({"text": "x", "meta_info": {"finish_reason": None}}, None),
+        ],
+    ),
+]
+IDS = [c.name for c in CASES]
+
+
+def test_every_registered_engine_is_in_the_suite() -> None:
+    assert sorted(ENGINES) == sorted(IDS)
+
+
+def prepared(case: Case) -> Engine:
+    engine = case.engine()
+    engine.prepare()
+    return engine
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_argv_is_a_list_bound_to_loopback_and_the_baseline_drafts_nothing(case: Case) -> None:
+    engine = prepared(case)
+    speculative = engine.plan({**case.fixed, **case.speculative})
+    baseline = engine.plan({**case.fixed, **case.speculative, **engine.baseline_params()})
+    assert speculative.launchable and baseline.launchable, (speculative.invalid, baseline.invalid)
+    argv = engine.argv(speculative.params, 18123)
+    assert all(isinstance(a, str) for a in argv)
+    assert argv[argv.index("--host") + 1] == "127.0.0.1" and argv[argv.index("--port") + 1] == "18123"
+    assert engine.wants_speculation(speculative.params) and not engine.wants_speculation(baseline.params)
+    shape = engine.spec_shape(speculative.params)
+    assert shape is not None and shape.depth > 0 and engine.spec_shape(baseline.params) is None
+    assert len(engine.argv(baseline.params, 18123)) < len(argv)  # no speculative flag survives
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_what_cannot_launch_is_refused_before_a_launch(case: Case) -> None:
+    engine = prepared(case)
+    assert "no-such-parameter" in engine.plan({**case.fixed, "no-such-parameter": 1}).invalid
+    assert "port" in engine.plan({**case.fixed, "port": 1}).invalid  # specsweep sets it
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_final_chunks_in_old_and_new_spellings(case: Case) -> None:
+    engine = case.engine()
+    for chunk, expected in case.finals:
+        report = engine.read_final(chunk)
+        if expected is None:
+            assert report is None, chunk
+            continue
+        assert report is not None, chunk
+        assert (
+            report.completion_tokens,
+            report.cached_tokens,
+            report.draft_tokens,
+            report.accepted_tokens,
+        ) == (expected)
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_a_server_that_dies_at_start_says_why(case: Case, tmp_path: Path) -> None:
+    engine = prepared(case)
+    port = free_port()
+    argv = engine.argv({**case.fixed, **case.dies_at_start}, port)
+    server = ServerProcess(argv, tmp_path / "server.log", engine.env(), exit_reason=engine.exit_reason)
+    with server, pytest.raises(LaunchError, match=case.reason):
+        server.wait_ready(f"http://127.0.0.1:{port}{engine.health_path()}", timeout_s=120)
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_a_live_server_reports_uncached_tokens_drafts_and_its_own_facts(case: Case, tmp_path: Path) -> None:
+    engine = prepared(case)
+    params = engine.plan({**case.fixed, **case.speculative}).params
+    port = free_port()
+    base_url = f"http://127.0.0.1:{port}"
+    server = ServerProcess(
+        engine.argv(params, port), tmp_path / "server.log", engine.env(), engine.exit_reason
+    )
+    with server:
+        server.wait_ready(base_url + engine.health_path(), timeout_s=120)
+        facts = engine.launch_facts(server.log_text())
+        assert (facts.engine, facts.model) == (case.name, engine.setup.model)
+        assert facts.context_length or facts.kv_pool_tokens  # the log says how much context the server has
+        with httpx.Client(base_url=base_url, timeout=30) as client:
+            engine.inspect_running(client, facts, params, server.log_text())
+        assert facts.speculation_requested and facts.speculation_active
+        rows, counted = asyncio.run(_twice(engine, base_url))
+    # The same prompt twice, the cache flushed between: neither reuses a prefix, both are valid.
+    assert [r.status for r in rows] == ["ok", "ok"], [r.reason for r in rows]
+    assert [r.cached_tokens for r in rows] == [0, 0]
+    assert all(r.completion_tokens == 24 and r.text for r in rows)
+    # Acceptance is known: from each request's report, or from the server's counters over the requests.
+    before, after = counted
+    if before is None:
+        assert engine.drafts_per_request and all(r.acceptance_length for r in rows)
+    else:
+        assert after is not None
+        assert (
+            after.steps > before.steps
+            and 0 <= after.accepted - before.accepted <= after.drafted - before.drafted
+        )
+
+
+async def _twice(
+    engine: Engine, base_url: str
+) -> tuple[list[RequestMeasurement], tuple[DraftCounters | None, DraftCounters | None]]:
+    content = "Copy this list exactly: alpha, beta, gamma, delta, alpha, beta, gamma, delta, alpha, beta."
+    settings = RequestSettings(max_tokens=24, ignore_eos=True)
+    rows = []
+    async with httpx.AsyncClient(base_url=base_url, timeout=60) as client:
+        before = await engine.draft_counters(client)
+        for repeat in range(2):
+            assert await engine.flush(client) == ""
+            rows.append(
+                await measure_request(
+                    client, engine, content, settings, workload="contract", repeat=repeat, stream=0, nonce="n"
+                )
+            )
+        await asyncio.sleep(0.2)  # counters are added when a request's slot is released
+        after = await engine.draft_counters(client)
+    return rows, (before, after)
