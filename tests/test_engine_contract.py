@@ -1,6 +1,6 @@
 """The engine contract: one suite every engine passes (as Optuna's storages pass one storage suite). llama.cpp
-runs it against the real llama-server with Gemma 3 270M; SGLang against the simulator, which speaks its command
-line, logs, API and metrics.
+runs it against the real llama-server with Gemma 3 270M; SGLang and vLLM against the simulator's front ends,
+which speak their command lines, logs, APIs and metrics.
 
 What every engine must do: turn parameters into an argv list bound to 127.0.0.1; turn speculation off for the
 baseline; refuse what it cannot launch before a launch; come up, say that speculation is on, and report a
@@ -25,6 +25,7 @@ from sweep.engines import ENGINES, Engine, ServerSetup
 from sweep.engines.base import DraftCounters, RequestSettings
 from sweep.engines.llamacpp import LlamaCppEngine
 from sweep.engines.sglang import SGLangEngine
+from sweep.engines.vllm import VLLMEngine
 from sweep.errors import LaunchError
 from sweep.probes.client import measure_request
 from sweep.results import RequestMeasurement
@@ -117,6 +118,37 @@ CASES = [
                 (16, 3, 15, 10),
             ),
             ({"text": "x", "meta_info": {"finish_reason": None}}, None),
+        ],
+    ),
+    Case(
+        "vllm",
+        lambda: VLLMEngine(
+            ServerSetup([*SIM, "vllm"], "/models/Qwen3.8-27B-int4", extra_args=["--sim-time-scale", "0.01"])
+        ),
+        {"max-model-len": 65536, "kv-cache-dtype": "fp8"},
+        {"speculative-config.method": "mtp", "speculative-config.num_speculative_tokens": 3},
+        {"gpu-memory-utilization": 0.3},
+        "No available memory for the cache blocks",
+        [
+            (
+                {
+                    "choices": [],
+                    "usage": {
+                        "prompt_tokens": 9,
+                        "completion_tokens": 16,
+                        "prompt_tokens_details": {"cached_tokens": 0},
+                    },
+                },
+                (16, 0, 0, 0),
+            ),
+            (  # without --enable-prompt-tokens-details the cached count is not reported at all
+                {
+                    "choices": [],
+                    "usage": {"prompt_tokens": 9, "completion_tokens": 16, "prompt_tokens_details": None},
+                },
+                (16, None, 0, 0),
+            ),
+            ({"choices": [{"index": 0, "text": "x"}], "usage": None}, None),
         ],
     ),
 ]

@@ -1,5 +1,7 @@
 """`specsweep demo`: the embedded default, a real sweep of llama-server + Gemma 3 270M on the CPU;
-`--engine sim`: an SGLang-style sweep (NEXTN/MTP, the field reports' set-up) against the simulator, in about a minute."""
+`--engine sim` (or `sglang-sim`): an SGLang sweep (NEXTN/MTP, the field reports' set-up) against the simulator, in
+about a minute; `--engine vllm-sim`: the same model swept through vLLM's `--speculative-config` (MTP), against the
+simulator's vLLM front end."""
 
 from __future__ import annotations
 
@@ -10,7 +12,12 @@ from sweep.cli.run import sweep_space
 from sweep.cli.shared import DEFAULT_RUNS, progress
 from sweep.space import load_space
 
-DEMO_SPACES = {"llamacpp": "demo-llamacpp.yaml", "sim": "sglang-sim-mtp.yaml"}
+DEMO_SPACES = {
+    "llamacpp": "demo-llamacpp.yaml",
+    "sim": "sglang-sim-mtp.yaml",
+    "sglang-sim": "sglang-sim-mtp.yaml",
+    "vllm-sim": "vllm-sim-mtp.yaml",
+}
 
 
 def shipped_space(name: str) -> Path:

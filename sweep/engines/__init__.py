@@ -3,7 +3,7 @@ with a `name`; its module is imported here, and nothing else changes when one is
 
 from __future__ import annotations
 
-from sweep.engines import llamacpp, sglang
+from sweep.engines import llamacpp, sglang, vllm
 from sweep.engines.base import REGISTRY, DraftCounters, Engine, RunningLimit, ServerReport, ServerSetup
 from sweep.engines.llamacpp import LlamaCppEngine
 from sweep.engines.sglang import SGLangEngine
@@ -11,7 +11,7 @@ from sweep.errors import UserError
 from sweep.results import SpecShape
 
 ENGINES = REGISTRY
-MODULES = (llamacpp, sglang)  # imported for their registration
+MODULES = (llamacpp, sglang, vllm)  # imported for their registration
 
 __all__ = [
     "ENGINES",

@@ -616,6 +616,11 @@ def _capture_graphs(r: Resolved, plan: MemoryPlan, profile: Profile, args: argpa
 
 
 def main(argv: list[str]) -> int:
+    """SGLang's command line; `vllm serve MODEL ...` is vLLM's (`sweep/sim/vllm.py`)."""
+    if argv[:1] == ["vllm"]:
+        from sweep.sim import vllm
+
+        return vllm.main(argv[1:])
     probe = argparse.ArgumentParser(add_help=False)
     probe.add_argument("--sim-profile")
     known, _ = probe.parse_known_args(argv)

@@ -1,0 +1,389 @@
+"""vLLM (0.33; facts in `../shared/reference/sglang_vllm.md` §6): `vllm serve MODEL --speculative-config JSON`.
+
+A space sets vLLM's flags by their names (`max-model-len`, `gpu-memory-utilization`, ...) and the speculative
+config by dotted names (`speculative-config.num_speculative_tokens: {int: [1, 8]}`), which become one JSON value.
+Acceptance comes from `/metrics` counter deltas over each batch (`1 + accepted / drafts`, as `vllm bench serve`
+computes it); the prompt cache is reset between batches through the dev-mode `/reset_prefix_cache`
+(`VLLM_SERVER_DEV_MODE=1`), and requests report cached tokens with `--enable-prompt-tokens-details`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import httpx
+
+from sweep.engines.base import (
+    DraftCounters,
+    Engine,
+    Params,
+    RequestSettings,
+    RunningLimit,
+    ServerReport,
+    ServerSetup,
+    flags_argv,
+    help_flags,
+    parse_prometheus,
+)
+from sweep.engines.schedules import vllm_speculative_config
+from sweep.errors import SpeculationInactive, UserError
+from sweep.results import LaunchFacts, RequestStatus, SpecShape
+from sweep.server import ExitPatterns, reason_from_log
+
+SPEC = "speculative-config."
+# SpeculativeConfig's fields a space may set: type, low, high (None: not a number).
+SPEC_FIELDS: dict[str, tuple[type, float | None, float | None]] = {
+    "method": (str, None, None),
+    "model": (str, None, None),
+    "num_speculative_tokens": (int, 1, 64),
+    "prompt_lookup_min": (int, 1, 64),
+    "prompt_lookup_max": (int, 1, 64),
+    "draft_tensor_parallel_size": (int, 1, 64),
+    "num_speculative_tokens_per_batch_size": (list, None, None),
+    "max_model_len": (int, 1, 1 << 24),
+    "quantization": (str, None, None),
+    "kv_cache_dtype": (str, None, None),
+    "enforce_eager": (bool, None, None),
+}
+METHODS = ("ngram", "ngram_gpu", "draft_model", "suffix", "eagle", "eagle3", "mtp", "dflash", "dspark")
+LOOKUP_METHODS = ("ngram", "ngram_gpu", "suffix")  # drafts looked up in text: no draft forward
+DEFAULT_LOOKUP = 5  # prompt_lookup_min/max, both unset (one unset copies the other)
+VALUE_RANGES: dict[str, tuple[type, float, float]] = {
+    "gpu-memory-utilization": (float, 0.01, 1.0),
+    "max-model-len": (int, 1, 1 << 24),
+    "max-num-seqs": (int, 1, 1 << 16),
+    "max-num-batched-tokens": (int, 1, 1 << 24),
+    "max-cudagraph-capture-size": (int, 1, 1 << 16),
+    "block-size": (int, 1, 1024),
+}
+# Flags specsweep sets itself on every launch.
+MANAGED = {"host", "port", "help", "speculative-config", "enable-prompt-tokens-details", "model"}
+NUM = r"([\d,]+)"
+KV_TOKENS = re.compile(r"GPU KV cache size: " + NUM + " tokens")
+CONCURRENCY = re.compile(r"Maximum concurrency for " + NUM + r" tokens per request: ([\d.,]+)x")
+KV_MEMORY = re.compile(r"Available KV cache memory: ([\d.]+) GiB")
+WEIGHTS = re.compile(r"Model loading took ([\d.]+) GiB")
+GRAPHS = re.compile(r"Graph capturing finished in [\d.]+ secs?, took ([\d.]+) GiB")
+EXIT_REASONS: ExitPatterns = (
+    (re.compile(r"(No available memory for the cache blocks)"), "{0}: raise gpu-memory-utilization"),
+    (
+        re.compile(r"max seq len \((\d+)\).*?estimated maximum model length is (\d+)", re.S),
+        "the KV cache cannot hold one request of max-model-len {0} (at most {1} tokens fit)",
+    ),
+    (re.compile(r"(User-specified max_model_len \(\d+\) is greater than[^\n]*)"), "{0}"),
+    (re.compile(r"(?:torch\.)?OutOfMemoryError: CUDA out of memory\.([^\n]*)"), "CUDA out of memory:{0}"),
+    (
+        re.compile(r"ValidationError: \d+ validation errors? for SpeculativeConfig\n([^\n]*)\n\s*([^\n]*)"),
+        "vLLM rejected the speculative config: {0}: {1}",
+    ),
+    (re.compile(r"error: (unrecognized arguments: [^\n]*)"), "vLLM rejected the arguments: {0}"),
+    (re.compile(r"error: (argument [^\n]*)"), "vLLM rejected an argument: {0}"),
+    (re.compile(r"(ValueError: [^\n]*)"), "{0}"),
+)
+LENGTH_ERROR = "maximum context length"
+
+
+def spec_fields(params: Params) -> dict[str, Any]:
+    return {name.removeprefix(SPEC): value for name, value in params.items() if name.startswith(SPEC)}
+
+
+def method(params: Params) -> str | None:
+    value = spec_fields(params).get("method")
+    return None if value in (None, "", "none") else str(value)
+
+
+def number(value: float) -> int | float:
+    return int(value) if float(value).is_integer() else value
+
+
+def facts_from_log(log: str) -> LaunchFacts:
+    facts = LaunchFacts()
+    if kv := KV_TOKENS.search(log):
+        facts.kv_pool_tokens = int(kv.group(1).replace(",", ""))
+    if concurrency := CONCURRENCY.search(log):
+        facts.context_length = int(concurrency.group(1).replace(",", ""))
+        facts.extra["max_concurrency"] = float(concurrency.group(2).replace(",", ""))
+    if memory := KV_MEMORY.search(log):
+        facts.kv_cache_gb = float(memory.group(1))
+    if weights := WEIGHTS.search(log):
+        facts.weight_gb = float(weights.group(1))
+    if graphs := GRAPHS.search(log):
+        facts.graph_capture_gb = float(graphs.group(1))
+    return facts
+
+
+def exit_reason(log: str, returncode: int) -> str:
+    return reason_from_log(log, returncode, EXIT_REASONS, "vLLM")
+
+
+class VLLMEngine(Engine):
+    name = "vllm"
+    default_port = 8000
+    typical_startup_s = 120.0  # weights, profiling, KV cache and CUDA-graph capture
+    drafts_per_request = False  # the usage chunk has no speculative numbers: /metrics counters do
+    env_prefixes = ()  # VLLM_* settings are the user's (attention backend, ...); the dev mode is added
+
+    def __init__(self, setup: ServerSetup) -> None:
+        super().__init__(setup)
+        self.flags: set[str] = set()
+
+    @classmethod
+    def default_launcher(cls, binary: str) -> list[str]:
+        return ["vllm"] if binary == "embedded" else [binary]
+
+    @classmethod
+    def resolve_model(cls, model: str) -> str:
+        if model == "embedded":
+            raise UserError(
+                "vLLM has no embedded model", "set server.model to a model path or Hugging Face id"
+            )
+        return model
+
+    def prepare(self) -> None:
+        """The installed vLLM's flags, from `vllm serve --help=all` (flags come and go between releases)."""
+        self.flags = help_flags(
+            [*self.setup.launcher, "serve", "--help=all"], self.env(), "speculative-config"
+        )
+
+    def env(self) -> dict[str, str]:
+        return {**super().env(), "VLLM_SERVER_DEV_MODE": "1"}  # for /reset_prefix_cache between batches
+
+    # --- parameters and launch ---------------------------------------------------------------------------
+    def known_params(self) -> list[str]:
+        return sorted((self.flags - MANAGED) | {SPEC + name for name in SPEC_FIELDS})
+
+    def check_value(self, name: str, value: Any) -> None:
+        if name.startswith(SPEC):
+            self._check_spec_field(name.removeprefix(SPEC), value)
+            return
+        if name in MANAGED:
+            raise UserError(f"--{name} is set by specsweep", f"remove '{name}' from the space")
+        if self.flags and name not in self.flags:
+            raise UserError(
+                f"the installed vLLM has no flag --{name}",
+                "remove it from the space (`vllm serve --help=all` lists the flags)",
+            )
+        if name in VALUE_RANGES:
+            kind, low, high = VALUE_RANGES[name]
+            _check_number(name, value, kind, low, high)
+
+    def _check_spec_field(self, field: str, value: Any) -> None:
+        if field not in SPEC_FIELDS:
+            raise UserError(
+                f"vLLM's speculative config has no field '{field}'",
+                f"use one of: {', '.join(SPEC + f for f in SPEC_FIELDS)}",
+            )
+        kind, low, high = SPEC_FIELDS[field]
+        if field == "method" and value not in (*METHODS, "none"):
+            raise UserError(f"unknown speculative method '{value}'", f"vLLM's are: {', '.join(METHODS)}")
+        if kind is int:
+            assert low is not None and high is not None
+            _check_number(SPEC + field, value, int, low, high)
+
+    def check_params(self, params: Params) -> None:
+        super().check_params(params)
+        fields = spec_fields(params)
+        chosen = method(params)
+        if chosen in ("eagle", "eagle3", "draft_model", "dflash", "dspark") and not fields.get("model"):
+            raise UserError(
+                f"speculative method {chosen} needs a draft model",
+                f"set {SPEC}model to the draft's path or Hugging Face id",
+            )
+        if chosen not in (None, "mtp") and "num_speculative_tokens" not in fields:
+            raise UserError(
+                f"speculative method {chosen} needs num_speculative_tokens",
+                f"set or sweep {SPEC}num_speculative_tokens",
+            )
+
+    def derive(self, params: dict[str, Any]) -> dict[str, Any]:
+        """What vLLM would set anyway: no speculative fields without a method; n-gram lookup bounds filled as
+        vLLM fills them (both 5 when unset, one copies the other)."""
+        if method(params) is None:
+            return {k: v for k, v in params.items() if not k.startswith(SPEC) or k == SPEC + "method"}
+        out = dict(params)
+        if method(params) in ("ngram", "ngram_gpu"):
+            low, high = out.get(SPEC + "prompt_lookup_min"), out.get(SPEC + "prompt_lookup_max")
+            out[SPEC + "prompt_lookup_min"] = low or high or DEFAULT_LOOKUP
+            out[SPEC + "prompt_lookup_max"] = high or low or DEFAULT_LOOKUP
+        return out
+
+    def constraints(self, params: Params) -> dict[str, float]:
+        """vLLM refuses an n-gram lookup whose minimum exceeds its maximum."""
+        fields = spec_fields(params)
+        if "prompt_lookup_min" in fields and "prompt_lookup_max" in fields:
+            return {"lookup_min_over_max": float(fields["prompt_lookup_min"] - fields["prompt_lookup_max"])}
+        return {}
+
+    def baseline_params(self) -> dict[str, Any]:
+        return {SPEC + "method": "none"}
+
+    def wants_speculation(self, params: Params) -> bool:
+        return method(params) is not None
+
+    def schedule_params(
+        self, params: Params, depths: list[tuple[int, int]], config: str
+    ) -> dict[str, Any] | None:
+        """`num_speculative_tokens_per_batch_size` inside the speculative config (chains only)."""
+        chosen = method(params)
+        if chosen is None or not all(depth > 0 for _, depth in depths):
+            return None
+        limit = self.running_limit(params)
+        schedule = vllm_speculative_config(chosen, depths, limit.requests if limit else 1024)
+        return {
+            **params,
+            SPEC + "num_speculative_tokens": schedule["num_speculative_tokens"],
+            SPEC + "num_speculative_tokens_per_batch_size": schedule["num_speculative_tokens_per_batch_size"],
+        }
+
+    def running_limit(self, params: Params) -> RunningLimit | None:
+        if "max-num-seqs" in params:
+            limit = int(params["max-num-seqs"])
+            return RunningLimit(limit, f"--max-num-seqs {limit}", "max-num-seqs")
+        return None
+
+    def spec_shape(self, params: Params) -> SpecShape | None:
+        """A chain of num_speculative_tokens (MTP: the model's own heads when unset); an n-gram's lookup bounds
+        decide which drafts happen, not their length."""
+        chosen = method(params)
+        if chosen is None:
+            return None
+        fields = spec_fields(params)
+        depth = int(fields.get("num_speculative_tokens") or 1)
+        variant = ""
+        if chosen in ("ngram", "ngram_gpu"):
+            variant = " ".join(
+                f"{SPEC}{f}={fields.get(f)}" for f in ("prompt_lookup_min", "prompt_lookup_max")
+            )
+        return SpecShape(
+            chosen,
+            depth=depth,
+            budget=depth,
+            depth_param=SPEC + "num_speculative_tokens",
+            budget_param=SPEC + "num_speculative_tokens",
+            draft_model=chosen not in LOOKUP_METHODS,
+            variant=variant,
+        )
+
+    def speculative_state_persists(self, params: Params) -> bool:
+        return method(params) == "suffix"  # suffix decoding caches earlier requests' outputs
+
+    def argv(self, params: Params, port: int) -> list[str]:
+        plain = {k: v for k, v in params.items() if not k.startswith(SPEC)}
+        argv = [*self.setup.launcher, "serve", self.setup.model, *flags_argv(plain, negate="no-")]
+        if method(params) is not None:
+            config = {k: number(v) if isinstance(v, float) else v for k, v in spec_fields(params).items()}
+            argv += ["--speculative-config", json.dumps(config, sort_keys=True)]
+        return [
+            *argv,
+            *self.setup.extra_args,
+            "--enable-prompt-tokens-details",
+            "--host",
+            self.setup.host,
+            "--port",
+            str(port),
+        ]
+
+    def health_path(self) -> str:
+        return "/health"
+
+    # --- what the server says about itself --------------------------------------------------------------
+    @classmethod
+    def facts_from_log(cls, log: str) -> LaunchFacts:
+        return facts_from_log(log)
+
+    def exit_reason(self, log: str, returncode: int) -> str:
+        return exit_reason(log, returncode)
+
+    def inspect_running(self, client: httpx.Client, facts: LaunchFacts, params: Params, log: str) -> None:
+        models = client.get("/v1/models").json()
+        facts.context_length = (
+            int(models["data"][0].get("max_model_len") or facts.context_length or 0) or None
+        )
+        version = client.get("/version")
+        facts.resolved_args = {
+            "version": version.json().get("version") if version.status_code == 200 else None
+        }
+        limit = self.running_limit(params)
+        facts.max_running_requests = limit.requests if limit else facts.max_running_requests
+        facts.speculation_requested = self.wants_speculation(params)
+        # The spec-decode counters exist only when a speculative config is in force.
+        counters = parse_prometheus(client.get("/metrics").text, "vllm:")
+        facts.speculation_active = "spec_decode_num_drafts_total" in counters
+        if facts.speculation_requested and not facts.speculation_active:
+            raise SpeculationInactive(
+                f"asked for {method(params)} but /metrics has no vllm:spec_decode counters"
+            )
+
+    # --- requests ------------------------------------------------------------------------------------------
+    def request(self, content: str, settings: RequestSettings) -> tuple[str, dict[str, Any]]:
+        # The prompt as it is (no chat template): usage on the last chunk, cached tokens in its details.
+        return "/v1/completions", {
+            "model": self.setup.model,
+            "prompt": content,
+            "max_tokens": settings.max_tokens,
+            "temperature": settings.temperature,
+            "seed": settings.seed,
+            "ignore_eos": settings.ignore_eos,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+
+    def has_token(self, chunk: dict[str, Any]) -> bool:
+        return any(c.get("text") for c in chunk.get("choices") or [])
+
+    def text_so_far(self, chunk: dict[str, Any], text: str) -> str:
+        return text + "".join(str(c.get("text") or "") for c in chunk.get("choices") or [])
+
+    def read_final(self, chunk: dict[str, Any]) -> ServerReport | None:
+        usage = chunk.get("usage")
+        if not usage or chunk.get("choices"):
+            return None
+        details = usage.get("prompt_tokens_details") or {}
+        # No per-request speculative numbers: acceptance comes from the counters over the batch.
+        return ServerReport(
+            prompt_tokens=int(usage.get("prompt_tokens", 0)),
+            completion_tokens=int(usage.get("completion_tokens", 0)),
+            cached_tokens=details.get("cached_tokens"),
+        )
+
+    def classify_error(self, status_code: int, body: str) -> tuple[RequestStatus, str]:
+        try:
+            data = json.loads(body)
+            message = str(data.get("message") or (data.get("error") or {}).get("message") or body)
+        except (json.JSONDecodeError, AttributeError):
+            message = body.strip()[:300]
+        if LENGTH_ERROR in message:
+            return "does_not_fit", message
+        return "error", f"HTTP {status_code}: {message}"
+
+    async def tokenize(self, client: httpx.AsyncClient, text: str) -> list[int]:
+        response = await client.post("/tokenize", json={"prompt": text, "add_special_tokens": False})
+        response.raise_for_status()
+        return [int(t) for t in response.json()["tokens"]]
+
+    async def flush(self, client: httpx.AsyncClient) -> str:
+        response = await client.post("/reset_prefix_cache")
+        if response.status_code == 200:
+            return ""
+        return f"/reset_prefix_cache answered HTTP {response.status_code} (VLLM_SERVER_DEV_MODE=1 unset?)"
+
+    async def draft_counters(self, client: httpx.AsyncClient) -> DraftCounters | None:
+        response = await client.get("/metrics")
+        values = parse_prometheus(response.text, "vllm:") if response.status_code == 200 else {}
+        if "spec_decode_num_drafts_total" not in values:
+            return None
+        return DraftCounters(
+            steps=values["spec_decode_num_drafts_total"],
+            drafted=values.get("spec_decode_num_draft_tokens_total", 0.0),
+            accepted=values.get("spec_decode_num_accepted_tokens_total", 0.0),
+        )
+
+
+def _check_number(name: str, value: Any, kind: type, low: float, high: float) -> None:
+    is_number = isinstance(value, int | float) and not isinstance(value, bool)
+    if not is_number or (kind is int and not float(value).is_integer()) or not low <= value <= high:
+        raise UserError(
+            f"{name} cannot be {value!r}", f"give {name} a {kind.__name__} from {low:g} to {high:g}"
+        )

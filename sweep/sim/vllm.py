@@ -1,0 +1,507 @@
+"""The simulator's vLLM front end: `vllm serve MODEL [flags]` as vLLM 0.33 parses it, its start-up log lines, its
+OpenAI API (`/v1/completions` streaming with usage, `/tokenize`, `/v1/models`, `/version`, `/health`), `/metrics`
+with the speculative counters, and the dev-mode `/reset_prefix_cache`, over the same performance model as the
+SGLang front end (`sweep/sim/model.py`: acceptance, step times, memory from the profile).
+
+Facts from `../shared/reference/sglang_vllm.md` §6: `--speculative-config` is JSON (`-` in keys becomes `_`);
+methods ngram / eagle / eagle3 / mtp / draft_model (legacy `*_mtp` names map to mtp); n-gram lookup bounds both 5
+when unset, one copies the other, min <= max; `num_speculative_tokens_per_batch_size` is a list of [low, high,
+k]; acceptance length is `1 + accepted / drafts`; KV token counts are logged with thousands separators;
+`/health` answers only once the engine is up (the API server starts after it). What the reference does not
+give (the exact wording of some errors, the default `max_num_seqs`) is modelled and named so here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import signal
+import sys
+import threading
+import time
+from datetime import datetime
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from sweep.sim.faults import Faults
+from sweep.sim.flags import add_sim_flags, startup_scale
+from sweep.sim.model import EAGLE_FAMILY, GIB, MemoryPlan, Resolved, StartupFailure
+from sweep.sim.profile import DEFAULT_PROFILE, Profile
+from sweep.sim.server import Handler, Simulator, tokenize
+
+VERSION = "0.33.0"
+METHODS = {  # vLLM's method -> the performance model's algorithm
+    "ngram": "NGRAM",
+    "eagle": "EAGLE",
+    "eagle3": "EAGLE3",
+    "mtp": "NEXTN",
+    "draft_model": "STANDALONE",
+}
+ALL_METHODS = (*METHODS, "ngram_gpu", "suffix", "custom_class", "extract_hidden_states", "dflash", "dspark")
+SPEC_FIELDS = {
+    "method",
+    "model",
+    "num_speculative_tokens",
+    "prompt_lookup_max",
+    "prompt_lookup_min",
+    "draft_tensor_parallel_size",
+    "quantization",
+    "max_model_len",
+    "revision",
+    "kv_cache_dtype",
+    "num_speculative_tokens_per_batch_size",
+    "parallel_drafting",
+    "disable_padded_drafter_batch",
+    "enforce_eager",
+    "rejection_sample_method",
+    "draft_sample_method",
+    "attention_backend",
+    "moe_backend",
+}
+DEFAULT_MAX_NUM_SEQS = 256  # modelled: the reference does not give 0.33's default
+DEFAULT_LOOKUP = 5
+# What `parse` adds to vLLM's namespace for the shared simulator (not vLLM's arguments).
+SHARED_ATTRIBUTES = ("model_path", "disable_radix_cache", "enable_metrics", "enable_cache_report")
+BLOCK_SIZE = 16
+
+
+def vlog(message: str, source: str = "api_server.py") -> None:
+    stamp = datetime.now().strftime("%m-%d %H:%M:%S")
+    print(f"INFO {stamp} [{source}] {message}", file=sys.stderr, flush=True)
+
+
+def _json_arg(text: str) -> Any:
+    return json.loads(text)
+
+
+_json_arg.__name__ = "loads"  # argparse names the converter in its error, as vLLM's does
+
+
+class HelpAction(argparse.Action):
+    """`--help`, `--help=all` or `--help=GROUP`, as vLLM's serve takes it: print every flag and exit."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        parser.print_help()
+        parser.exit()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="vllm serve", description=f"vLLM {VERSION} (specsweep simulator)", add_help=False
+    )
+    add = parser.add_argument
+    add("--help", "-h", action=HelpAction, nargs="?", help="Show the flags (`--help=all`: every group).")
+    add("model_tag", help="The model to serve.")
+    add("--host", default=None)
+    add("--port", type=int, default=8000)
+    add("--served-model-name", default=None)
+    add("--speculative-config", "-sc", type=_json_arg, default=None)
+    add("--max-model-len", type=int, default=None)
+    add("--gpu-memory-utilization", type=float, default=0.92)
+    add("--max-num-seqs", type=int, default=None)
+    add("--max-num-batched-tokens", type=int, default=None)
+    add("--kv-cache-dtype", default="auto", choices=("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16"))
+    add("--block-size", type=int, default=BLOCK_SIZE)
+    add("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=True)
+    add("--cudagraph-capture-sizes", type=int, nargs="+", default=None)
+    add("--max-cudagraph-capture-size", type=int, default=None)
+    add("--enforce-eager", action="store_true")
+    add("--enable-prompt-tokens-details", action="store_true")
+    add("--tensor-parallel-size", "-tp", type=int, default=1)
+    add("--seed", type=int, default=0)
+    add("--dtype", default="auto")
+    add("--trust-remote-code", action="store_true")
+    add_sim_flags(parser)
+    return parser
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    """`serve MODEL [flags]`, with the attributes the shared simulator reads."""
+    if not argv or argv[0] != "serve":
+        raise SystemExit("usage: vllm serve MODEL [flags]")
+    args = build_parser().parse_args(argv[1:])
+    args.model_path = args.model_tag
+    args.disable_radix_cache = not args.enable_prefix_caching
+    args.enable_metrics = True  # vLLM always serves /metrics
+    args.enable_cache_report = args.enable_prompt_tokens_details
+    args.host = args.host or "0.0.0.0"
+    return args
+
+
+def speculative_fields(config: Any) -> dict[str, Any]:
+    """The JSON as SpeculativeConfig takes it (`-` in keys becomes `_`), or the failure vLLM reports."""
+    if not isinstance(config, dict):
+        raise StartupFailure(
+            "pydantic_core._pydantic_core.ValidationError: speculative_config must be a dict"
+        )
+    fields = {str(k).replace("-", "_"): v for k, v in config.items()}
+    unknown = sorted(set(fields) - SPEC_FIELDS)
+    if unknown:
+        raise StartupFailure(
+            "pydantic_core._pydantic_core.ValidationError: 1 validation error for SpeculativeConfig\n"
+            f"{unknown[0]}\n  Extra inputs are not permitted [type=extra_forbidden]"
+        )
+    return fields
+
+
+def resolve(args: argparse.Namespace, profile: Profile) -> Resolved:
+    """vLLM's defaults and SpeculativeConfig rules, as the model reads them."""
+    model = profile.model
+    context = args.max_model_len or model.context_length
+    if context > model.context_length:
+        raise StartupFailure(
+            f"ValueError: User-specified max_model_len ({context}) is greater than the derived max_model_len "
+            f"(max_position_embeddings={model.context_length} in model's config.json)."
+        )
+    seqs = args.max_num_seqs or DEFAULT_MAX_NUM_SEQS
+    cap = args.max_cudagraph_capture_size or min(seqs * 2, 512)
+    algorithm, k, slots = None, 0, None
+    if args.speculative_config is not None:
+        fields = speculative_fields(args.speculative_config)
+        method = str(fields.get("method") or ("ngram" if fields.get("model") == "ngram" else "draft_model"))
+        method = "mtp" if method.endswith("_mtp") else method
+        if method not in ALL_METHODS:
+            raise StartupFailure(
+                "pydantic_core._pydantic_core.ValidationError: 1 validation error for SpeculativeConfig\nmethod\n"
+                f"  Input should be {', '.join(repr(m) for m in ALL_METHODS)} [input_value={method!r}]"
+            )
+        if method not in METHODS:
+            raise StartupFailure(f"NotImplementedError: the simulator does not model method {method!r}")
+        if method in ("eagle", "eagle3", "draft_model") and not fields.get("model"):
+            raise StartupFailure(f"ValueError: speculative method {method!r} needs a draft model (`model`)")
+        k = _num_tokens(fields, method, model.mtp_layers)
+        if method == "ngram":
+            _lookup_bounds(fields)
+        algorithm = METHODS[method]
+        if fields.get("num_speculative_tokens_per_batch_size") is not None:
+            slots = _batch_schedule(fields["num_speculative_tokens_per_batch_size"], k)
+    return Resolved(
+        algorithm=algorithm,
+        steps=k,
+        topk=1 if algorithm else 0,
+        draft_tokens=k + 1 if algorithm else 0,
+        max_running_requests=seqs,
+        chunked_prefill_size=args.max_num_batched_tokens or 8192,
+        max_bs_decode=cap,
+        max_bs_prefill=0,
+        mem_fraction_static=args.gpu_memory_utilization,
+        kv_bytes=1 if str(args.kv_cache_dtype).startswith("fp8") else 2,
+        context_length=context,
+        adaptive_slots=slots,
+    )
+
+
+def _num_tokens(fields: dict[str, Any], method: str, mtp_layers: int) -> int:
+    value = fields.get("num_speculative_tokens")
+    if value is None and method == "mtp":
+        return mtp_layers  # taken from the draft config (the model's own MTP layers)
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise StartupFailure(
+            "pydantic_core._pydantic_core.ValidationError: 1 validation error for SpeculativeConfig\n"
+            f"  Value error, num_speculative_tokens must be > 0, got {value!r}"
+        )
+    return value
+
+
+def _lookup_bounds(fields: dict[str, Any]) -> None:
+    low, high = fields.get("prompt_lookup_min"), fields.get("prompt_lookup_max")
+    low, high = low or high or DEFAULT_LOOKUP, high or low or DEFAULT_LOOKUP
+    if low < 1 or high < 1 or low > high:
+        raise StartupFailure(
+            f"ValueError: prompt_lookup_min={low} must be >= 1 and <= prompt_lookup_max={high}"
+        )
+
+
+def _batch_schedule(ranges: Any, k: int) -> dict[int, dict[str, Any]]:
+    """[[low, high, k], ...] as the model's per-batch-size slots (one depth per slot: a fixed schedule)."""
+    try:
+        parsed = sorted((int(low), int(high), int(depth)) for low, high, depth in ranges)
+    except (TypeError, ValueError):
+        raise StartupFailure(
+            f"ValueError: num_speculative_tokens_per_batch_size must be [low, high, k] triples, got {ranges!r}"
+        ) from None
+    if any(depth > k or low > high for low, high, depth in parsed):
+        raise StartupFailure(
+            "ValueError: each k in num_speculative_tokens_per_batch_size must be <= num_speculative_tokens "
+            f"({k}) and each range low <= high"
+        )
+    return {low: {"candidate_steps": [depth]} for low, _, depth in parsed}
+
+
+def plan_memory(r: Resolved, args: argparse.Namespace, profile: Profile) -> MemoryPlan:
+    """vLLM's sizing: the KV cache gets `gpu_memory_utilization` of the GPU less weights and activations, in
+    blocks; the draft's layers share the pool (EAGLE/MTP: one layer each per token); graphs are captured after."""
+    m, gpu, graphs = profile.model, profile.gpu, profile.graphs
+    draft_layers = m.mtp_layers if r.algorithm in EAGLE_FAMILY else 0
+    cell = (m.kv_layers + draft_layers) * 2 * m.kv_heads_x_head_dim * r.kv_bytes
+    draft_gb = m.vocab_draft_gb if r.algorithm in EAGLE_FAMILY else 0.0
+    available_gb = r.mem_fraction_static * gpu.memory_gb - m.weight_gb - draft_gb - gpu.other_static_gb
+    if available_gb <= 0:
+        raise StartupFailure(
+            "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
+            "when initializing the engine."
+        )
+    tokens = int(available_gb * GIB / cell) // args.block_size * args.block_size
+    if tokens < r.context_length:
+        needed = r.context_length * cell / GIB
+        raise StartupFailure(
+            f"ValueError: To serve at least one request with the models's max seq len ({r.context_length}), "
+            f"({needed:.2f} GiB KV cache is needed, which is larger than the available KV cache memory "
+            f"({available_gb:.2f} GiB). Based on the available memory, the estimated maximum model length is "
+            f"{tokens}. Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing "
+            "the engine."
+        )
+    sizes = [] if args.enforce_eager else (args.cudagraph_capture_sizes or _capture_sizes(r.max_bs_decode))
+    graph_gb = len(sizes) * graphs.decode_gb_per_bucket * math.sqrt(max(1, r.draft_tokens))
+    pool_gb = tokens * cell / GIB
+    free = gpu.memory_gb - gpu.cuda_context_gb - m.weight_gb - draft_gb - gpu.other_static_gb - pool_gb
+    return MemoryPlan(
+        cell_bytes=cell,
+        cell_bytes_assumed=cell,
+        pool_tokens=tokens,
+        draft_pool_tokens=tokens if draft_layers else None,
+        pool_gb=pool_gb,
+        free_after_pool_gb=free,
+        mamba_slots=r.max_running_requests,
+        slots_per_request=1,
+        effective_max_running=r.max_running_requests,
+        decode_buckets=sorted(sizes),
+        decode_graph_gb=graph_gb,
+        prefill_graph_gb=0.0,
+        free_after_graphs_gb=free - graph_gb,
+        max_req_input_len=r.context_length,
+    )
+
+
+def _capture_sizes(cap: int) -> list[int]:
+    return [s for s in (1, 2, 4, *range(8, cap + 1, 8)) if s <= cap]
+
+
+class VLLMSimulator(Simulator):
+    """The shared simulator with vLLM's counters: drafts, draft tokens, accepted tokens (and per position)."""
+
+    def __init__(
+        self, args: argparse.Namespace, profile: Profile, resolved: Resolved, plan: MemoryPlan
+    ) -> None:
+        super().__init__(args, profile, resolved, plan)
+        if resolved.adaptive_slots is not None:  # vLLM picks k by the batch size itself, with no padding
+            assert self.adaptive is not None
+            self.adaptive.graph_batch_sizes = []
+        self.spec = {"num_drafts": 0, "num_draft_tokens": 0, "num_accepted_tokens": 0}
+        self.prefix = {"queries": 0, "hits": 0}
+
+    def record(self, meta: dict[str, Any]) -> None:
+        with self.lock:
+            self.prefix["queries"] += meta["prompt_tokens"]
+            self.prefix["hits"] += meta["cached_tokens"]
+            if meta.get("spec_verify_ct"):
+                self.spec["num_drafts"] += meta["spec_verify_ct"]
+                self.spec["num_draft_tokens"] += meta["spec_num_proposed_drafts"]
+                self.spec["num_accepted_tokens"] += meta["spec_num_correct_drafts"]
+
+    def metrics(self) -> str:
+        name = self.args.served_model_name or self.args.model_path
+        labels = f'model_name="{name}",engine="0"'
+        with self.lock:
+            lines = [
+                f"vllm:prompt_tokens_total{{{labels}}} {float(self.counters['prompt_tokens'])}",
+                f"vllm:generation_tokens_total{{{labels}}} {float(self.counters['generation_tokens'])}",
+                f"vllm:prefix_cache_queries_total{{{labels}}} {float(self.prefix['queries'])}",
+                f"vllm:prefix_cache_hits_total{{{labels}}} {float(self.prefix['hits'])}",
+                f"vllm:num_requests_running{{{labels}}} {float(self.running)}",
+            ]
+            if self.resolved.speculative:
+                lines += [f"vllm:spec_decode_{k}_total{{{labels}}} {float(v)}" for k, v in self.spec.items()]
+                lines += [
+                    f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{{labels},position="{i}"}} {float(v)}'
+                    for i, v in enumerate(self.accepted_at)
+                ]
+        return "\n".join(lines) + "\n"
+
+
+class VLLMHandler(Handler):
+    """vLLM's routes over the shared handler's plumbing (replies, SSE, faults)."""
+
+    sim: VLLMSimulator
+
+    def do_GET(self) -> None:
+        path, sim = self.path.split("?")[0], self.sim
+        name = sim.args.served_model_name or sim.args.model_path
+        if path == "/health":
+            self._send(200, "", "text/plain")
+        elif path == "/version":
+            self._send(200, {"version": VERSION})
+        elif path == "/v1/models":
+            model = {"id": name, "object": "model", "max_model_len": sim.resolved.context_length}
+            self._send(200, {"object": "list", "data": [model]})
+        elif path == "/metrics":
+            self._send(200, sim.metrics(), "text/plain; version=0.0.4")
+        else:
+            self._send(404, {"detail": "Not Found"})
+
+    def do_POST(self) -> None:
+        path = self.path.split("?")[0]
+        try:
+            body = self._body()
+        except json.JSONDecodeError:
+            self._error(400, "invalid JSON body")
+            return
+        if path == "/reset_prefix_cache" and os.environ.get("VLLM_SERVER_DEV_MODE") == "1":
+            if self.sim.flush():
+                self._send(200, "", "text/plain")
+            else:
+                self._error(500, "requests are running")
+        elif path == "/tokenize":
+            tokens = tokenize(str(body.get("prompt", "")))
+            reply = {"count": len(tokens), "max_model_len": self.sim.resolved.context_length}
+            self._send(200, reply | {"tokens": tokens, "token_strs": None})
+        elif path == "/v1/completions":
+            self._completions(body)
+        else:
+            self._send(404, {"detail": "Not Found"})
+
+    def _error(self, code: int, message: str) -> None:
+        kind = "BadRequestError" if code == 400 else "InternalServerError"
+        self._send(code, {"object": "error", "message": message, "type": kind, "param": None, "code": code})
+
+    def _completions(self, body: dict[str, Any]) -> None:
+        prompt = str(body.get("prompt", ""))
+        max_new = int(body.get("max_tokens") or 16)
+        n, limit = len(tokenize(prompt)), self.sim.resolved.context_length
+        if n + max_new > limit:
+            self._error(
+                400,
+                f"This model's maximum context length is {limit} tokens. However, your prompt contains {n} "
+                f"input tokens, and you requested {max_new} output tokens. Please reduce the length of the "
+                "input prompt or the number of requested output tokens.",
+            )
+            return
+        request = self.faults.next_request()
+        if code := self.faults.active.get("http-error"):
+            self._error(code, "simulated fault")
+            return
+        name = self.sim.args.served_model_name or self.sim.args.model_path
+        base = {
+            "id": f"cmpl-{random.getrandbits(64):x}",
+            "object": "text_completion",
+            "created": int(time.time()),
+            "model": name,
+        }
+        stream = bool(body.get("stream"))
+        if stream:
+            self._sse_start()
+        text, meta, pieces = "", dict[str, Any](), 0
+        for piece, final in self.sim.generate(prompt, max_new):
+            text += piece
+            meta = final or meta
+            if stream and piece:
+                choice = {"index": 0, "text": piece, "logprobs": None, "finish_reason": None}
+                self._sse(base | {"choices": [choice], "usage": None})
+                pieces += 1
+                if fault := self.faults.mid_stream(request, pieces):
+                    self._fault_in_stream(fault)
+                    return
+        self.sim.record(meta)
+        details = (
+            {"cached_tokens": meta["cached_tokens"]} if self.sim.args.enable_prompt_tokens_details else None
+        )
+        usage = {
+            "prompt_tokens": meta["prompt_tokens"],
+            "completion_tokens": meta["completion_tokens"],
+            "total_tokens": meta["prompt_tokens"] + meta["completion_tokens"],
+            "prompt_tokens_details": details,
+        }
+        if not stream:
+            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": "length"}
+            self._send(200, base | {"choices": [choice], "usage": usage})
+            return
+        self._sse(base | {"choices": [{"index": 0, "text": "", "finish_reason": "length"}], "usage": None})
+        if (body.get("stream_options") or {}).get("include_usage"):
+            self._sse(base | {"choices": [], "usage": usage})
+        self._sse(b"[DONE]")
+        self.faults.after_request(request)
+
+
+def start_up(args: argparse.Namespace, profile: Profile) -> VLLMSimulator:
+    """Everything vLLM logs before its API server listens; raises StartupFailure where vLLM would die."""
+    vlog(f"vLLM API server version {VERSION}")
+    given = {
+        k: v
+        for k, v in vars(args).items()
+        if not k.startswith("sim_") and k not in SHARED_ATTRIBUTES and v not in (None, False)
+    }
+    vlog(f"non-default args: {given}", "utils.py")
+    resolved = resolve(args, profile)
+    m, speed = profile.model, profile.speed
+    vlog(f"Resolved architecture: {m.architecture}", "model.py")
+    time.sleep(speed.startup_s * startup_scale(args))
+    vlog(
+        f"Model loading took {m.weight_gb:.4f} GiB memory and {speed.startup_s:.6f} seconds",
+        "gpu_model_runner.py",
+    )
+    plan = plan_memory(resolved, args, profile)
+    available = plan.pool_gb
+    vlog(f"Available KV cache memory: {available:.2f} GiB", "gpu_worker.py")
+    vlog(f"GPU KV cache size: {plan.pool_tokens:,} tokens", "kv_cache_utils.py")
+    concurrency = plan.pool_tokens / resolved.context_length
+    vlog(
+        f"Maximum concurrency for {resolved.context_length:,} tokens per request: {concurrency:.2f}x",
+        "kv_cache_utils.py",
+    )
+    if plan.decode_buckets:
+        time.sleep(profile.speed.capture_s_per_bucket * len(plan.decode_buckets) * startup_scale(args))
+        if plan.decode_graph_gb > plan.free_after_pool_gb - 0.05:
+            raise StartupFailure(
+                f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {plan.decode_graph_gb:.2f} GiB. "
+                f"GPU 0 has a total capacity of {profile.gpu.memory_gb:.2f} GiB of which "
+                f"{max(0.0, plan.free_after_pool_gb):.2f} GiB is free."
+            )
+        seconds = profile.speed.capture_s_per_bucket * len(plan.decode_buckets)
+        vlog(
+            f"Graph capturing finished in {seconds:.0f} secs, took {plan.decode_graph_gb:.2f} GiB",
+            "gpu_model_runner.py",
+        )
+    vlog(
+        f"init engine (profile, create kv cache, warmup model) took {speed.startup_s:.2f} seconds", "core.py"
+    )
+    return VLLMSimulator(args, profile, resolved, plan)
+
+
+def main(argv: list[str]) -> int:
+    """`serve MODEL [flags]` (`specsweep sim vllm serve ...`, `python -m sweep.sim vllm serve ...`)."""
+    probe = argparse.ArgumentParser(add_help=False)
+    probe.add_argument("--sim-profile")
+    known, _ = probe.parse_known_args(argv)
+    profile = Profile.load(Path(known.sim_profile) if known.sim_profile else DEFAULT_PROFILE)
+    args = parse(argv)
+    VLLMHandler.faults = Faults.parse(args.sim_fault)
+    VLLMHandler.faults.at_start()
+    try:
+        sim = start_up(args, profile)
+    except StartupFailure as exc:
+        print(f"Traceback (most recent call last):\n{exc}", file=sys.stderr, flush=True)
+        return 1
+    VLLMHandler.sim = sim
+    try:
+        httpd = ThreadingHTTPServer((args.host, args.port), VLLMHandler)
+    except OSError as exc:
+        print(f"OSError: [Errno {exc.errno}] {exc.strerror}: ('{args.host}', {args.port})", file=sys.stderr)
+        return 1
+    httpd.daemon_threads = True
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    sim.ready = "never-healthy" not in VLLMHandler.faults
+    if sim.ready:  # vLLM's API server starts only once the engine is up: /health answers when the port does
+        threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    vlog(f"Starting vLLM API server 0 on http://{args.host}:{args.port}")
+    print("INFO:     Application startup complete.", file=sys.stderr, flush=True)
+    while not stop.wait(0.5):
+        pass
+    if sim.ready:
+        httpd.shutdown()
+    return 0

@@ -1,0 +1,166 @@
+"""The vLLM engine: the speculative config built from dotted parameters, vLLM's rules, its log facts (thousands
+separators), why a launch failed, and whole studies against the simulator's vLLM front end."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+
+from sweep.cli import main
+from sweep.engines import ServerSetup
+from sweep.engines.vllm import VLLMEngine, facts_from_log
+from sweep.errors import UserError
+
+SIM = [sys.executable, "-m", "sweep.sim", "vllm"]
+SPEC = "speculative-config."
+
+
+@pytest.fixture(scope="module")
+def engine() -> VLLMEngine:
+    e = VLLMEngine(ServerSetup(launcher=SIM, model="/models/q", extra_args=["--sim-seed", "1"]))
+    e.prepare()
+    return e
+
+
+def test_the_speculative_config_is_one_json_value(engine: VLLMEngine) -> None:
+    params = {
+        "max-model-len": 8192,
+        "enable-prefix-caching": False,
+        SPEC + "method": "eagle3",
+        SPEC + "model": "/models/draft",
+        SPEC + "num_speculative_tokens": 4,
+    }
+    argv = engine.argv(engine.plan(params).params, 8123)
+    assert argv[: len(SIM) + 2] == [*SIM, "serve", "/models/q"]
+    assert "--no-enable-prefix-caching" in argv and argv[argv.index("--max-model-len") + 1] == "8192"
+    config = json.loads(argv[argv.index("--speculative-config") + 1])
+    assert config == {"method": "eagle3", "model": "/models/draft", "num_speculative_tokens": 4}
+    assert "--enable-prompt-tokens-details" in argv  # cached tokens are reported, so cache hits can be seen
+    assert engine.env()["VLLM_SERVER_DEV_MODE"] == "1"  # /reset_prefix_cache between batches
+
+
+def test_vllms_rules_before_any_launch(engine: VLLMEngine) -> None:
+    # n-gram lookup bounds as vLLM fills them: both 5 when unset, one copies the other.
+    derived = engine.plan({SPEC + "method": "ngram", SPEC + "num_speculative_tokens": 4}).params
+    assert (derived[SPEC + "prompt_lookup_min"], derived[SPEC + "prompt_lookup_max"]) == (5, 5)
+    one = engine.plan(
+        {SPEC + "method": "ngram", SPEC + "num_speculative_tokens": 4, SPEC + "prompt_lookup_max": 3}
+    )
+    assert one.params[SPEC + "prompt_lookup_min"] == 3
+    inverted = engine.plan(
+        {
+            SPEC + "method": "ngram",
+            SPEC + "num_speculative_tokens": 4,
+            SPEC + "prompt_lookup_min": 4,
+            SPEC + "prompt_lookup_max": 2,
+        }
+    )
+    assert not inverted.launchable and inverted.violations["lookup_min_over_max"] == 2
+    assert (
+        "needs a draft model"
+        in engine.plan({SPEC + "method": "eagle3", SPEC + "num_speculative_tokens": 2}).invalid
+    )
+    assert "unknown speculative method" in engine.plan({SPEC + "method": "medusa"}).invalid
+    assert "no field 'num_tokens'" in engine.plan({SPEC + "method": "mtp", SPEC + "num_tokens": 2}).invalid
+    # Without a method nothing speculative is launched, so such trials are one configuration.
+    assert engine.plan({SPEC + "method": "none", SPEC + "num_speculative_tokens": 3}).params == {
+        SPEC + "method": "none"
+    }
+    shape = engine.spec_shape(derived)
+    assert shape is not None and (shape.depth, shape.draft_model) == (4, False)
+    assert shape.variant == f"{SPEC}prompt_lookup_min=5 {SPEC}prompt_lookup_max=5"
+    with pytest.raises(UserError, match=r"gpu-memory-utilization cannot be 1\.5"):
+        engine.check_value("gpu-memory-utilization", 1.5)
+
+
+def test_log_facts_read_numbers_with_thousands_separators() -> None:
+    log = """INFO 12-01 10:00:00 [gpu_model_runner.py] Model loading took 17.7000 GiB memory and 6.0 seconds
+INFO 12-01 10:00:01 [gpu_worker.py] Available KV cache memory: 6.70 GiB
+INFO 12-01 10:00:01 [kv_cache_utils.py] GPU KV cache size: 1,234,567 tokens
+INFO 12-01 10:00:01 [kv_cache_utils.py] Maximum concurrency for 32,768 tokens per request: 37.68x
+INFO 12-01 10:00:04 [gpu_model_runner.py] Graph capturing finished in 3 secs, took 0.54 GiB
+"""
+    facts = facts_from_log(log)
+    assert (facts.kv_pool_tokens, facts.context_length, facts.extra["max_concurrency"]) == (
+        1234567,
+        32768,
+        37.68,
+    )
+    assert (facts.kv_cache_gb, facts.weight_gb, facts.graph_capture_gb) == (6.70, 17.7, 0.54)
+
+
+SPACE = """
+engine: vllm
+server: {launcher: ["{python}", -m, sweep.sim, vllm], model: /models/q,
+         extra_args: [--sim-seed-file, "{seeds}", --sim-startup-scale, "0.01"]}
+fixed: {max-model-len: 65536, kv-cache-dtype: fp8}
+params:
+  speculative-config.method: {choices: [mtp]}
+  speculative-config.num_speculative_tokens: {int: [1, 4]}
+enqueue:
+  - {speculative-config.method: mtp, speculative-config.num_speculative_tokens: 3}
+workloads: [{class: code}, {class: prose}]
+probe: {repeats: 2, max_tokens: 32}
+confirm: {launches: 0}
+trials: 3
+seed: 2
+"""
+
+
+def run_space(tmp_path: Path, text: str) -> optuna.Study:
+    space = tmp_path / "s.yaml"
+    space.write_text(text.replace("{seeds}", str(tmp_path / "seeds")))
+    assert main(["run", "--space", str(space), "--study", "s", "--runs", str(tmp_path / "runs")]) == 0
+    return optuna.load_study(study_name="s", storage=f"sqlite:///{tmp_path / 'runs' / 's' / 'study.db'}")
+
+
+def records(study: optuna.Study) -> list[dict[str, Any]]:
+    return [t.user_attrs["record"] for t in study.trials if "record" in t.user_attrs]
+
+
+def test_a_vllm_study_against_the_simulator(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    study = run_space(tmp_path, SPACE)
+    base, mtp = records(study)[:2]
+    assert [t.state.name for t in study.trials][:2] == ["COMPLETE", "COMPLETE"]
+    assert base["facts"]["kv_pool_tokens"] > 65536 and base["facts"]["engine"] == "vllm"
+    assert mtp["facts"]["speculation_active"] is True and base["facts"]["speculation_active"] is False
+    # Acceptance from the /metrics counters over each batch; decode faster than the baseline (client clock).
+    code, prose = mtp["workloads"]["code"], mtp["workloads"]["prose"]
+    assert code["acceptance_length"]["median"] > prose["acceptance_length"]["median"] > 1
+    assert code["decode_tps"]["median"] > 1.5 * base["workloads"]["code"]["decode_tps"]["median"]
+    rows = [
+        json.loads(line)
+        for p in (tmp_path / "runs" / "s" / "trials").glob("*/requests.jsonl")
+        for line in p.read_text().splitlines()
+    ]
+    assert rows and all(r["cached_tokens"] == 0 for r in rows)  # the prefix cache was reset before each batch
+    config = json.loads(mtp["argv"][mtp["argv"].index("--speculative-config") + 1])
+    assert config == {"method": "mtp", "num_speculative_tokens": 3}
+    # The export is the command a user runs (which trial it names is the verdict's business, and a busy host
+    # may keep it at the baseline).
+    capsys.readouterr()
+    assert main(["export", "--study", "s", "--runs", str(tmp_path / "runs"), "--workload", "code"]) == 0
+    command = capsys.readouterr().out
+    assert " vllm serve /models/q --max-model-len 65536 " in command and "--port 8000" in command
+
+
+def test_a_baseline_that_cannot_hold_one_request_stops_the_study_with_vllms_reason(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    space = tmp_path / "s.yaml"
+    space.write_text(
+        SPACE.replace("{seeds}", str(tmp_path / "seeds")).replace(
+            "max-model-len: 65536", "max-model-len: 262144"
+        )
+    )
+    assert main(["run", "--space", str(space), "--study", "s", "--runs", str(tmp_path / "runs")]) == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "cannot hold one request of max-model-len 262144 (at most" in error and "fix:" in error
+    study = optuna.load_study(study_name="s", storage=f"sqlite:///{tmp_path / 'runs' / 's' / 'study.db'}")
+    (base,) = records(study)
+    assert base["stage"] == "launch" and "max-model-len 262144" in base["failure"]
