@@ -78,7 +78,9 @@ def test_vllms_rules_before_any_launch(engine: VLLMEngine) -> None:
         engine.check_value("gpu-memory-utilization", 1.5)
 
 
-def test_log_facts_read_numbers_with_thousands_separators() -> None:
+def test_log_facts_read_numbers_with_thousands_separators(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     log = """INFO 12-01 10:00:00 [gpu_model_runner.py] Model loading took 17.7000 GiB memory and 6.0 seconds
 INFO 12-01 10:00:01 [gpu_worker.py] Available KV cache memory: 6.70 GiB
 INFO 12-01 10:00:01 [kv_cache_utils.py] GPU KV cache size: 1,234,567 tokens
@@ -92,6 +94,9 @@ INFO 12-01 10:00:04 [gpu_model_runner.py] Graph capturing finished in 3 secs, to
         37.68,
     )
     assert (facts.kv_cache_gb, facts.weight_gb, facts.graph_capture_gb) == (6.70, 17.7, 0.54)
+    (tmp_path / "server.log").write_text(log)
+    assert main(["inspect-log", "--engine", "vllm", str(tmp_path / "server.log"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["kv_pool_tokens"] == 1234567
 
 
 SPACE = """
@@ -164,3 +169,11 @@ def test_a_baseline_that_cannot_hold_one_request_stops_the_study_with_vllms_reas
     study = optuna.load_study(study_name="s", storage=f"sqlite:///{tmp_path / 'runs' / 's' / 'study.db'}")
     (base,) = records(study)
     assert base["stage"] == "launch" and "max-model-len 262144" in base["failure"]
+
+
+def test_demo_engine_vllm_sim(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--engine", "vllm-sim", "--runs", str(tmp_path), "--trials", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "study demo-vllm-sim: 2 trials, 2 complete, 0 failed" in out
+    log = (tmp_path / "demo-vllm-sim" / "trials" / "1" / "server.log").read_text()
+    assert "GPU KV cache size: " in log and "Starting vLLM API server" in log
