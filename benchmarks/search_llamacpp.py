@@ -38,11 +38,11 @@ import yaml
 from replay import drive, measured_tps, pick, quantiles
 
 from sweep.engines import Engine
+from sweep.preflight import build_engine
 from sweep.results import Spread, TrialRecord, WorkloadSummary
 from sweep.search import candidates, launch_key
 from sweep.space import SearchKind, parse_space
 from sweep.store import search_records
-from sweep.study import build_engine
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
 

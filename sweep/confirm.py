@@ -28,9 +28,10 @@ from sweep.analysis import (
     study_noise,
     trial_views,
 )
+from sweep.recovery import driver_identity, recover
 from sweep.results import TrialRecord
 from sweep.store import DRIVER_ATTR, ROLE_ATTR, is_result, make_storage
-from sweep.study import Progress, Sweep, TrialFailed, driver_identity, recover
+from sweep.study import Progress, Sweep, TrialFailed
 
 SUFFIX = ":confirm"
 METRIC = "workloads measured"

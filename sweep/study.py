@@ -1,4 +1,5 @@
-"""The driver: create or resume a study, enqueue the baseline, and run trials (launch, probe, record, stop)."""
+"""The driver: create or resume a study, enqueue the baseline, and run trials (launch, probe, record, stop).
+Checks before any launch live in `preflight.py`, recovery after a dead driver in `recovery.py`."""
 
 from __future__ import annotations
 
@@ -7,8 +8,6 @@ import fcntl
 import hashlib
 import json
 import logging
-import os
-import socket
 import time
 import traceback
 import warnings
@@ -20,8 +19,8 @@ import httpx
 import optuna
 from optuna.trial import TrialState
 
-from sweep import host, processes
-from sweep.engines import Engine, ServerSetup, engine_class
+from sweep import host
+from sweep.engines import Engine
 from sweep.errors import (
     LaunchError,
     ProbeError,
@@ -32,9 +31,10 @@ from sweep.errors import (
 from sweep.files import write_atomic, write_error
 from sweep.probes.runner import probe
 from sweep.probes.workloads import Workload
+from sweep.recovery import driver_identity, recover
 from sweep.results import HostLoad, RequestMeasurement, Stage, TrialRecord
 from sweep.search import ModelSearch, candidates
-from sweep.server import ServerProcess, ensure_port_free, free_port, reap
+from sweep.server import ServerProcess, free_port
 from sweep.space import SearchKind, Space
 from sweep.store import (
     DRIVER_ATTR,
@@ -64,73 +64,6 @@ warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning
 
 class TrialFailed(Exception):
     """A trial that produced a result: the failure and its reason (stored on the trial)."""
-
-
-def build_engine(space: Space) -> Engine:
-    """The space's engine with its launcher and model resolved (the embedded ones by default)."""
-    cls = engine_class(space.engine)
-    server = space.server
-    launcher = list(server.launcher) or cls.default_launcher(server.binary)
-    model = cls.resolve_model(server.model)
-    return cls(
-        ServerSetup(launcher=launcher, model=model, extra_args=list(server.extra_args), host=server.host)
-    )
-
-
-def validate(space: Space, engine: Engine) -> None:
-    """Check every name and value the space can produce before anything is launched."""
-    engine.prepare()
-    for name, value in space.fixed.items():
-        engine.check_value(name, value)
-    names = set(space.fixed)
-    for spec in space.params:
-        if spec.name in space.fixed:
-            raise UserError(
-                f"'{spec.name}' is both fixed and swept", "remove it from one of `fixed:` and `params:`"
-            )
-        for value in spec.values():
-            engine.check_value(spec.name, value)
-        for cond in (*spec.when, *spec.when_not):
-            if cond not in names:
-                raise UserError(
-                    f"params.{spec.name}: its condition names '{cond}', which comes nowhere before it",
-                    "a condition may only name a fixed parameter or one swept above it",
-                )
-        names.add(spec.name)
-    specs = {spec.name: spec for spec in space.params}
-    for params in space.enqueue:
-        for name, value in params.items():
-            if name not in specs:
-                raise UserError(
-                    f"enqueue: '{name}' is not a swept parameter",
-                    f"add params.{name} (or drop it from enqueue)",
-                )
-            if not specs[name].contains(value):
-                raise UserError(
-                    f"enqueue: {name} = {value} is outside params.{name}",
-                    f"widen params.{name} to include it",
-                )
-    for params in (engine.baseline_params(), *space.enqueue):
-        engine.check_params(space.launch_params(params))
-    _check_streams(space, engine)
-    if space.server.port:
-        ensure_port_free(space.server.host, space.server.port)
-
-
-def _check_streams(space: Space, engine: Engine) -> None:
-    """A workload's streams must all be decoded at once: more than the server's limit would queue and measure a
-    lower concurrency than its name says. Checked for the baseline and one configuration of each method (where
-    the flags decide the limit and the space does not sweep it)."""
-    widest = max(space.workloads, key=lambda w: w.streams)
-    swept = {spec.name for spec in space.params}
-    for params in (engine.baseline_params(), *space.covering()):
-        limit = engine.running_limit(engine.derive(space.launch_params(params)))
-        if limit and limit.param not in swept and widest.streams > limit.requests:
-            raise UserError(
-                f"workload {widest.key} sends {widest.streams} requests at once, but {limit.why} decodes at most "
-                f"{limit.requests}: the rest would queue",
-                f"set `{limit.param}: {widest.streams}` under fixed: (or lower the workload's streams)",
-            )
 
 
 def open_study(
@@ -199,45 +132,6 @@ def _open_study(
             if params not in space.enqueue:
                 study.enqueue_trial(params, user_attrs={ROLE_ATTR: "cover"})
     return study
-
-
-def driver_identity() -> dict[str, Any]:
-    pid = os.getpid()
-    return {
-        "host": socket.gethostname(),
-        "boot": processes.boot_id(),
-        "pid": pid,
-        "start_ticks": processes.start_ticks(pid),
-    }
-
-
-def driver_alive(driver: dict[str, Any]) -> bool:
-    """True if the driver a trial names still runs (on this host: checked; elsewhere: assumed, the heartbeat
-    decides)."""
-    if driver.get("host") != socket.gethostname():
-        return True
-    if driver.get("boot", processes.boot_id()) != processes.boot_id():
-        return False  # the machine restarted since (a power loss)
-    return processes.same_process(int(driver.get("pid", 0)), int(driver.get("start_ticks", 0)))
-
-
-def recover(study: optuna.Study, registry: Path, progress: Progress) -> None:
-    """Start-up after a driver died: stop the servers it left, and fail its trials that still say RUNNING (on
-    this host, at once; other hosts' trials are left to Optuna's heartbeat) so they are run again."""
-    for line in reap(registry):
-        progress(f"stopped what a stopped sweep left running: {line}")
-    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        driver = trial.user_attrs.get(DRIVER_ATTR) or {}
-        if not driver or driver_alive(driver):
-            continue
-        record = trial.user_attrs.get(RECORD_ATTR) or {"number": trial.number, "params": {}}
-        reason = f"interrupted: the sweep running it (pid {driver['pid']}) stopped"
-        storage = study._storage
-        storage.set_trial_user_attr(
-            trial._trial_id, RECORD_ATTR, {**record, "failure": reason, "stage": Stage.INTERRUPTED.value}
-        )
-        storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
-        progress(f"trial {trial.number} was left running by a stopped sweep: marked interrupted, run again")
 
 
 def space_id(space: Space) -> str:

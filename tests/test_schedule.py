@@ -17,12 +17,13 @@ import yaml
 from sweep.analysis import trial_views
 from sweep.cli.shared import load
 from sweep.engines.schedules import sglang_adaptive_config, trtllm_speculative_config, vllm_speculative_config
+from sweep.preflight import build_engine
 from sweep.results import TrialRecord
 from sweep.schedule import depth_schedules
 from sweep.sim.profile import DEFAULT_PROFILE, Profile
 from sweep.space import parse_space
 from sweep.store import StudyPaths
-from sweep.study import Sweep, build_engine
+from sweep.study import Sweep
 
 SPACE = """
 engine: sglang

@@ -18,9 +18,10 @@ from sweep.confirm import Confirmation
 from sweep.engines import Engine
 from sweep.errors import UserError
 from sweep.outputs.console import ab_text
+from sweep.preflight import build_engine, validate
 from sweep.space import Space, load_space
 from sweep.store import StudyPaths
-from sweep.study import Sweep, build_engine, validate
+from sweep.study import Sweep
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

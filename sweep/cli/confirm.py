@@ -9,8 +9,9 @@ from pathlib import Path
 from sweep.cli.shared import add_study_options, load, progress, publish, stored_space
 from sweep.confirm import confirm_search
 from sweep.errors import UserError
+from sweep.preflight import build_engine, validate
 from sweep.store import StudyPaths
-from sweep.study import Sweep, build_engine, validate
+from sweep.study import Sweep
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

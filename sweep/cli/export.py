@@ -18,9 +18,9 @@ from sweep.engines.schedules import trtllm_speculative_config, vllm_speculative_
 from sweep.errors import UserError
 from sweep.files import write_atomic
 from sweep.outputs.export import FORMATS, Export, render, with_port
+from sweep.preflight import build_engine
 from sweep.probes.workloads import Workload
 from sweep.schedule import DepthSchedule, depth_schedules
-from sweep.study import build_engine
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

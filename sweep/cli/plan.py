@@ -11,9 +11,9 @@ import optuna
 from sweep.cli.run import duration
 from sweep.cli.shared import add_study_options
 from sweep.plan import Plan, make_plan
+from sweep.preflight import build_engine, validate
 from sweep.space import load_space
 from sweep.store import StudyPaths, make_storage
-from sweep.study import build_engine, validate
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -8,9 +8,10 @@ from pathlib import Path
 
 from sweep.cli.shared import add_study_options, progress, publish
 from sweep.confirm import confirm_search
+from sweep.preflight import build_engine, validate
 from sweep.space import Space, load_space
 from sweep.store import StudyPaths
-from sweep.study import Sweep, build_engine, validate
+from sweep.study import Sweep
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

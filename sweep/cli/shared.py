@@ -23,6 +23,7 @@ from sweep.errors import UserError, mask_secrets
 from sweep.files import write_atomic
 from sweep.outputs.console import report_text
 from sweep.outputs.dashboard import build
+from sweep.preflight import build_engine
 from sweep.search import predicted_surface
 from sweep.space import Space, load_space, parse_space
 from sweep.stats import MIN_GAIN
@@ -35,7 +36,6 @@ from sweep.store import (
     make_storage,
     search_records,
 )
-from sweep.study import build_engine
 from sweep.surface import PredictedSurface
 
 DEFAULT_RUNS = Path("runs")

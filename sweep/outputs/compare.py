@@ -42,7 +42,7 @@ def rows(columns: list[Column]) -> list[tuple[str, list[str]]]:
         cells = []
         for c in columns:
             s = c.record.workloads.get(key)
-            multi = "/" in key and s is not None and s.aggregate_tps is not None
+            multi = s is not None and s.aggregate_tps is not None  # measured only with several streams
             spread = (
                 (s.aggregate_tps if multi else s.decode_tps) if s is not None and s.status == "ok" else None
             )
