@@ -7,12 +7,10 @@ import argparse
 from pathlib import Path
 
 from sweep.analysis import overall_recommendation, recommendations
-from sweep.cli.shared import DEFAULT_RUNS, load, results
+from sweep.cli.shared import DEFAULT_DIR, DEFAULT_RUNS, load, results
 from sweep.errors import UserError
 from sweep.files import write_atomic
 from sweep.outputs.compare import Column, html_page, markdown
-
-DEFAULT_DIR = Path("dashboards")
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from sweep.cli.compare import DEFAULT_DIR
-from sweep.cli.shared import add_study_options, load, page, results
+from sweep.cli.shared import DEFAULT_DIR, add_study_options, load, page, results
 from sweep.files import write_atomic
 
 

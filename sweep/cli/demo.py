@@ -8,8 +8,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from sweep.cli.run import sweep_space
-from sweep.cli.shared import DEFAULT_RUNS, progress
+from sweep.cli.shared import DEFAULT_RUNS, progress, sweep_space
 from sweep.space import load_space
 
 DEMO_SPACES = {

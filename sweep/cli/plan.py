@@ -8,8 +8,7 @@ from pathlib import Path
 
 import optuna
 
-from sweep.cli.run import duration
-from sweep.cli.shared import add_study_options
+from sweep.cli.shared import add_study_options, duration
 from sweep.plan import Plan, make_plan
 from sweep.preflight import build_engine, validate
 from sweep.space import load_space

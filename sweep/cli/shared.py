@@ -1,9 +1,11 @@
-"""Helpers every command shares: the study options, progress lines, and reading a study back."""
+"""Helpers the commands share: the study options, progress lines, durations, running a space, and reading a
+study back."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 import sys
 from pathlib import Path
 
@@ -18,12 +20,12 @@ from sweep.analysis import (
     study_warnings,
     trial_views,
 )
-from sweep.confirm import load_confirm_study
+from sweep.confirm import confirm_search, load_confirm_study
 from sweep.errors import UserError, mask_secrets
 from sweep.files import write_atomic
 from sweep.outputs.console import report_text
 from sweep.outputs.dashboard import build
-from sweep.preflight import build_engine
+from sweep.preflight import build_engine, validate
 from sweep.search import predicted_surface
 from sweep.space import Space, load_space, parse_space
 from sweep.stats import MIN_GAIN
@@ -36,9 +38,11 @@ from sweep.store import (
     make_storage,
     search_records,
 )
+from sweep.study import Sweep
 from sweep.surface import PredictedSurface
 
 DEFAULT_RUNS = Path("runs")
+DEFAULT_DIR = Path("dashboards")  # where HTML pages go
 
 
 def add_study_options(parser: argparse.ArgumentParser, study_required: bool = False) -> None:
@@ -120,3 +124,56 @@ def stored_space(study: optuna.Study, given: Path | None) -> Space:
         )
     where = Path(str(study.user_attrs.get(SPACE_PATH_ATTR) or "."))
     return dataclasses.replace(parse_space(yaml.safe_load(text), where.parent, source=where), text=text)
+
+
+DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?")
+UNBOUNDED_TRIALS = 100000  # with a time budget and no --trials: the clock (or confidence) ends the search
+
+
+def duration(text: str) -> float:
+    """`8h`, `90m`, `1h30m`, `45s` or plain seconds, in seconds."""
+    found = DURATION.fullmatch(text.strip())
+    if text.strip().replace(".", "", 1).isdigit():
+        seconds = float(text)
+    elif found and any(found.groups()):
+        hours, minutes, secs = (float(g or 0) for g in found.groups())
+        seconds = hours * 3600 + minutes * 60 + secs
+    else:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a duration (e.g. 8h, 90m, 1h30m)")
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a positive duration (e.g. 8h)")
+    return seconds
+
+
+def budget(space: Space, trials: int | None) -> str:
+    """The night's plan in launches: the search, then the confirmation's most."""
+    each = f"{space.confirm.launches}-{space.confirm.max_launches}"
+    confirm = f"{space.confirm_configurations} configurations x {each}" if space.confirm.launches else "no"
+    return f"plan: {trials or space.trials} search trials, then at most {confirm} confirmation launches"
+
+
+def sweep_space(
+    space: Space,
+    study: str,
+    storage: str | None,
+    runs: Path,
+    trials: int | None,
+    confirm: bool = True,
+    until_confident: bool = False,
+    budget_s: float | None = None,
+) -> StudyPaths:
+    engine = build_engine(space)
+    validate(space, engine)
+    paths = StudyPaths.for_study(study, runs, storage)
+    progress(f"study {study}: {paths.shown_url}; server logs and measurements in {paths.run_dir}/trials/")
+    if budget_s is not None:
+        trials = trials or UNBOUNDED_TRIALS
+        progress(f"budget: {budget_s / 3600:.1f} h for the search and its confirmation")
+    else:
+        progress(budget(space, trials) if confirm else budget(space, trials).split(", then")[0])
+    sweep = Sweep(space, engine, paths, progress, until_confident, budget_s)
+    result = sweep.run(trials)
+    if confirm and space.confirm.launches:
+        confirm_search(sweep, result, space.confirm.top, space.confirm.launches, space.confirm.max_launches)
+    publish(result, study, runs)
+    return paths
