@@ -47,6 +47,9 @@ class RequestMeasurement:
     accepted_tokens: int = 0
     acceptance_rate: float | None = None
     acceptance_length: float | None = None
+    # Share of verify steps that accepted the draft at each position, over the request's batch (from the
+    # server's per-position counters where it has them: vLLM).
+    position_acceptance: tuple[float, ...] = ()
     wall_s: float = 0.0
 
     @property
@@ -62,6 +65,7 @@ class RequestMeasurement:
         names = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in data.items() if k in names}
         values["itl_s"] = tuple(values.get("itl_s", ()))
+        values["position_acceptance"] = tuple(values.get("position_acceptance", ()))
         return cls(**values)
 
 
@@ -139,6 +143,7 @@ class WorkloadSummary:
     prefill_tps: Spread | None = None
     acceptance_rate: Spread | None = None
     acceptance_length: Spread | None = None
+    position_acceptance: tuple[float, ...] = ()  # per draft position, the median over the batches
     draft_tokens: int = 0
     accepted_tokens: int = 0
     prompt_tokens: Spread | None = None
@@ -170,7 +175,12 @@ class WorkloadSummary:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Self:
         host = HostLoad(**data["host"]) if data.get("host") else None
-        data = {**data, "outputs": tuple(data.get("outputs", ())), "host": host}
+        data = {
+            **data,
+            "outputs": tuple(data.get("outputs", ())),
+            "position_acceptance": tuple(data.get("position_acceptance", ())),
+            "host": host,
+        }
         spreads = {
             f.name: Spread(**{**data[f.name], "values": tuple(data[f.name].get("values", ()))})
             if data.get(f.name)

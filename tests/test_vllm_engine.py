@@ -138,6 +138,12 @@ def test_a_vllm_study_against_the_simulator(tmp_path: Path, capsys: pytest.Captu
     code, prose = mtp["workloads"]["code"], mtp["workloads"]["prose"]
     assert code["acceptance_length"]["median"] > prose["acceptance_length"]["median"] > 1
     assert code["decode_tps"]["median"] > 1.5 * base["workloads"]["code"]["decode_tps"]["median"]
+    # Per position from vLLM's per-position counters: one share per drafted position, none rising (a later
+    # position is accepted only after every earlier one), and code's first above prose's.
+    positions = code["position_acceptance"]
+    assert len(positions) == 3 and 1 >= positions[0] >= positions[1] >= positions[2] > 0
+    assert positions[0] > prose["position_acceptance"][0]
+    assert base["workloads"]["code"]["position_acceptance"] == []
     rows = [
         json.loads(line)
         for p in (tmp_path / "runs" / "s" / "trials").glob("*/requests.jsonl")

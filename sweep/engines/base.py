@@ -39,6 +39,18 @@ def parse_prometheus(text: str, prefix: str) -> dict[str, float]:
     return values
 
 
+def prometheus_by_label(text: str, name: str, label: str) -> dict[str, float]:
+    """The samples of one metric by the value of one label (summed over the other labels): per-position
+    counters, `{position="0"}` ..."""
+    found: dict[str, float] = {}
+    pattern = re.compile(re.escape(name) + r"\{([^}]*)\}\s+(\S+)")
+    for match in pattern.finditer(text):
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', match.group(1)))
+        if label in labels:
+            found[labels[label]] = found.get(labels[label], 0.0) + float(match.group(2))
+    return found
+
+
 def flags_from_help(text: str) -> set[str]:
     """The long flags a server's `--help` lists, without their dashes."""
     return set(HELP_FLAG.findall(text)) - {"help"}
@@ -116,6 +128,15 @@ class DraftCounters:
     steps: float
     drafted: float
     accepted: float
+    accepted_at: tuple[float, ...] = ()  # accepted drafts at each position, where the server counts them
+
+    def position_acceptance_since(self, before: DraftCounters) -> tuple[float, ...]:
+        """Per position, the share of verify steps since `before` that accepted the draft there."""
+        steps = self.steps - before.steps
+        if steps <= 0 or not self.accepted_at:
+            return ()
+        earlier = (*before.accepted_at, *[0.0] * len(self.accepted_at))
+        return tuple(round((now - earlier[i]) / steps, 4) for i, now in enumerate(self.accepted_at))
 
     def acceptance_length_since(self, before: DraftCounters) -> float | None:
         """Tokens per verification step, bonus token included: 1 + accepted / steps."""

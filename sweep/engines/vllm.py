@@ -26,6 +26,7 @@ from sweep.engines.base import (
     flags_argv,
     help_flags,
     parse_prometheus,
+    prometheus_by_label,
 )
 from sweep.engines.schedules import vllm_speculative_config
 from sweep.errors import SpeculationInactive, UserError
@@ -374,10 +375,14 @@ class VLLMEngine(Engine):
         values = parse_prometheus(response.text, "vllm:") if response.status_code == 200 else {}
         if "spec_decode_num_drafts_total" not in values:
             return None
+        per_position = prometheus_by_label(
+            response.text, "vllm:spec_decode_num_accepted_tokens_per_pos_total", "position"
+        )
         return DraftCounters(
             steps=values["spec_decode_num_drafts_total"],
             drafted=values.get("spec_decode_num_draft_tokens_total", 0.0),
             accepted=values.get("spec_decode_num_accepted_tokens_total", 0.0),
+            accepted_at=tuple(per_position[k] for k in sorted(per_position, key=int)),
         )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
+import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -246,18 +247,23 @@ async def _with_acceptance_length(
     if engine.drafts_per_request and drafted == 0:
         return rows  # nothing was drafted: no acceptance to report
     length = rate = None
+    positions: tuple[float, ...] = ()
     for _ in range(COUNTER_RETRIES):
         after = await engine.draft_counters(client)
         if after is not None and after.drafted - before.drafted >= max(drafted, 1):
             length = after.acceptance_length_since(before)
             rate = (after.accepted - before.accepted) / (after.drafted - before.drafted)
+            positions = after.position_acceptance_since(before)
             break
         await asyncio.sleep(COUNTER_SETTLE_S)
     return [
         r
         if r.acceptance_length is not None
         else dataclasses.replace(
-            r, acceptance_length=length, acceptance_rate=r.acceptance_rate if r.acceptance_rate else rate
+            r,
+            acceptance_length=length,
+            acceptance_rate=r.acceptance_rate if r.acceptance_rate else rate,
+            position_acceptance=positions,
         )
         for r in rows
     ]
@@ -302,6 +308,7 @@ def summarize(workload: Workload, batches: list[Batch]) -> WorkloadSummary:
         prefill_tps=Spread.of([r.server_prefill_tps for r in rows if r.server_prefill_tps is not None]),
         acceptance_rate=Spread.of([r.acceptance_rate for r in rows if r.acceptance_rate is not None]),
         acceptance_length=Spread.of([r.acceptance_length for r in rows if r.acceptance_length is not None]),
+        position_acceptance=_position_medians(rows),
         draft_tokens=drafted,
         accepted_tokens=sum(r.accepted_tokens for r in rows),
         prompt_tokens=Spread.of([float(r.prompt_tokens) for r in rows]),
@@ -332,3 +339,12 @@ def summarize(workload: Workload, batches: list[Batch]) -> WorkloadSummary:
 
 def _percentiles(values: list[float]) -> dict[str, float]:
     return {f"p{q}": round(percentile(values, q) or 0.0, 6) for q in (50, 90, 99)}
+
+
+def _position_medians(rows: list[RequestMeasurement]) -> tuple[float, ...]:
+    """Per draft position, the median share accepted over the requests that have it."""
+    depth = max((len(r.position_acceptance) for r in rows), default=0)
+    return tuple(
+        statistics.median(r.position_acceptance[i] for r in rows if len(r.position_acceptance) > i)
+        for i in range(depth)
+    )
