@@ -37,8 +37,9 @@ from sweep.engines import ServerSetup, SGLangEngine
 from sweep.results import Spread, Stage, TrialRecord, WorkloadSummary
 from sweep.search import candidates
 from sweep.sim.flags import build_parser, normalize
-from sweep.sim.model import StartupFailure, StepModel, plan_memory, resolve
+from sweep.sim.model import StartupFailure, StepModel
 from sweep.sim.profile import PROFILES, Profile
+from sweep.sim.sglang import plan_memory, resolve
 from sweep.space import SearchKind, Space, parse_space
 from sweep.store import search_records
 

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from sweep.sim.flags import build_parser, normalize
-from sweep.sim.model import StartupFailure, StepModel, plan_memory, resolve
+from sweep.sim.model import StartupFailure, StepModel
 from sweep.sim.profile import DEFAULT_PROFILE, PROFILES, Profile
+from sweep.sim.sglang import plan_memory, resolve
 
 PROFILE = Profile.load(DEFAULT_PROFILE)
 

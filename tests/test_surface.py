@@ -8,8 +8,9 @@ import math
 import pytest
 
 from sweep.results import SpecShape
-from sweep.sim.model import StepModel, resolve
+from sweep.sim.model import StepModel
 from sweep.sim.profile import DEFAULT_PROFILE, Profile
+from sweep.sim.sglang import resolve
 from sweep.surface import (
     GAIN_PRIOR,
     Axis,

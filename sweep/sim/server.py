@@ -28,16 +28,9 @@ from typing import Any
 from sweep.sim.adaptive import AdaptiveSteps
 from sweep.sim.faults import Faults
 from sweep.sim.flags import build_parser, normalize, startup_scale
-from sweep.sim.model import (
-    EAGLE_FAMILY,
-    MemoryPlan,
-    Resolved,
-    StartupFailure,
-    StepModel,
-    plan_memory,
-    resolve,
-)
+from sweep.sim.model import EAGLE_FAMILY, MemoryPlan, Resolved, StartupFailure, StepModel
 from sweep.sim.profile import DEFAULT_PROFILE, Profile
+from sweep.sim.sglang import plan_memory, resolve
 
 TOKEN = re.compile(r"[\u3000-\u9fff]|\w{1,6}|[^\w\s]|\s+")
 CHAT_TEMPLATE = "<|im_start|>user\n{content}<|im_end|>\n<|im_start|>assistant\n"

@@ -1,7 +1,8 @@
 """The simulator's vLLM front end: `vllm serve MODEL [flags]` as vLLM 0.33 parses it, its start-up log lines, its
 OpenAI API (`/v1/completions` streaming with usage, `/tokenize`, `/v1/models`, `/version`, `/health`), `/metrics`
 with the speculative counters, and the dev-mode `/reset_prefix_cache`, over the same performance model as the
-SGLang front end (`sweep/sim/model.py`: acceptance, step times, memory from the profile).
+SGLang front end (`sweep/sim/model.py`: acceptance, step times, memory from the profile; SGLang's own rules are
+in `sweep/sim/sglang.py`).
 
 Facts from `../shared/reference/sglang_vllm.md` §6: `--speculative-config` is JSON (`-` in keys becomes `_`);
 methods ngram / eagle / eagle3 / mtp / draft_model (legacy `*_mtp` names map to mtp); n-gram lookup bounds both 5
