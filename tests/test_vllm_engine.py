@@ -8,13 +8,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import httpx
 import optuna
 import pytest
 
 from sweep.cli import main
 from sweep.engines import ServerSetup
+from sweep.engines.base import prometheus_by_label
 from sweep.engines.vllm import VLLMEngine, facts_from_log
 from sweep.errors import UserError
+from sweep.server import ServerProcess, free_port
 
 SIM = [sys.executable, "-m", "sweep.sim", "vllm"]
 SPEC = "speculative-config."
@@ -22,7 +25,7 @@ SPEC = "speculative-config."
 
 @pytest.fixture(scope="module")
 def engine() -> VLLMEngine:
-    e = VLLMEngine(ServerSetup(launcher=SIM, model="/models/q", extra_args=["--sim-seed", "1"]))
+    e = VLLMEngine(ServerSetup(launcher=SIM, model="/models/q", extra_args=["--sim-seed", "1", "--sim-startup-scale", "0.01"]))
     e.prepare()
     return e
 
@@ -183,3 +186,28 @@ def test_demo_engine_vllm_sim(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert "study demo-vllm-sim: 2 trials, 2 complete, 0 failed" in out
     log = (tmp_path / "demo-vllm-sim" / "trials" / "1" / "server.log").read_text()
     assert "GPU KV cache size: " in log and "Starting vLLM API server" in log
+
+
+def test_an_exported_depth_schedule_launches_and_runs_its_depth_per_batch_size(
+    engine: VLLMEngine, tmp_path: Path
+) -> None:
+    """`num_speculative_tokens_per_batch_size` as the export writes it: one request alone runs the batch-1
+    depth (5 positions drafted), not the schedule's smaller depths."""
+    base = {"max-model-len": 65536, "kv-cache-dtype": "fp8", "max-num-seqs": 16, SPEC + "method": "mtp"}
+    params = engine.schedule_params(base, [(1, 5), (2, 3), (8, 1)], "")
+    assert params is not None
+    config = json.loads((argv := engine.argv(params, 0))[argv.index("--speculative-config") + 1])
+    assert config["num_speculative_tokens"] == 5
+    assert config["num_speculative_tokens_per_batch_size"] == [[1, 1, 5], [2, 7, 3], [8, 16, 1]]
+    port = free_port()
+    server = ServerProcess(
+        engine.argv(params, port), tmp_path / "server.log", engine.env(), engine.exit_reason
+    )
+    with server, httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as client:
+        server.wait_ready(f"http://127.0.0.1:{port}/health", timeout_s=60)
+        body = {"prompt": "Write a python function that parses a config file.", "max_tokens": 48}
+        assert client.post("/v1/completions", json=body).status_code == 200
+        positions = prometheus_by_label(
+            client.get("/metrics").text, "vllm:spec_decode_num_accepted_tokens_per_pos_total", "position"
+        )
+    assert max(int(p) for p in positions) == 4  # positions 0..4: the batch-1 depth of 5
