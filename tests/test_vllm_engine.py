@@ -25,7 +25,11 @@ SPEC = "speculative-config."
 
 @pytest.fixture(scope="module")
 def engine() -> VLLMEngine:
-    e = VLLMEngine(ServerSetup(launcher=SIM, model="/models/q", extra_args=["--sim-seed", "1", "--sim-startup-scale", "0.01"]))
+    e = VLLMEngine(
+        ServerSetup(
+            launcher=SIM, model="/models/q", extra_args=["--sim-seed", "1", "--sim-startup-scale", "0.01"]
+        )
+    )
     e.prepare()
     return e
 
