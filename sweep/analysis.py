@@ -205,6 +205,18 @@ class StudyWarnings:
     unreliable_workloads: set[str] = field(default_factory=set)
 
 
+def sizing_messages(views: list[TrialView]) -> list[str]:
+    """What the sizing doctor found wrong at launch (`specsweep doctor`), each finding once for the study."""
+    seen: dict[str, str] = {}
+    for view in views:
+        for finding in (view.record.facts.extra.get("sizing") or []) if view.record else []:
+            if not finding.get("ok") and finding["what"] not in seen:
+                seen[finding["what"]] = (
+                    f"sizing (trial {view.number}): {finding['what']}: {finding['detail']}"
+                )
+    return list(seen.values())
+
+
 def study_warnings(search: list[TrialView], confirm: list[TrialView], keys: list[str]) -> StudyWarnings:
     warnings = StudyWarnings()
     queued: set[str] = set()
@@ -224,6 +236,7 @@ def study_warnings(search: list[TrialView], confirm: list[TrialView], keys: list
                 warnings.busy.add((view.phase, view.number, key))
                 name = f"{'confirmation launch' if view.phase == Phase.CONFIRM else 'trial'} {view.number}"
                 warnings.messages.append(f"host busy during {name}, {key}: {summary.host.describe()}")
+    warnings.messages.extend(sizing_messages([*search, *confirm]))
     for key in keys:
         first = launches(search, BASELINE, key)
         later = launches(confirm, BASELINE, key)

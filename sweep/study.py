@@ -20,6 +20,7 @@ import optuna
 from optuna.trial import TrialState
 
 from sweep import host
+from sweep.doctor import sizing
 from sweep.engines import Engine
 from sweep.errors import (
     LaunchError,
@@ -449,6 +450,16 @@ class Sweep:
                 )
                 facts = self.engine.launch_facts(server.log_text())
                 facts.startup_s = round(startup, 2)
+                kv_dtype = self.engine.kv_cache_dtype(record.params)
+                found = sizing(
+                    self.engine.setup.model,
+                    kv_dtype,
+                    facts,
+                    self.engine.draft_layers_read,
+                    self.engine.wants_speculation(record.params),
+                )
+                if found is not None:
+                    facts.extra["sizing"] = found
                 if first:
                     record.facts = facts  # filled in further by inspect_running, kept when it raises
                 with httpx.Client(base_url=base_url, timeout=30.0) as client:

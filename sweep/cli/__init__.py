@@ -11,12 +11,25 @@ from collections.abc import Callable, Sequence
 
 import sqlalchemy.exc
 
-from sweep.cli import ab, compare, confirm, dashboard, demo, export, inspect_log, plan, report, run, sim
+from sweep.cli import (
+    ab,
+    compare,
+    confirm,
+    dashboard,
+    demo,
+    doctor,
+    export,
+    inspect_log,
+    plan,
+    report,
+    run,
+    sim,
+)
 from sweep.errors import UserError, interrupted_how, mask_secrets, raise_interrupted
 from sweep.files import write_error
 
 DISK_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EFBIG}
-COMMANDS = (run, plan, confirm, report, dashboard, export, compare, ab, demo, inspect_log, sim)
+COMMANDS = (run, plan, confirm, report, dashboard, export, compare, ab, demo, inspect_log, doctor, sim)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -268,6 +268,16 @@ class Engine(ABC):
         or where the engine cannot say."""
         return None
 
+    def kv_cache_dtype(self, params: Params) -> str:
+        """The KV cache's element type these parameters launch with, by the engine's name for it."""
+        return "auto"
+
+    @classmethod
+    def draft_layers_read(cls, config: Mapping[str, Any]) -> tuple[int, str] | None:
+        """How many draft (MTP) layers the engine reads from a model's config.json when it sizes the KV pool,
+        and the key it reads, where that can differ from the truth in the tensors (None: it reads the truth)."""
+        return None
+
     def running_limit(self, params: Params) -> RunningLimit | None:
         """The most requests a server launched with these (derived) parameters decodes at once, where the flags
         alone decide it (None where memory decides, at start-up)."""

@@ -223,6 +223,9 @@ class LlamaCppEngine(Engine):
             return params
         return {k: v for k, v in params.items() if not k.startswith("spec-") or k == "spec-type"}
 
+    def kv_cache_dtype(self, params: Params) -> str:
+        return str(params.get("cache-type-k", "f16"))
+
     def running_limit(self, params: Params) -> RunningLimit:
         """One request per slot: `-np`, or llama-server's default (auto: 4 slots, unified cache)."""
         if "parallel" in params:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from collections.abc import Mapping
 from typing import Any
 
 import httpx
@@ -51,6 +52,7 @@ CAPTURE_BEGIN = re.compile(r"Capture (?:([\w ]+?) )?(?i:cuda) graph begin\..*?av
 CAPTURE_END = re.compile(
     r"Capture (?:([\w ]+?) )?(?i:cuda) graph end\..*?mem usage=" + NUM + r" ?GB[.,]? avail mem=" + NUM
 )
+BATCH_SIZES = re.compile(r"bs=\[([^\]]*)\]")
 LIMIT_LINES = (
     re.compile(r"max_running_requests is capped to \d+ by the mamba state cache[^.]*\)"),
     re.compile(
@@ -103,17 +105,27 @@ def facts_from_log(log: str) -> LaunchFacts:
         facts.extra["max_total_num_tokens"] = int(scheduler.group(1))
         facts.extra["chunked_prefill_size"] = int(scheduler.group(2))
         facts.max_running_requests, facts.context_length = int(scheduler.group(4)), int(scheduler.group(5))
-    captures = [(m.group(1) or "", float(m.group(2)), float(m.group(3))) for m in CAPTURE_END.finditer(log)]
+    captures = [
+        (m.group(1) or "", float(m.group(2)), float(m.group(3)), _batch_sizes(m.group(0)))
+        for m in CAPTURE_END.finditer(log)
+    ]
     if captures:
         facts.graph_capture_gb = round(sum(c[1] for c in captures), 3)
         facts.free_after_graphs_gb = captures[-1][2]
         facts.extra["graph_captures"] = [
-            {"graph": c[0] or "cuda", "gb": c[1], "free_after_gb": c[2]} for c in captures
+            {"graph": c[0] or "cuda", "gb": c[1], "free_after_gb": c[2], "sizes": c[3]} for c in captures
         ]
     facts.limit_changes = [
         m.group(0) for line in log.splitlines() for p in LIMIT_LINES if (m := p.search(line))
     ]
     return facts
+
+
+def _batch_sizes(line: str) -> list[int]:
+    """The batch sizes a capture line lists (`bs=[1, 2, 4]`; `num_tokens=4096` for a prefill graph)."""
+    if found := BATCH_SIZES.search(line):
+        return [int(s) for s in re.findall(r"\d+", found.group(1))]
+    return []
 
 
 def exit_reason(log: str, returncode: int) -> str:
@@ -296,6 +308,20 @@ class SGLangEngine(Engine):
 
     def schedule_file(self, depths: list[tuple[int, int]]) -> dict[str, Any] | None:
         return sglang_adaptive_config(depths)
+
+    @classmethod
+    def draft_layers_read(cls, config: Mapping[str, Any]) -> tuple[int, str] | None:
+        """0.5.23 reads the draft depth from `num_nextn_predict_layers`; a model that names it otherwise
+        (Qwen3.5/3.8: `text_config.mtp_num_hidden_layers`) falls back to the whole model's `num_hidden_layers`
+        (report 000: 64 read for 1, the pool cut x5)."""
+        if "num_nextn_predict_layers" in config:
+            return int(config["num_nextn_predict_layers"]), "num_nextn_predict_layers"
+        if "num_hidden_layers" in config:
+            return int(config["num_hidden_layers"]), "num_hidden_layers (no num_nextn_predict_layers)"
+        return None
+
+    def kv_cache_dtype(self, params: Params) -> str:
+        return str(params.get("kv-cache-dtype", "auto"))
 
     def running_limit(self, params: Params) -> RunningLimit | None:
         """`--max-running-requests` where given; unset, speculative decoding resets it to 48 (server_args.py) and

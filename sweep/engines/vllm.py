@@ -238,6 +238,9 @@ class VLLMEngine(Engine):
             SPEC + "num_speculative_tokens_per_batch_size": schedule["num_speculative_tokens_per_batch_size"],
         }
 
+    def kv_cache_dtype(self, params: Params) -> str:
+        return str(params.get("kv-cache-dtype", "auto"))
+
     def running_limit(self, params: Params) -> RunningLimit | None:
         if "max-num-seqs" in params:
             limit = int(params["max-num-seqs"])

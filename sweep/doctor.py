@@ -1,0 +1,455 @@
+"""The sizing doctor: the memory truth behind a configuration, from the model's own files and the server's log.
+
+It reads a model folder without loading weights: `config.json` (a nested `text_config` too), every safetensors
+header (8-byte little-endian length, then JSON: each tensor's dtype, shape and byte range), or a GGUF file's
+metadata. From them the geometry, each number with where it came from: layers, which hold a KV cache (full
+attention) and which do not (linear attention / recurrent state), KV heads x head dim, draft (MTP) layers
+counted from tensor names, vocabulary tensors, weight bytes; and where config and tensors disagree.
+
+Then the per-token KV cost (target and draft apart) at the KV dtype; with a server log, the pool the engine
+should have had against the pool it logged (an engine that read the draft depth wrong sized the pool with the
+wrong cost: the named cause), free memory left after the pool larger than the pool (a miscalculation, not a
+shortage), and CUDA-graph batch sizes the server can never reach (decode sizes above its running limit,
+prefill sizes above its chunk) with the memory they hold and the context it would buy.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import struct
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from sweep.errors import UserError
+from sweep.results import LaunchFacts
+
+GIB = 1024**3
+MISMATCH = 0.03  # a pool this far from the prediction is named
+# Bytes per KV element by the engines' dtype names (auto: the model's 16-bit dtype).
+KV_DTYPE_BYTES = {
+    "auto": 2,
+    "bf16": 2,
+    "bfloat16": 2,
+    "f16": 2,
+    "float16": 2,
+    "fp8": 1,
+    "fp8_e4m3": 1,
+    "fp8_e5m2": 1,
+    "q8_0": 1,
+}
+MTP_LAYER = re.compile(r"(?:^|\.)mtp\.layers\.(\d+)\.")
+LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
+FULL_ATTENTION = re.compile(r"\.self_attn\.[kv]_proj\.weight$")
+DRAFT_DEPTH_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_layers")
+
+
+@dataclass(frozen=True)
+class Fact:
+    """A number and where it came from (`config.json: text_config.num_hidden_layers`, `tensors: mtp.layers.*`)."""
+
+    value: int
+    source: str
+
+
+@dataclass
+class Geometry:
+    layers: Fact | None = None
+    kv_layers: Fact | None = None  # layers with a KV cache (full attention)
+    state_layers: Fact | None = None  # linear-attention / recurrent layers (a fixed state, no KV per token)
+    kv_width: Fact | None = None  # KV heads x head dim, per layer, for K and for V
+    draft_layers: Fact | None = None  # MTP layers, counted from tensor names
+    draft_layers_config: Fact | None = None  # what config.json says about them, if anything
+    vocab_tensor_bytes: Fact | None = None  # embedding + output head
+    weight_bytes: Fact | None = None
+    disagreements: list[str] = field(default_factory=list)
+    config: dict[str, Any] = field(default_factory=dict)  # the (merged) config, as an engine would read it
+
+    def cell_bytes(self, kv_bytes: int, draft_layers: int | None = None) -> tuple[int, int]:
+        """Per-token KV bytes of the target and of the draft (its layers counted from tensors unless given)."""
+        if self.kv_layers is None or self.kv_width is None:
+            raise UserError(
+                "the model's KV geometry is unknown", "give a folder with config.json or a GGUF file"
+            )
+        per_layer = 2 * self.kv_width.value * kv_bytes
+        drafts = (
+            draft_layers
+            if draft_layers is not None
+            else (self.draft_layers.value if self.draft_layers else 0)
+        )
+        return self.kv_layers.value * per_layer, drafts * per_layer
+
+
+# --- reading the files --------------------------------------------------------------------------------------
+
+
+def safetensors_header(path: Path) -> dict[str, Any]:
+    with path.open("rb") as file:
+        (length,) = struct.unpack("<Q", _exactly(file, 8, path))
+        header: dict[str, Any] = json.loads(_exactly(file, length, path))
+    header.pop("__metadata__", None)
+    return header
+
+
+def _exactly(file: BinaryIO, n: int, path: Path) -> bytes:
+    data = file.read(n)
+    if len(data) != n:
+        raise UserError(f"{path} is cut short (not a safetensors or GGUF file?)", "check the model folder")
+    return data
+
+
+def read_config(folder: Path) -> tuple[dict[str, Any], str]:
+    """config.json with `text_config` (multimodal wrappers) laid over the top level: what the text model uses."""
+    path = folder / "config.json"
+    if not path.is_file():
+        return {}, ""
+    top = json.loads(path.read_text(encoding="utf-8"))
+    text = top.get("text_config")
+    return ({**top, **text}, "text_config.") if isinstance(text, dict) else (top, "")
+
+
+def geometry_of(model: Path) -> Geometry:
+    if model.is_file() and model.suffix == ".gguf":
+        return _gguf_geometry(model)
+    if not model.is_dir():
+        raise UserError(
+            f"{model} is neither a model folder nor a .gguf file", "give the folder with config.json"
+        )
+    config, prefix = read_config(model)
+    geometry = Geometry(config=config)
+    _from_config(geometry, config, prefix)
+    files = sorted(model.glob("*.safetensors"))
+    if files:
+        _from_tensors(
+            geometry, {name: (f, entry) for f in files for name, entry in safetensors_header(f).items()}
+        )
+    if geometry.layers is None and geometry.kv_layers is None:
+        raise UserError(f"{model} has no config.json and no safetensors files", "give the model's folder")
+    return geometry
+
+
+def _from_config(g: Geometry, config: Mapping[str, Any], prefix: str) -> None:
+    where = f"config.json: {prefix}"
+    if "num_hidden_layers" in config:
+        g.layers = Fact(int(config["num_hidden_layers"]), where + "num_hidden_layers")
+    types = config.get("layer_types")
+    if isinstance(types, list) and types:
+        full = sum(1 for t in types if "full" in str(t) or str(t) == "attention")
+        g.kv_layers = Fact(full, where + "layer_types (full attention)")
+        g.state_layers = Fact(len(types) - full, where + "layer_types (linear attention)")
+    elif "full_attention_interval" in config and g.layers:
+        interval = int(config["full_attention_interval"])
+        g.kv_layers = Fact(g.layers.value // interval, where + f"full_attention_interval ({interval})")
+        g.state_layers = Fact(g.layers.value - g.kv_layers.value, where + "full_attention_interval")
+    elif g.layers:
+        g.kv_layers = Fact(g.layers.value, where + "num_hidden_layers (all full attention)")
+    heads = config.get("num_key_value_heads", config.get("num_attention_heads"))
+    head_dim = config.get("head_dim") or (
+        int(config["hidden_size"]) // int(config["num_attention_heads"])
+        if "hidden_size" in config and "num_attention_heads" in config
+        else None
+    )
+    if heads and head_dim:
+        g.kv_width = Fact(int(heads) * int(head_dim), where + "num_key_value_heads x head_dim")
+    for key in DRAFT_DEPTH_KEYS:
+        if key in config:
+            g.draft_layers_config = Fact(int(config[key]), where + key)
+            break
+
+
+def _from_tensors(g: Geometry, tensors: Mapping[str, tuple[Path, Mapping[str, Any]]]) -> None:
+    total = sum(int(e["data_offsets"][1]) - int(e["data_offsets"][0]) for _, e in tensors.values())
+    g.weight_bytes = Fact(total, f"safetensors headers ({len(tensors)} tensors)")
+    mtp = {int(m.group(1)) for name in tensors if (m := MTP_LAYER.search(name))}
+    files = sorted({f.name for name, (f, _) in tensors.items() if MTP_LAYER.search(name)})
+    g.draft_layers = Fact(len(mtp), f"tensors: mtp.layers.N.* in {', '.join(files) or 'no file'}")
+    target = {int(m.group(1)) for name in tensors if not MTP_LAYER.search(name) and (m := LAYER.search(name))}
+    full = {
+        int(m.group(1))
+        for name in tensors
+        if not MTP_LAYER.search(name) and FULL_ATTENTION.search(name) and (m := LAYER.search(name))
+    }
+    vocab = int(g.config.get("vocab_size", 0))
+    vocab_bytes = sum(
+        int(e["data_offsets"][1]) - int(e["data_offsets"][0])
+        for _, e in tensors.values()
+        if vocab and e.get("shape") and int(e["shape"][0]) == vocab
+    )
+    if vocab_bytes:
+        g.vocab_tensor_bytes = Fact(vocab_bytes, f"tensors with {vocab} rows (embedding, output head)")
+    if target and g.layers and len(target) != g.layers.value:
+        g.disagreements.append(f"config says {g.layers.value} layers, the tensors hold {len(target)}")
+    if full and g.kv_layers and len(full) != g.kv_layers.value:
+        g.disagreements.append(
+            f"config says {g.kv_layers.value} full-attention layers, the tensors hold {len(full)} (k/v projections)"
+        )
+    if full and g.kv_layers is None:
+        g.kv_layers = Fact(len(full), "tensors: layers with self_attn.k_proj")
+    if g.draft_layers_config and g.draft_layers_config.value != len(mtp):
+        g.disagreements.append(
+            f"{g.draft_layers_config.source} says {g.draft_layers_config.value} draft layers, the tensors hold {len(mtp)}"
+        )
+    elif g.draft_layers_config is None and mtp:
+        g.disagreements.append(
+            f"config.json names no draft depth ({', '.join(DRAFT_DEPTH_KEYS)}); the tensors hold {len(mtp)} MTP "
+            "layers (an engine that falls back to num_hidden_layers over-counts the draft's KV)"
+        )
+
+
+GGUF_SCALARS = {
+    0: "<B",
+    1: "<b",
+    2: "<H",
+    3: "<h",
+    4: "<I",
+    5: "<i",
+    6: "<f",
+    7: "<?",
+    10: "<Q",
+    11: "<q",
+    12: "<d",
+}
+
+
+def gguf_metadata(path: Path) -> dict[str, Any]:
+    """The key/value metadata of a GGUF file (v2/v3), arrays of strings and numbers included."""
+    with path.open("rb") as file:
+        if _exactly(file, 4, path) != b"GGUF":
+            raise UserError(f"{path} is not a GGUF file", "give the model's .gguf file")
+        version, _tensors, count = struct.unpack("<IQQ", _exactly(file, 20, path))
+        if version < 2:
+            raise UserError(f"{path} is GGUF version {version}", "convert it with a current llama.cpp")
+        return {_gguf_string(file, path): _gguf_value(file, path) for _ in range(count)}
+
+
+def _gguf_string(file: BinaryIO, path: Path) -> str:
+    (length,) = struct.unpack("<Q", _exactly(file, 8, path))
+    return _exactly(file, length, path).decode("utf-8", errors="replace")
+
+
+def _gguf_value(file: BinaryIO, path: Path, kind: int | None = None) -> Any:
+    if kind is None:
+        (kind,) = struct.unpack("<I", _exactly(file, 4, path))
+    if kind == 8:
+        return _gguf_string(file, path)
+    if kind == 9:
+        item, n = struct.unpack("<IQ", _exactly(file, 12, path))
+        return [_gguf_value(file, path, item) for _ in range(n)]
+    if kind not in GGUF_SCALARS:
+        raise UserError(f"{path}: unknown GGUF value type {kind}", "convert it with a current llama.cpp")
+    fmt = GGUF_SCALARS[kind]
+    return struct.unpack(fmt, _exactly(file, struct.calcsize(fmt), path))[0]
+
+
+def _gguf_geometry(path: Path) -> Geometry:
+    meta = gguf_metadata(path)
+    arch = str(meta.get("general.architecture", ""))
+
+    def fact(key: str) -> Fact | None:
+        value = meta.get(f"{arch}.{key}")
+        return None if value is None else Fact(int(value), f"gguf: {arch}.{key}")
+
+    g = Geometry(config={k: v for k, v in meta.items() if not isinstance(v, list)})
+    g.layers = fact("block_count")
+    heads, key_length = fact("attention.head_count_kv"), fact("attention.key_length")
+    if heads and key_length:
+        g.kv_width = Fact(heads.value * key_length.value, f"{heads.source} x {key_length.source}")
+    g.kv_layers = g.layers
+    g.draft_layers = fact("nextn_predict_layers") or Fact(0, f"gguf: no {arch}.nextn_predict_layers")
+    g.weight_bytes = Fact(path.stat().st_size, "the file's size")
+    return g
+
+
+# --- the verdicts ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One verdict: `ok` false where something is wrong, with its cause and what to do."""
+
+    what: str
+    ok: bool
+    detail: str = ""
+
+
+def pool_findings(
+    g: Geometry, facts: LaunchFacts, kv_bytes: int, draft_layers_read: Fact | None, speculative: bool
+) -> list[Finding]:
+    """The pool the log shows against the pool at the true per-token cost. `draft_layers_read`: the draft depth
+    the engine read (its pool was sized with it), where it reads one; without speculation no draft shares it."""
+    out: list[Finding] = []
+    target, draft = g.cell_bytes(kv_bytes, None if speculative else 0)
+    if not speculative:
+        draft_layers_read = None
+    if facts.kv_pool_tokens:
+        true_draft = (g.draft_layers.value if g.draft_layers else 0) if speculative else 0
+        read_draft = draft_layers_read.value if draft_layers_read else true_draft
+        assumed = sum(g.cell_bytes(kv_bytes, read_draft))
+        if not _could_have_sized(facts, assumed):
+            assumed = (
+                target + draft
+            )  # a release that reads the depth right: its budget holds no more than this
+
+        truth = target + draft
+        predicted = round(facts.kv_pool_tokens * assumed / truth)
+        off = predicted / facts.kv_pool_tokens - 1
+        if abs(off) <= MISMATCH:
+            out.append(
+                Finding(f"KV pool {facts.kv_pool_tokens} tokens", True, f"as the files predict ({predicted})")
+            )
+        else:
+            cause = (
+                f"cell size x{assumed / target:.1f} ({assumed} B where the target's layers take {target} B)"
+            )
+            if draft_layers_read and g.draft_layers and draft_layers_read.value != g.draft_layers.value:
+                cause += (
+                    f": draft depth read as {draft_layers_read.value} layers ({draft_layers_read.source}), "
+                    f"the tensors hold {g.draft_layers.value}"
+                )
+            out.append(
+                Finding(
+                    f"KV pool {facts.kv_pool_tokens} tokens, should be {predicted}",
+                    False,
+                    f"{cause}; the true cost is {truth} B per token ({target} target + {draft} draft)",
+                )
+            )
+    pool_gb = facts.kv_cache_gb
+    if pool_gb is not None and facts.free_after_pool_gb is not None and facts.free_after_pool_gb > pool_gb:
+        out.append(
+            Finding(
+                f"{facts.free_after_pool_gb:.2f} GB free after a {pool_gb:.2f} GB pool",
+                False,
+                "more memory left than the pool holds: a miscalculation, not a shortage",
+            )
+        )
+    return out
+
+
+def _could_have_sized(facts: LaunchFacts, cell: int) -> bool:
+    """Whether a pool of the logged size at `cell` bytes per token fits the memory the log shows it had (the
+    pool and what was left free after it): if not, the engine cannot have sized it with that cost."""
+    if facts.kv_pool_tokens is None or facts.kv_cache_gb is None or facts.free_after_pool_gb is None:
+        return True  # nothing to tell the readings apart: the engine's own reading stands
+    had = (facts.kv_cache_gb + facts.free_after_pool_gb) * 1e9 * 1.1
+    return facts.kv_pool_tokens * cell <= had
+
+
+def graph_findings(g: Geometry, facts: LaunchFacts, kv_bytes: int) -> list[Finding]:
+    """CUDA-graph batch sizes the server cannot reach: decode sizes above the requests it runs at once, prefill
+    sizes above its chunk; the memory they hold (a capture's memory shared over its sizes) and the context it
+    would buy back."""
+    out: list[Finding] = []
+    truth = sum(g.cell_bytes(kv_bytes))
+    running = facts.max_running_requests
+    chunk = facts.extra.get("chunked_prefill_size")
+    for capture in facts.extra.get("graph_captures", []):
+        sizes = [int(s) for s in capture.get("sizes", [])]
+        name = str(capture.get("graph", ""))
+        limit = chunk if "prefill" in name else running
+        if not sizes or not limit or limit <= 0:
+            continue
+        above = [s for s in sizes if s > limit]
+        if not above:
+            continue
+        gb = float(capture["gb"]) * len(above) / len(sizes)
+        tokens = int(gb * GIB / truth) if truth else 0
+        kind = "chunked-prefill size" if "prefill" in name else "max running requests"
+        out.append(
+            Finding(
+                f"{name or 'graph'}: {len(above)} of {len(sizes)} batch sizes above the {kind} ({limit})",
+                False,
+                f"about {gb:.2f} GB ({tokens} tokens of context) for sizes never run",
+            )
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    geometry: Geometry
+    kv_bytes: int
+    findings: list[Finding]
+
+    def lines(self) -> list[str]:
+        g = self.geometry
+        out = ["geometry (each number with where it came from):"]
+        for label, value in (
+            ("layers", g.layers),
+            ("KV (full-attention) layers", g.kv_layers),
+            ("linear-attention / state layers", g.state_layers),
+            ("KV heads x head dim", g.kv_width),
+            ("draft (MTP) layers", g.draft_layers),
+            ("draft layers in config", g.draft_layers_config),
+            ("vocabulary tensors", g.vocab_tensor_bytes),
+            ("weights", g.weight_bytes),
+        ):
+            if value is not None:
+                shown = (
+                    f"{value.value / 1e9:.2f} GB" if "tensors" in label or label == "weights" else value.value
+                )
+                out.append(f"  {label}: {shown}  ({value.source})")
+        out += [f"  disagreement: {d}" for d in g.disagreements]
+        if g.kv_layers and g.kv_width:
+            target, draft = g.cell_bytes(self.kv_bytes)
+            out.append(
+                f"KV per token at {self.kv_bytes} B/element: {target} B target + {draft} B draft = {target + draft} B"
+            )
+        out += [
+            f"{'ok' if f.ok else 'PROBLEM'}: {f.what}" + (f": {f.detail}" if f.detail else "")
+            for f in self.findings
+        ]
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "geometry": {
+                k: v if not isinstance(v, Fact) else {"value": v.value, "source": v.source}
+                for k, v in self.geometry.__dict__.items()
+                if k != "config"
+            },
+            "kv_bytes_per_element": self.kv_bytes,
+            "findings": [f.__dict__ for f in self.findings],
+        }
+
+
+DraftReading = Callable[[Mapping[str, Any]], "tuple[int, str] | None"]
+
+
+def diagnose(
+    model: Path,
+    kv_dtype: str = "auto",
+    facts: LaunchFacts | None = None,
+    reads: DraftReading | None = None,
+    speculative: bool | None = None,
+) -> Diagnosis:
+    """The model's geometry and, with a launch's facts, the pool and graph verdicts. `reads`: how the engine
+    reads the draft depth from the config (`Engine.draft_layers_read`), where it can read it wrong;
+    `speculative`: whether a draft shares the pool (unsaid: where the log shows a draft pool)."""
+    if kv_dtype not in KV_DTYPE_BYTES:
+        raise UserError(f"KV dtype '{kv_dtype}' is unknown here", f"use one of: {', '.join(KV_DTYPE_BYTES)}")
+    g = geometry_of(model)
+    kv_bytes = KV_DTYPE_BYTES[kv_dtype]
+    findings: list[Finding] = []
+    if facts is not None:
+        draft_read = reads(g.config) if reads else None
+        read = Fact(draft_read[0], f"config.json: {draft_read[1]}") if draft_read else None
+        drafting = speculative if speculative is not None else facts.draft_kv_pool_tokens is not None
+        findings += pool_findings(g, facts, kv_bytes, read, drafting)
+        findings += graph_findings(g, facts, kv_bytes)
+    return Diagnosis(g, kv_bytes, findings)
+
+
+def sizing(
+    model: str, kv_dtype: str, facts: LaunchFacts, reads: DraftReading | None, speculative: bool
+) -> list[dict[str, Any]] | None:
+    """A launch's verdicts for a sweep's record, where the model is a local folder or GGUF the doctor can read
+    (None where it is a hub id, or the files or the KV dtype say too little)."""
+    path = Path(model)
+    if not path.exists() or kv_dtype not in KV_DTYPE_BYTES:
+        return None
+    try:
+        return [f.__dict__ for f in diagnose(path, kv_dtype, facts, reads, speculative).findings]
+    except (UserError, OSError, ValueError):
+        return None

@@ -1,0 +1,200 @@
+"""The sizing doctor on real file formats: a hybrid MTP model folder written here with real safetensors headers
+(the names and shapes of report 000's Qwen3.8-27B: 48 linear-attention + 16 full-attention layers, one MTP
+layer in its own file; the data regions are sparse, so the files are tiny on disk), the demo's real GGUF, and
+report 000's log numbers reproduced: a 44913-token pool that should have been about 211357, cell size x5."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+
+from sweep.cli import main
+from sweep.doctor import diagnose, geometry_of
+from sweep.embedded import gemma_model
+from sweep.engines import SGLangEngine
+from sweep.engines.sglang import facts_from_log
+from sweep.sim.profile import PROFILES
+
+HIDDEN, VOCAB, KV_HEADS, HEAD_DIM = 5120, 248320, 4, 256
+LAYER_TYPES = ["linear_attention" if (i + 1) % 4 else "full_attention" for i in range(64)]
+
+
+def write_safetensors(path: Path, tensors: dict[str, tuple[str, list[int]]]) -> None:
+    """A real safetensors file: the JSON header with dtypes, shapes and byte ranges, then a sparse data region."""
+    header: dict[str, Any] = {"__metadata__": {"format": "pt"}}
+    offset = 0
+    for name, (dtype, shape) in tensors.items():
+        size = {"BF16": 2, "I32": 4, "F32": 4}[dtype]
+        for dim in shape:
+            size *= dim
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + size]}
+        offset += size
+    raw = json.dumps(header).encode()
+    with path.open("wb") as file:
+        file.write(struct.pack("<Q", len(raw)) + raw)
+        file.truncate(8 + len(raw) + offset)
+
+
+def layer(prefix: str, kind: str) -> dict[str, tuple[str, list[int]]]:
+    if kind == "full_attention":
+        attention = {
+            f"{prefix}.self_attn.{p}_proj.weight": ("I32", [KV_HEADS * HEAD_DIM, HIDDEN // 8]) for p in "kv"
+        }
+        attention[f"{prefix}.self_attn.q_proj.weight"] = ("I32", [2 * 24 * HEAD_DIM, HIDDEN // 8])
+    else:
+        attention = {f"{prefix}.linear_attn.in_proj_qkvz.weight": ("I32", [12288, HIDDEN // 8])}
+    return {**attention, f"{prefix}.mlp.down_proj.weight": ("I32", [HIDDEN, 17408 // 8])}
+
+
+@pytest.fixture
+def qwen_folder(tmp_path: Path) -> Path:
+    folder = tmp_path / "Qwen3.8-27B-int4"
+    folder.mkdir()
+    text = {
+        "num_hidden_layers": 64,
+        "layer_types": LAYER_TYPES,
+        "num_key_value_heads": KV_HEADS,
+        "head_dim": HEAD_DIM,
+        "num_attention_heads": 24,
+        "hidden_size": HIDDEN,
+        "vocab_size": VOCAB,
+        "mtp_num_hidden_layers": 1,
+    }
+    config = {"architectures": ["Qwen3_5ForConditionalGeneration"], "text_config": text}
+    (folder / "config.json").write_text(json.dumps(config))
+    body: dict[str, tuple[str, list[int]]] = {
+        "model.language_model.embed_tokens.weight": ("BF16", [VOCAB, HIDDEN]),
+        "lm_head.weight": ("BF16", [VOCAB, HIDDEN]),
+    }
+    for i, kind in enumerate(LAYER_TYPES):
+        body |= layer(f"model.language_model.layers.{i}", kind)
+    write_safetensors(folder / "model.safetensors", body)
+    write_safetensors(folder / "model_mtp.safetensors", layer("mtp.layers.0", "full_attention"))
+    return folder
+
+
+def test_geometry_from_the_headers_with_sources(qwen_folder: Path) -> None:
+    g = geometry_of(qwen_folder)
+    assert g.layers is not None and (g.layers.value, g.layers.source) == (
+        64,
+        "config.json: text_config.num_hidden_layers",
+    )
+    assert g.kv_layers is not None and g.kv_layers.value == 16
+    assert g.state_layers is not None and g.state_layers.value == 48
+    assert g.kv_width is not None and g.kv_width.value == 1024
+    assert g.draft_layers is not None and g.draft_layers.value == 1
+    assert "model_mtp.safetensors" in g.draft_layers.source
+    assert (
+        g.vocab_tensor_bytes is not None and g.vocab_tensor_bytes.value == 2 * VOCAB * HIDDEN * 2
+    )  # ~5.1 GB
+    assert g.weight_bytes is not None and g.weight_bytes.value > g.vocab_tensor_bytes.value
+    # fp8 KV: 16 layers x 2 x 1024 B = 32768 B per token for the target, 2048 B for the one MTP layer.
+    assert g.cell_bytes(1) == (32768, 2048)
+    assert sum(p.stat().st_blocks for p in qwen_folder.iterdir()) * 512 < 1_000_000  # sparse: tiny on disk
+
+
+REPORT_000_LOG = """[2026-03-02 10:00:00 TP0] Load weight end. elapsed=31.20 s, type=Qwen3_5ForConditionalGeneration, avail mem=13.80 GB, mem usage=17.70 GB.
+[2026-03-02 10:00:01 TP0] KV Cache is allocated. dtype: torch.float8_e4m3fn, #tokens: 44913, K size: 0.69 GB, V size: 0.69 GB
+[2026-03-02 10:00:01 TP0] KV Cache is allocated. dtype: torch.float8_e4m3fn, #tokens: 44913, K size: 0.04 GB, V size: 0.04 GB
+[2026-03-02 10:00:01 TP0] Memory pool end. avail mem=7.90 GB
+[2026-03-02 10:00:09 TP0] max_total_num_tokens=44913, chunked_prefill_size=4096, max_prefill_tokens=16384, max_running_requests=48, context_len=262144, available_gpu_mem=7.20 GB
+"""
+
+
+REPORT_000_FIXED_LOG = (
+    REPORT_000_LOG.replace(
+        "#tokens: 44913, K size: 0.69 GB, V size: 0.69 GB",
+        "#tokens: 211357, K size: 3.23 GB, V size: 3.23 GB",
+    )
+    .replace(
+        "#tokens: 44913, K size: 0.04 GB, V size: 0.04 GB",
+        "#tokens: 211357, K size: 0.20 GB, V size: 0.20 GB",
+    )
+    .replace("avail mem=7.90 GB", "avail mem=2.47 GB")
+    .replace("max_total_num_tokens=44913", "max_total_num_tokens=211357")
+)
+
+
+def test_report_000_the_pool_cut_x5_and_its_cause(qwen_folder: Path) -> None:
+    found = diagnose(qwen_folder, "fp8_e4m3", facts_from_log(REPORT_000_LOG), SGLangEngine.draft_layers_read)
+    pool, free = found.findings[:2]
+    assert (
+        not pool.ok and "KV pool 44913 tokens, should be 211355" in pool.what
+    )  # the report: 211357 after the fix
+    assert "cell size x5.0" in pool.detail
+    assert "draft depth read as 64 layers (config.json: num_hidden_layers" in pool.detail
+    assert "the tensors hold 1" in pool.detail
+    assert not free.ok and "a miscalculation, not a shortage" in free.detail
+    # After the fix (the pool at 34816 B per token: its memory could never have held 211357 tokens at 163840 B),
+    # the pool is what the files predict, with little memory left over.
+    fixed = facts_from_log(REPORT_000_FIXED_LOG)
+    after = diagnose(qwen_folder, "fp8_e4m3", fixed, SGLangEngine.draft_layers_read).findings
+    assert [f.ok for f in after] == [True] and "KV pool 211357 tokens" in after[0].what
+
+
+def test_decode_graphs_above_the_running_limit_are_named_with_their_memory(qwen_folder: Path) -> None:
+    log = REPORT_000_LOG.replace("max_running_requests=48", "max_running_requests=3") + (
+        "[2026-03-02 10:00:05 TP0] Capture cuda graph end. Time elapsed: 12.00 s. bs=[1, 2, 4, 8, 12, 16, 24, 32, "
+        "40, 48], mem usage=0.20 GB, avail mem=7.70 GB.\n"
+    )
+    graphs = diagnose(qwen_folder, "fp8_e4m3", facts_from_log(log)).findings[-1]
+    assert not graphs.ok and "8 of 10 batch sizes above the max running requests (3)" in graphs.what
+    assert "about 0.16 GB" in graphs.detail
+
+
+def test_the_real_gguf(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["doctor", str(gemma_model()), "--engine", "llamacpp", "--json"]) == 0
+    geometry = json.loads(capsys.readouterr().out)["geometry"]
+    assert geometry["layers"] == {"value": 18, "source": "gguf: gemma3.block_count"}
+    assert geometry["kv_width"]["value"] == 256  # 1 KV head x 256
+    assert geometry["weight_bytes"]["value"] == gemma_model().stat().st_size
+
+
+def test_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["doctor", str(tmp_path / "nothing")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    (tmp_path / "x.gguf").write_bytes(b"NOPE" + bytes(20))
+    assert main(["doctor", str(tmp_path / "x.gguf")]) == 2
+    assert "is not a GGUF file" in capsys.readouterr().err
+
+
+def test_a_sweep_records_the_doctors_verdicts_and_the_report_lists_them(
+    qwen_folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The simulator with report 000's bug (`mtp_misread`) serving the model folder above: the speculative
+    trial's record carries the pool verdict, the baseline's pool (no draft) is as predicted."""
+    profile = tmp_path / "misread.yaml"
+    profile.write_text(
+        (PROFILES / "qwen3.8-27b-int4-32gb.yaml")
+        .read_text()
+        .replace("mtp_misread: false", "mtp_misread: true")
+    )
+    space = tmp_path / "s.yaml"
+    space.write_text(f"""
+engine: sglang
+server: {{launcher: ["{{python}}", -m, sweep.sim, --sim-time-scale, "0.005", --sim-profile, "{profile}"],
+         model: "{qwen_folder}"}}
+fixed: {{kv-cache-dtype: fp8_e4m3, mem-fraction-static: 0.92}}
+params:
+  speculative-algorithm: {{choices: [NEXTN]}}
+  speculative-num-steps: {{choices: [3]}}
+workloads: [{{class: code}}]
+probe: {{repeats: 1, max_tokens: 16}}
+confirm: {{launches: 0}}
+trials: 2
+""")
+    runs = tmp_path / "runs"
+    assert main(["run", "--space", str(space), "--study", "s", "--runs", str(runs)]) == 0
+    study = optuna.load_study(study_name="s", storage=f"sqlite:///{runs / 's' / 'study.db'}")
+    base, nextn = (t.user_attrs["record"] for t in study.trials)
+    assert [f["ok"] for f in base["facts"]["extra"]["sizing"]] == [True]
+    pool = nextn["facts"]["extra"]["sizing"][0]
+    assert not pool["ok"] and "cell size x5.0" in pool["detail"] and "the tensors hold 1" in pool["detail"]
+    capsys.readouterr()
+    assert main(["report", "--study", "s", "--runs", str(runs)]) == 0
+    assert "sizing (trial 1): KV pool" in capsys.readouterr().out
