@@ -272,6 +272,8 @@ class Finding:
     what: str
     ok: bool
     detail: str = ""
+    # The finding's numbers for charts: `predicted_pool_tokens`, `unused_graph_gb`.
+    numbers: dict[str, float] = field(default_factory=dict)
 
 
 def pool_findings(
@@ -297,7 +299,12 @@ def pool_findings(
         off = predicted / facts.kv_pool_tokens - 1
         if abs(off) <= MISMATCH:
             out.append(
-                Finding(f"KV pool {facts.kv_pool_tokens} tokens", True, f"as the files predict ({predicted})")
+                Finding(
+                    f"KV pool {facts.kv_pool_tokens} tokens",
+                    True,
+                    f"as the files predict ({predicted})",
+                    {"predicted_pool_tokens": predicted},
+                )
             )
         else:
             cause = (
@@ -313,6 +320,7 @@ def pool_findings(
                     f"KV pool {facts.kv_pool_tokens} tokens, should be {predicted}",
                     False,
                     f"{cause}; the true cost is {truth} B per token ({target} target + {draft} draft)",
+                    {"predicted_pool_tokens": predicted},
                 )
             )
     pool_gb = facts.kv_cache_gb
@@ -361,6 +369,7 @@ def graph_findings(g: Geometry, facts: LaunchFacts, kv_bytes: int) -> list[Findi
                 f"{name or 'graph'}: {len(above)} of {len(sizes)} batch sizes above the {kind} ({limit})",
                 False,
                 f"about {gb:.2f} GB ({tokens} tokens of context) for sizes never run",
+                {"unused_graph_gb": round(gb, 3)},
             )
         )
     return out

@@ -206,6 +206,16 @@ class ServerProcess:
             return 127
         return self._proc.poll() if self._proc is not None else None
 
+    def await_line(self, text: str, timeout_s: float = 2.0) -> bool:
+        """Wait (bounded) until `text` is in the log: the server answers health checks a moment before the thread
+        copying its output has written what it printed before it, and facts are read from that log."""
+        deadline = time.monotonic() + timeout_s
+        while text and text not in self.log_text():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.02)
+        return True
+
     def log_text(self) -> str:
         try:
             return self.log_path.read_bytes().decode("utf-8", errors="replace")

@@ -448,6 +448,7 @@ class Sweep:
                 startup = server.wait_ready(
                     base_url + self.engine.health_path(), self.space.server.startup_timeout
                 )
+                server.await_line(self.engine.ready_marker)
                 facts = self.engine.launch_facts(server.log_text())
                 facts.startup_s = round(startup, 2)
                 kv_dtype = self.engine.kv_cache_dtype(record.params)

@@ -198,3 +198,6 @@ trials: 2
     capsys.readouterr()
     assert main(["report", "--study", "s", "--runs", str(runs)]) == 0
     assert "sizing (trial 1): KV pool" in capsys.readouterr().out
+    page = tmp_path / "d.html"
+    assert main(["dashboard", "--study", "s", "--runs", str(runs), "-o", str(page)]) == 0
+    assert "KV pool the files predict (tokens)" in page.read_text()

@@ -225,6 +225,7 @@ def test_a_live_server_reports_uncached_tokens_drafts_and_its_own_facts(case: Ca
     )
     with server:
         server.wait_ready(base_url + engine.health_path(), timeout_s=120)
+        assert server.await_line(engine.ready_marker)  # readiness, from the log as from any log
         facts = engine.launch_facts(server.log_text())
         assert (facts.engine, facts.model) == (case.name, engine.setup.model)
         assert facts.context_length or facts.kv_pool_tokens  # the log says how much context the server has

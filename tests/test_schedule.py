@@ -99,8 +99,9 @@ def test_the_exported_schedule_launches_and_keeps_each_concurrencys_best(swept: 
     document = json.loads(done.stdout)
     picks = {row["streams"]: row for row in document["by_concurrency"]}
     assert set(picks) == {1, 4, 16}
-    # Verify cost grows with the batch: the best depth at 16 streams is no deeper than at one.
-    assert picks[16]["depth"] <= picks[1]["depth"]
+    # (That verification cost grows with the batch, so the best depth falls, is the simulator's property and is
+    # tested on its model: here the tops at 1 and 16 streams are flat within 3%, and a measured pick may be any
+    # depth on them. Each pick is held to its concurrency's best below, by relaunching both.)
     config = json.loads((out / "code-adaptive.json").read_text())
     # Each depth from halfway (log scale) after the concurrency below it: batches of 1, 2-7 and 8 or more.
     assert [picks[s]["from_batch"] for s in (1, 4, 16)] == [1, 2, 8]

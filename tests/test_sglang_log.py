@@ -89,3 +89,22 @@ def test_inspect_log_command(capsys: pytest.CaptureFixture[str]) -> None:
     assert (facts["n_slots"], facts["n_ctx_slot"]) == (1, 4096)
     assert main(["inspect-log", "--engine", "sglang", str(LOGS / "missing.log")]) == 2
     assert "log file" in capsys.readouterr().err
+
+
+def test_inspect_log_tells_the_story_of_a_launch_that_died_at_capture(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A log that ends in a CUDA-graph capture out of memory: never ready, why it stopped, and the memory the
+    capture needed against what the pool left."""
+    from sweep.cli import main
+
+    assert main(["inspect-log", "--engine", "sglang", str(LOGS / "sglang-capture-oom.log")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "ready: no, the server never said it serves requests"
+    assert lines[1].startswith("stopped: CUDA-graph capture ran out of memory")
+    assert "needed 1.69 GB with 1.02 GB left after the KV pool (0.67 GB short)" in lines[2]
+    assert main(["inspect-log", "--engine", "sglang", str(LOGS / "sglang-0.5.23-nextn-hybrid.log")]) == 0
+    story = capsys.readouterr().out.splitlines()
+    assert story[0] == "ready: yes"
+    assert any("capped to 1 by the mamba state cache" in line for line in story)
+    assert any(line.startswith("mamba state slots: 10") for line in story)

@@ -198,3 +198,14 @@ def test_drift_speed_factor_and_greedy_text() -> None:
     assert launch(1) == (a, text_a)  # a seed repeats a launch exactly
     fast, _ = launch(1, "--sim-speed-factor", "1.25")
     assert fast / a == pytest.approx(1.25, rel=1e-6)
+
+
+def test_verification_cost_grows_with_the_batch_so_the_best_depth_falls() -> None:
+    def best_depth(running: int) -> int:
+        def tps(steps: int) -> float:
+            flags = args("--speculative-algorithm", "NEXTN", "--speculative-num-steps", str(steps))
+            return StepModel(PROFILE, resolve(flags, PROFILE), "code", 300).expected_tps(running)
+
+        return max(range(1, 9), key=tps)
+
+    assert best_depth(1) > best_depth(4) > best_depth(16)

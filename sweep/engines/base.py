@@ -188,6 +188,8 @@ class Engine(ABC):
     # Whether a request's final chunk says how many tokens were drafted for it; where not, acceptance over a
     # batch comes from the server's counters alone.
     drafts_per_request: ClassVar[bool] = True
+    # What the server logs once it serves requests (readiness, read from any log by `inspect-log`).
+    ready_marker: ClassVar[str] = ""
     # Environment variables the server reads before its CLI: removed from the child's environment.
     env_prefixes: ClassVar[tuple[str, ...]] = ()
 

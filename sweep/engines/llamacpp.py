@@ -143,6 +143,7 @@ def split_types(value: Any) -> list[str]:
 class LlamaCppEngine(Engine):
     name = "llamacpp"
     default_port = 8080
+    ready_marker = "listening on http"
     typical_startup_s = 15.0  # mmap of a GGUF and a warm-up: seconds for small models, tens for large ones
     # Read before the CLI; a leftover LLAMA_ARG_SPEC_TYPE even appends speculative types.
     env_prefixes = ("LLAMA_ARG_",)

@@ -52,6 +52,10 @@ CAPTURE_BEGIN = re.compile(r"Capture (?:([\w ]+?) )?(?i:cuda) graph begin\..*?av
 CAPTURE_END = re.compile(
     r"Capture (?:([\w ]+?) )?(?i:cuda) graph end\..*?mem usage=" + NUM + r" ?GB[.,]? avail mem=" + NUM
 )
+MAMBA_CACHE = re.compile(r"max_mamba_cache_size: (\d+)")
+CAPTURE_OOM = re.compile(
+    r"Capture cuda graph failed: .*?Tried to allocate ([\d.]+) GiB.*?of which ([\d.]+) GiB is free"
+)
 BATCH_SIZES = re.compile(r"bs=\[([^\]]*)\]")
 LIMIT_LINES = (
     re.compile(r"max_running_requests is capped to \d+ by the mamba state cache[^.]*\)"),
@@ -115,6 +119,10 @@ def facts_from_log(log: str) -> LaunchFacts:
         facts.extra["graph_captures"] = [
             {"graph": c[0] or "cuda", "gb": c[1], "free_after_gb": c[2], "sizes": c[3]} for c in captures
         ]
+    if mamba := MAMBA_CACHE.search(log):
+        facts.extra["max_mamba_cache_size"] = int(mamba.group(1))
+    if oom := CAPTURE_OOM.search(log):
+        facts.extra["capture_oom"] = {"needed_gb": float(oom.group(1)), "free_gb": float(oom.group(2))}
     facts.limit_changes = [
         m.group(0) for line in log.splitlines() for p in LIMIT_LINES if (m := p.search(line))
     ]
@@ -181,6 +189,7 @@ def algorithm(params: Params) -> str | None:
 class SGLangEngine(Engine):
     name = "sglang"
     default_port = 30000
+    ready_marker = "The server is fired up and ready to roll"
     typical_startup_s = 120.0  # weights, KV pool and CUDA-graph capture: one to a few minutes on one GPU
 
     def __init__(self, setup: ServerSetup) -> None:

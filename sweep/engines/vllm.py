@@ -122,6 +122,7 @@ def exit_reason(log: str, returncode: int) -> str:
 class VLLMEngine(Engine):
     name = "vllm"
     default_port = 8000
+    ready_marker = "Application startup complete"
     typical_startup_s = 120.0  # weights, profiling, KV cache and CUDA-graph capture
     drafts_per_request = False  # the usage chunk has no speculative numbers: /metrics counters do
     env_prefixes = ()  # VLLM_* settings are the user's (attention backend, ...); the dev mode is added

@@ -38,7 +38,7 @@ from sweep.analysis import (
 )
 from sweep.outputs.compare import usable_context
 from sweep.outputs.console import gain_text, params_text, pct, speed_text
-from sweep.results import Stage
+from sweep.results import LaunchFacts, Stage
 from sweep.surface import ContextCurve, PredictedSurface, SurfacePoint
 
 # Words that mark a parameter as the speculative depth, most telling first (SGLang steps, llama.cpp lengths).
@@ -507,10 +507,25 @@ def memory_panel(views: list[TrialView]) -> Panel:
     fig.add_trace(go.Bar(x=labels, y=[f.graph_capture_gb for f in facts], name="CUDA-graph capture (GB)"))
     fig.add_trace(go.Bar(x=labels, y=[f.free_after_pool_gb for f in facts], name="free after the pool (GB)",
                          marker_color=["crimson" if u else "lightgreen" for u in unused]))  # fmt: skip
+    unused_graphs = [_sizing_number(f, "unused_graph_gb", sum) for f in facts]
+    if any(unused_graphs):
+        fig.add_trace(go.Bar(x=labels, y=unused_graphs, name="graph memory for sizes never run (GB)"))
     fig.add_trace(
         go.Scatter(x=labels, y=[f.kv_pool_tokens for f in facts], name="KV pool (tokens)", mode="markers"),
         secondary_y=True,
     )
+    predicted = [_sizing_number(f, "predicted_pool_tokens", max) for f in facts]
+    if any(predicted):
+        fig.add_trace(
+            go.Scatter(
+                x=labels,
+                y=predicted,
+                name="KV pool the files predict (tokens)",
+                mode="markers",
+                marker={"symbol": "x", "size": 10},
+            ),
+            secondary_y=True,
+        )
     for label, flag in zip(labels, unused, strict=True):
         if flag:
             fig.add_annotation(
@@ -519,8 +534,17 @@ def memory_panel(views: list[TrialView]) -> Panel:
     fig.update_layout(barmode="group", yaxis_title="GB")
     fig.update_yaxes(title_text="KV pool tokens", secondary_y=True)
     note = ("<p>Red: more memory free after the KV pool than the pool itself got. Free memory next to a small pool "
-            "points at a sizing miscalculation (see the field reports' x5 case), not a shortage.</p>")  # fmt: skip
+            "points at a sizing miscalculation (see the field reports' x5 case), not a shortage. Crosses: the pool "
+            "the model's own files predict (`specsweep doctor`), where the space names a local model.</p>")  # fmt: skip
     return Panel(title, fig, note)
+
+
+def _sizing_number(facts: LaunchFacts, name: str, combine: Callable[[list[float]], float]) -> float | None:
+    """One number of the sizing doctor's findings for a launch (`specsweep doctor`), combined over findings."""
+    values = [
+        float(f["numbers"][name]) for f in facts.extra.get("sizing") or [] if name in f.get("numbers", {})
+    ]
+    return combine(values) if values else None
 
 
 def table(headers: list[str], rows: list[list[str]]) -> str:
