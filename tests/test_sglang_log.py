@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sweep.engines import sglang
+from sweep.engines import ServerSetup, SGLangEngine, sglang
 
 LOGS = Path(__file__).parent / "logs"
 
@@ -72,7 +72,7 @@ def test_mla_swa_and_post_capture_pools(line: str, tokens: int, gb: float, draft
     ],
 )  # fmt: skip
 def test_exit_reasons(log: str, reason: str) -> None:
-    assert reason in sglang.exit_reason(log, 1)
+    assert reason in SGLangEngine(ServerSetup([], "")).exit_reason(log, 1)
 
 
 def test_inspect_log_command(capsys: pytest.CaptureFixture[str]) -> None:

@@ -14,6 +14,7 @@ import httpx
 
 from sweep.errors import UserError
 from sweep.results import LaunchFacts, RequestStatus, SpecShape
+from sweep.server import ExitPatterns, reason_from_log
 
 Params = Mapping[str, Any]
 
@@ -188,6 +189,9 @@ class Engine(ABC):
     # Whether a request's final chunk says how many tokens were drafted for it; where not, acceptance over a
     # batch comes from the server's counters alone.
     drafts_per_request: ClassVar[bool] = True
+    # Why a server exits during start: (pattern, reason) pairs, most specific first; and its name in reasons.
+    exit_patterns: ClassVar[ExitPatterns] = ()
+    server_label: ClassVar[str] = "the server"
     # What the server logs once it serves requests (readiness, read from any log by `inspect-log`).
     ready_marker: ClassVar[str] = ""
     # Environment variables the server reads before its CLI: removed from the child's environment.
@@ -291,8 +295,9 @@ class Engine(ABC):
     def env(self) -> dict[str, str]:
         return {k: v for k, v in os.environ.items() if not k.startswith(self.env_prefixes or ("\0",))}
 
-    @abstractmethod
-    def health_path(self) -> str: ...
+    def health_path(self) -> str:
+        """The path that answers 200 once the server serves requests."""
+        return "/health"
 
     # --- what the server says about itself --------------------------------------------------------------
     def launch_facts(self, log: str) -> LaunchFacts:
@@ -309,9 +314,10 @@ class Engine(ABC):
     def facts_from_log(cls, log: str) -> LaunchFacts:
         """What a server log says about a launch (any log file: `specsweep inspect-log` has no server)."""
 
-    @abstractmethod
     def exit_reason(self, log: str, returncode: int) -> str:
-        """Why a server that exited during start did so, in one line, read from its log."""
+        """Why a server that exited during start did so, in one line, read from its log by the engine's table
+        of exit patterns (else its last line)."""
+        return reason_from_log(log, returncode, self.exit_patterns, self.server_label)
 
     def inspect_running(self, client: httpx.Client, facts: LaunchFacts, params: Params, log: str) -> None:
         """Fill facts from the running server's API; raise SpeculationInactive if speculation was asked for

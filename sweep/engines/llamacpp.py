@@ -21,7 +21,7 @@ from sweep.engines.base import (
 )
 from sweep.errors import SpeculationInactive, UserError
 from sweep.results import LaunchFacts, RequestStatus, SpecShape
-from sweep.server import ExitPatterns, reason_from_log
+from sweep.server import ExitPatterns
 
 SPEC_TYPES = (
     "none",
@@ -143,6 +143,8 @@ def split_types(value: Any) -> list[str]:
 class LlamaCppEngine(Engine):
     name = "llamacpp"
     default_port = 8080
+    exit_patterns = EXIT_REASONS
+    server_label = "llama-server"
     ready_marker = "listening on http"
     typical_startup_s = 15.0  # mmap of a GGUF and a warm-up: seconds for small models, tens for large ones
     # Read before the CLI; a leftover LLAMA_ARG_SPEC_TYPE even appends speculative types.
@@ -283,15 +285,9 @@ class LlamaCppEngine(Engine):
             str(port),
         ]
 
-    def health_path(self) -> str:
-        return "/health"
-
     @classmethod
     def facts_from_log(cls, log: str) -> LaunchFacts:
         return facts_from_log(log)
-
-    def exit_reason(self, log: str, returncode: int) -> str:
-        return exit_reason(log, returncode)
 
     def inspect_running(self, client: httpx.Client, facts: LaunchFacts, params: Params, log: str) -> None:
         facts.speculation_requested = self.wants_speculation(params)
@@ -400,7 +396,3 @@ def facts_from_log(log: str) -> LaunchFacts:
     elif SPEC_UNSUPPORTED in log:
         facts.speculation_problem = SPEC_UNSUPPORTED
     return facts
-
-
-def exit_reason(log: str, returncode: int) -> str:
-    return reason_from_log(log, returncode, EXIT_REASONS, "llama-server")

@@ -27,7 +27,7 @@ from sweep.engines.base import (
 from sweep.engines.schedules import sglang_adaptive_config
 from sweep.errors import SpeculationInactive, UserError
 from sweep.results import LaunchFacts, RequestStatus, SpecShape
-from sweep.server import ExitPatterns, reason_from_log
+from sweep.server import ExitPatterns
 
 NUM = r"([\d.]+)"
 SPECULATIVE_MAX_RUNNING = 48  # server_args.py: max_running_requests when unset and speculation is on
@@ -136,10 +136,6 @@ def _batch_sizes(line: str) -> list[int]:
     return []
 
 
-def exit_reason(log: str, returncode: int) -> str:
-    return reason_from_log(log, returncode, EXIT_REASONS, "SGLang")
-
-
 # Values SGLang accepts and that make sense (a depth of 10^9 is a typo, not a configuration): type, low, high.
 VALUE_RANGES: dict[str, tuple[type, float, float]] = {
     "speculative-num-steps": (int, 1, 64),
@@ -189,6 +185,8 @@ def algorithm(params: Params) -> str | None:
 class SGLangEngine(Engine):
     name = "sglang"
     default_port = 30000
+    exit_patterns = EXIT_REASONS
+    server_label = "SGLang"
     ready_marker = "The server is fired up and ready to roll"
     typical_startup_s = 120.0  # weights, KV pool and CUDA-graph capture: one to a few minutes on one GPU
 
@@ -394,15 +392,9 @@ class SGLangEngine(Engine):
         return [*argv, *self.setup.extra_args, "--enable-metrics", "--enable-cache-report",
                 "--decode-log-interval", "1", "--host", self.setup.host, "--port", str(port)]  # fmt: skip
 
-    def health_path(self) -> str:
-        return "/health"
-
     @classmethod
     def facts_from_log(cls, log: str) -> LaunchFacts:
         return facts_from_log(log)
-
-    def exit_reason(self, log: str, returncode: int) -> str:
-        return exit_reason(log, returncode)
 
     def inspect_running(self, client: httpx.Client, facts: LaunchFacts, params: Params, log: str) -> None:
         info = client.get("/server_info").json()

@@ -31,7 +31,7 @@ from sweep.engines.base import (
 from sweep.engines.schedules import vllm_speculative_config
 from sweep.errors import SpeculationInactive, UserError
 from sweep.results import LaunchFacts, RequestStatus, SpecShape
-from sweep.server import ExitPatterns, reason_from_log
+from sweep.server import ExitPatterns
 
 SPEC = "speculative-config."
 # SpeculativeConfig's fields a space may set: type, low, high (None: not a number).
@@ -115,13 +115,11 @@ def facts_from_log(log: str) -> LaunchFacts:
     return facts
 
 
-def exit_reason(log: str, returncode: int) -> str:
-    return reason_from_log(log, returncode, EXIT_REASONS, "vLLM")
-
-
 class VLLMEngine(Engine):
     name = "vllm"
     default_port = 8000
+    exit_patterns = EXIT_REASONS
+    server_label = "vLLM"
     ready_marker = "Application startup complete"
     typical_startup_s = 120.0  # weights, profiling, KV cache and CUDA-graph capture
     drafts_per_request = False  # the usage chunk has no speculative numbers: /metrics counters do
@@ -290,16 +288,10 @@ class VLLMEngine(Engine):
             str(port),
         ]
 
-    def health_path(self) -> str:
-        return "/health"
-
     # --- what the server says about itself --------------------------------------------------------------
     @classmethod
     def facts_from_log(cls, log: str) -> LaunchFacts:
         return facts_from_log(log)
-
-    def exit_reason(self, log: str, returncode: int) -> str:
-        return exit_reason(log, returncode)
 
     def inspect_running(self, client: httpx.Client, facts: LaunchFacts, params: Params, log: str) -> None:
         models = client.get("/v1/models").json()

@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -430,6 +430,25 @@ class Handler(BaseHTTPRequestHandler):
         if fault == "malformed":
             self._sse(b'{"choices": [{"delta": {"content": "x"')
 
+    def _generated(
+        self, prompt: str, max_new: int, request: int, chunk: Callable[[str], Any] | None
+    ) -> tuple[str, dict[str, Any]] | None:
+        """The text and the final meta of a generation, each piece streamed as `chunk(piece)` where streaming
+        (the stream started here); None when a fault cut the stream."""
+        if chunk is not None:
+            self._sse_start()
+        text, meta, pieces = "", dict[str, Any](), 0
+        for piece, final in self.sim.generate(prompt, max_new):
+            text += piece
+            meta = final or meta
+            if chunk is not None and piece:
+                self._sse(chunk(piece))
+                pieces += 1
+                if fault := self.faults.mid_stream(request, pieces):
+                    self._fault_in_stream(fault)
+                    return None
+        return text, meta
+
     def _generate(self, body: dict[str, Any]) -> None:
         params = body.get("sampling_params") or {}
         text = str(body.get("text", ""))
@@ -480,20 +499,21 @@ class Handler(BaseHTTPRequestHandler):
             "model": name,
         }
         stream = bool(body.get("stream"))
-        if stream:
-            self._sse_start()
-        text, meta, pieces = "", dict[str, Any](), 0
-        for piece, final in self.sim.generate(prompt, max_new):
-            text += piece
-            meta = final or meta
-            if stream and piece:
-                self._sse(
+        done = self._generated(
+            prompt,
+            max_new,
+            request,
+            (
+                lambda piece: (
                     base | {"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
                 )
-                pieces += 1
-                if fault := self.faults.mid_stream(request, pieces):
-                    self._fault_in_stream(fault)
-                    return
+            )
+            if stream
+            else None,
+        )
+        if done is None:
+            return
+        text, meta = done
         usage = {
             "prompt_tokens": meta["prompt_tokens"], "completion_tokens": meta["completion_tokens"],
             "total_tokens": meta["prompt_tokens"] + meta["completion_tokens"],
@@ -608,44 +628,74 @@ def _capture_graphs(r: Resolved, plan: MemoryPlan, profile: Profile, args: argpa
         )
 
 
+def load_profile(argv: list[str]) -> Profile:
+    """The profile `--sim-profile` names among any engine's flags (the default one otherwise)."""
+    probe = argparse.ArgumentParser(add_help=False)
+    probe.add_argument("--sim-profile")
+    known, _ = probe.parse_known_args(argv)
+    return Profile.load(Path(known.sim_profile) if known.sim_profile else DEFAULT_PROFILE)
+
+
+def serve(
+    args: argparse.Namespace,
+    handler: type[Handler],
+    start: Callable[[], Simulator],
+    bind_error: Callable[[OSError], str],
+    come_up: Callable[[Simulator, ThreadingHTTPServer, threading.Event], bool],
+) -> int:
+    """A front end's life: its start-up faults, its start (or the failure it prints), its port, then
+    `come_up` (which serves the port, at the engine's moment, and says whether it did) until SIGTERM/SIGINT."""
+    handler.faults = Faults.parse(args.sim_fault)
+    handler.faults.at_start()
+    try:
+        sim = start()
+    except StartupFailure as exc:
+        print(f"Traceback (most recent call last):\n{exc}", file=sys.stderr, flush=True)
+        return 1
+    handler.sim = sim
+    try:
+        httpd = ThreadingHTTPServer((args.host, args.port), handler)
+    except OSError as exc:
+        print(bind_error(exc), file=sys.stderr)
+        return 1
+    httpd.daemon_threads = True
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    serving = come_up(sim, httpd, stop)
+    while not stop.wait(0.5):
+        pass
+    if serving:
+        httpd.shutdown()
+    return 0
+
+
 def main(argv: list[str]) -> int:
     """SGLang's command line; `vllm serve MODEL ...` is vLLM's (`sweep/sim/vllm.py`)."""
     if argv[:1] == ["vllm"]:
         from sweep.sim import vllm
 
         return vllm.main(argv[1:])
-    probe = argparse.ArgumentParser(add_help=False)
-    probe.add_argument("--sim-profile")
-    known, _ = probe.parse_known_args(argv)
-    profile = Profile.load(Path(known.sim_profile) if known.sim_profile else DEFAULT_PROFILE)
+    profile = load_profile(argv)
     args = normalize(build_parser(profile.sglang_version).parse_args(argv))
-    Handler.faults = Faults.parse(args.sim_fault)
-    Handler.faults.at_start()
-    try:
-        sim = start_up(args, profile)
-    except StartupFailure as exc:
-        print(f"Traceback (most recent call last):\n{exc}", file=sys.stderr, flush=True)
-        return 1
-    Handler.sim = sim
-    try:
-        httpd = ThreadingHTTPServer((args.host, args.port), Handler)
-    except OSError as exc:
-        print(
-            f"ERROR: [Errno {exc.errno}] error while attempting to bind on address ({args.host!r}, {args.port}): {exc.strerror}",
-            file=sys.stderr,
-        )
-        return 1
-    httpd.daemon_threads = True
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    log(f"INFO:     Uvicorn running on http://{args.host}:{args.port} (Press CTRL+C to quit)")
-    if not args.skip_server_warmup:
-        stop.wait(2.0 * startup_scale(args))  # the warm-up request
-    sim.ready = "never-healthy" not in Handler.faults
-    log("The server is fired up and ready to roll!")
-    while not stop.wait(0.5):
-        pass
-    httpd.shutdown()
-    return 0
+
+    def come_up(sim: Simulator, httpd: ThreadingHTTPServer, stop: threading.Event) -> bool:
+        # SGLang's port answers during warm-up (health 503), then it says it is ready.
+        threading.Thread(target=httpd.serve_forever, daemon=True).start()
+        log(f"INFO:     Uvicorn running on http://{args.host}:{args.port} (Press CTRL+C to quit)")
+        if not args.skip_server_warmup:
+            stop.wait(2.0 * startup_scale(args))  # the warm-up request
+        sim.ready = "never-healthy" not in Handler.faults
+        log("The server is fired up and ready to roll!")
+        return True
+
+    return serve(
+        args,
+        Handler,
+        lambda: start_up(args, profile),
+        lambda exc: (
+            f"ERROR: [Errno {exc.errno}] error while attempting to bind on address ({args.host!r}, "
+            f"{args.port}): {exc.strerror}"
+        ),
+        come_up,
+    )

@@ -19,20 +19,17 @@ import json
 import math
 import os
 import random
-import signal
 import sys
 import threading
 import time
 from datetime import datetime
 from http.server import ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
-from sweep.sim.faults import Faults
 from sweep.sim.flags import add_sim_flags, startup_scale
 from sweep.sim.model import EAGLE_FAMILY, GIB, MemoryPlan, Resolved, StartupFailure
-from sweep.sim.profile import DEFAULT_PROFILE, Profile
-from sweep.sim.server import Handler, Simulator, tokenize
+from sweep.sim.profile import Profile
+from sweep.sim.server import Handler, Simulator, load_profile, serve, tokenize
 
 VERSION = "0.33.0"
 METHODS = {  # vLLM's method -> the performance model's algorithm
@@ -393,19 +390,15 @@ class VLLMHandler(Handler):
             "model": name,
         }
         stream = bool(body.get("stream"))
-        if stream:
-            self._sse_start()
-        text, meta, pieces = "", dict[str, Any](), 0
-        for piece, final in self.sim.generate(prompt, max_new):
-            text += piece
-            meta = final or meta
-            if stream and piece:
-                choice = {"index": 0, "text": piece, "logprobs": None, "finish_reason": None}
-                self._sse(base | {"choices": [choice], "usage": None})
-                pieces += 1
-                if fault := self.faults.mid_stream(request, pieces):
-                    self._fault_in_stream(fault)
-                    return
+
+        def chunk(piece: str) -> dict[str, Any]:
+            choice = {"index": 0, "text": piece, "logprobs": None, "finish_reason": None}
+            return base | {"choices": [choice], "usage": None}
+
+        done = self._generated(prompt, max_new, request, chunk if stream else None)
+        if done is None:
+            return
+        text, meta = done
         self.sim.record(meta)
         details = (
             {"cached_tokens": meta["cached_tokens"]} if self.sim.args.enable_prompt_tokens_details else None
@@ -474,35 +467,22 @@ def start_up(args: argparse.Namespace, profile: Profile) -> VLLMSimulator:
 
 def main(argv: list[str]) -> int:
     """`serve MODEL [flags]` (`specsweep sim vllm serve ...`, `python -m sweep.sim vllm serve ...`)."""
-    probe = argparse.ArgumentParser(add_help=False)
-    probe.add_argument("--sim-profile")
-    known, _ = probe.parse_known_args(argv)
-    profile = Profile.load(Path(known.sim_profile) if known.sim_profile else DEFAULT_PROFILE)
+    profile = load_profile(argv)
     args = parse(argv)
-    VLLMHandler.faults = Faults.parse(args.sim_fault)
-    VLLMHandler.faults.at_start()
-    try:
-        sim = start_up(args, profile)
-    except StartupFailure as exc:
-        print(f"Traceback (most recent call last):\n{exc}", file=sys.stderr, flush=True)
-        return 1
-    VLLMHandler.sim = sim
-    try:
-        httpd = ThreadingHTTPServer((args.host, args.port), VLLMHandler)
-    except OSError as exc:
-        print(f"OSError: [Errno {exc.errno}] {exc.strerror}: ('{args.host}', {args.port})", file=sys.stderr)
-        return 1
-    httpd.daemon_threads = True
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
-    sim.ready = "never-healthy" not in VLLMHandler.faults
-    if sim.ready:  # vLLM's API server starts only once the engine is up: /health answers when the port does
-        threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    vlog(f"Starting vLLM API server 0 on http://{args.host}:{args.port}")
-    print("INFO:     Application startup complete.", file=sys.stderr, flush=True)
-    while not stop.wait(0.5):
-        pass
-    if sim.ready:
-        httpd.shutdown()
-    return 0
+
+    def come_up(sim: Simulator, httpd: ThreadingHTTPServer, stop: threading.Event) -> bool:
+        # vLLM's API server starts only once the engine is up: /health answers as soon as the port does.
+        sim.ready = "never-healthy" not in VLLMHandler.faults
+        if sim.ready:
+            threading.Thread(target=httpd.serve_forever, daemon=True).start()
+        vlog(f"Starting vLLM API server 0 on http://{args.host}:{args.port}")
+        print("INFO:     Application startup complete.", file=sys.stderr, flush=True)
+        return sim.ready
+
+    return serve(
+        args,
+        VLLMHandler,
+        lambda: start_up(args, profile),
+        lambda exc: f"OSError: [Errno {exc.errno}] {exc.strerror}: ('{args.host}', {args.port})",
+        come_up,
+    )
