@@ -493,8 +493,11 @@ def memory_panel(views: list[TrialView]) -> Panel:
     title = "Memory per trial"
     rows = [v for v in views if v.record is not None and v.record.facts.free_after_pool_gb is not None]
     if not rows:
-        return _message(title, "The engine's logs gave no memory figures (llama.cpp prints none at its default verbosity); "
-                               "the KV pool per trial is in each record.")  # fmt: skip
+        return _message(
+            title,
+            "The engine's logs gave no memory figures (llama.cpp prints none at its default verbosity); "
+            "the KV pool per trial is in each record.",
+        )
     labels = [f"trial {v.number}" for v in rows]
     facts = [v.record.facts for v in rows if v.record]
     unused = [
@@ -505,8 +508,14 @@ def memory_panel(views: list[TrialView]) -> Panel:
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     fig.add_trace(go.Bar(x=labels, y=[f.kv_cache_gb for f in facts], name="KV pool (GB)"))
     fig.add_trace(go.Bar(x=labels, y=[f.graph_capture_gb for f in facts], name="CUDA-graph capture (GB)"))
-    fig.add_trace(go.Bar(x=labels, y=[f.free_after_pool_gb for f in facts], name="free after the pool (GB)",
-                         marker_color=["crimson" if u else "lightgreen" for u in unused]))  # fmt: skip
+    fig.add_trace(
+        go.Bar(
+            x=labels,
+            y=[f.free_after_pool_gb for f in facts],
+            name="free after the pool (GB)",
+            marker_color=["crimson" if u else "lightgreen" for u in unused],
+        )
+    )
     unused_graphs = [_sizing_number(f, "unused_graph_gb", sum) for f in facts]
     if any(unused_graphs):
         fig.add_trace(go.Bar(x=labels, y=unused_graphs, name="graph memory for sizes never run (GB)"))
@@ -533,9 +542,11 @@ def memory_panel(views: list[TrialView]) -> Panel:
             )
     fig.update_layout(barmode="group", yaxis_title="GB")
     fig.update_yaxes(title_text="KV pool tokens", secondary_y=True)
-    note = ("<p>Red: more memory free after the KV pool than the pool itself got. Free memory next to a small pool "
-            "points at a sizing miscalculation (see the field reports' x5 case), not a shortage. Crosses: the pool "
-            "the model's own files predict (`specsweep doctor`), where the space names a local model.</p>")  # fmt: skip
+    note = (
+        "<p>Red: more memory free after the KV pool than the pool itself got. Free memory next to a small pool "
+        "points at a sizing miscalculation (see the field reports' x5 case), not a shortage. Crosses: the pool "
+        "the model's own files predict (`specsweep doctor`), where the space names a local model.</p>"
+    )
     return Panel(title, fig, note)
 
 

@@ -84,12 +84,20 @@ def resolve(args: argparse.Namespace, profile: Profile) -> Resolved:
     else:
         steps, topk, draft_tokens = 0, 0, 0
     return Resolved(
-        algorithm=algorithm, steps=steps or 0, topk=topk or 0, draft_tokens=draft_tokens or 0,
-        max_running_requests=max_running or 0, chunked_prefill_size=chunked, max_bs_decode=max_bs_decode,
-        max_bs_prefill=max_bs_prefill, mem_fraction_static=fraction, kv_bytes=kv_bytes,
-        context_length=args.context_length or profile.model.context_length, notices=notices,
+        algorithm=algorithm,
+        steps=steps or 0,
+        topk=topk or 0,
+        draft_tokens=draft_tokens or 0,
+        max_running_requests=max_running or 0,
+        chunked_prefill_size=chunked,
+        max_bs_decode=max_bs_decode,
+        max_bs_prefill=max_bs_prefill,
+        mem_fraction_static=fraction,
+        kv_bytes=kv_bytes,
+        context_length=args.context_length or profile.model.context_length,
+        notices=notices,
         adaptive_slots=adaptive_slots,
-    )  # fmt: skip
+    )
 
 
 def _adaptive(
@@ -174,10 +182,19 @@ def plan_memory(r: Resolved, args: argparse.Namespace, profile: Profile) -> Memo
     if r.max_bs_prefill > 0 and not args.disable_cuda_graph:
         prefill_gb = graphs.prefill_gb_base + graphs.prefill_gb_per_1k_tokens * r.max_bs_prefill / 1024
     return MemoryPlan(
-        cell_bytes=cell, cell_bytes_assumed=cell_assumed, pool_tokens=pool_tokens,
-        draft_pool_tokens=pool_tokens if r.algorithm in EAGLE_FAMILY else None, pool_gb=pool_gb,
-        free_after_pool_gb=free, mamba_slots=slots, slots_per_request=per_request, effective_max_running=running,
-        decode_buckets=buckets, decode_graph_gb=decode_gb, prefill_graph_gb=prefill_gb,
+        cell_bytes=cell,
+        cell_bytes_assumed=cell_assumed,
+        pool_tokens=pool_tokens,
+        draft_pool_tokens=pool_tokens if r.algorithm in EAGLE_FAMILY else None,
+        pool_gb=pool_gb,
+        free_after_pool_gb=free,
+        mamba_slots=slots,
+        slots_per_request=per_request,
+        effective_max_running=running,
+        decode_buckets=buckets,
+        decode_graph_gb=decode_gb,
+        prefill_graph_gb=prefill_gb,
         free_after_graphs_gb=free - decode_gb - prefill_gb,
-        max_req_input_len=min(r.context_length - 1, pool_tokens - 1) - 5, log=log,
-    )  # fmt: skip
+        max_req_input_len=min(r.context_length - 1, pool_tokens - 1) - 5,
+        log=log,
+    )
