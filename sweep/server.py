@@ -206,6 +206,15 @@ class ServerProcess:
             return 127
         return self._proc.poll() if self._proc is not None else None
 
+    def exited_within(self, timeout_s: float) -> bool:
+        """Whether the process exits within `timeout_s` (returns at once when it has)."""
+        deadline = time.monotonic() + timeout_s
+        while self.returncode is None:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.02)
+        return True
+
     def await_line(self, text: str, timeout_s: float = 2.0) -> bool:
         """Wait (bounded) until `text` is in the log: the server answers health checks a moment before the thread
         copying its output has written what it printed before it, and facts are read from that log."""

@@ -56,6 +56,7 @@ from sweep.store import (
 # Suggestions in a row that were not launches (already measured, or infeasible for the engine): the space has
 # no untried feasible configuration left, and the sweep stops short of its target.
 IDLE_LIMIT = 40
+EXIT_SETTLE_S = 0.3  # after the last measured answer, how long a server that is exiting has to show it
 
 Progress = Callable[[str], None]
 
@@ -497,6 +498,9 @@ class Sweep:
             loads += [s.host for s in result.summaries.values() if s.host is not None]
             record.workloads.update(result.summaries)
             rows += result.requests
+            # A server that dies on its last answer has not survived the trial: give an exit already under
+            # way its moment to show (stop() records it), rather than racing it.
+            server.exited_within(EXIT_SETTLE_S)
         return True
 
     @staticmethod
