@@ -35,6 +35,9 @@ SET_ATTR = "set"  # the confirmation plan a launch belongs to
 BASELINE = "baseline"
 DRIFT_MIN = 0.05  # a baseline that moved less than this (and less than 3 launch sds) did not drift
 SPREAD_MAX = 0.10  # launch-to-launch noise beyond this is worth a warning
+# Streams that decoded fewer than this share of themselves at once were held back (by the client, prefill or a
+# cap): the ramp up and down of a batch sent together costs a few percent, not a quarter.
+HELD_BACK = 0.75
 
 
 class Phase(StrEnum):
@@ -231,6 +234,17 @@ def study_warnings(search: list[TrialView], confirm: list[TrialView], keys: list
                     f"{key}: trial {view.number}'s server decoded at most {cap} requests at once, fewer than the "
                     f"workload's {summary.streams} streams (the rest queued): raise the server's limit on running "
                     "requests or lower the streams"
+                )
+            if (
+                summary.batch is not None
+                and summary.batch.median < HELD_BACK * summary.streams
+                and key not in queued
+            ):
+                queued.add(key)
+                warnings.messages.append(
+                    f"{key}: trial {view.number}'s {summary.streams} streams decoded {summary.batch.median:.1f} at "
+                    "once on average (the client, prefill or the server's limits held requests back): its numbers "
+                    "are for that batch, and schedules are keyed by it"
                 )
             if summary.host is not None and summary.host.busy:
                 warnings.busy.add((view.phase, view.number, key))

@@ -139,6 +139,10 @@ class WorkloadSummary:
     # first stream to last token of the last), and the field reports' "aggregate", the sum of per-stream rates.
     aggregate_tps: Spread | None = None
     sum_stream_tps: Spread | None = None
+    # Multi-stream batches: how many requests decoded at once, as each request's decode saw it (the overlap of
+    # the requests' decode windows over their length). Below `streams` where the client, prefill or the
+    # server's limits held requests back: the batch size a depth schedule must be keyed by.
+    batch: Spread | None = None
     ttft_s: Spread | None = None
     prefill_tps: Spread | None = None
     acceptance_rate: Spread | None = None

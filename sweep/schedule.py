@@ -27,9 +27,13 @@ class ScheduleStep:
     trial: int
     tps: float  # decode t/s per stream of that trial there
     baseline_tps: float | None
+    # The batch those streams decoded in, as measured (requests held back by the client, prefill or the
+    # server's limits make it smaller than `streams`; the streams where it was not measured).
+    batch: float = 1.0
     # The lowest batch size this depth applies to (up to the next step's): halfway, on a log scale, from the
-    # concurrency measured below it, since a batch shrinks as its requests finish and a batch of 10 is nearer
-    # 16 streams than 4.
+    # batch measured below it, since a batch shrinks as its requests finish and a batch of 10 is nearer 16
+    # than 4. Keyed by the measured batch, not the streams: 16 streams that decoded 9 at a time run in the
+    # server's batch of 9, where a bound at 8 would give them the depth picked for 4.
     from_batch: int = 1
 
 
@@ -87,15 +91,34 @@ def depth_schedules(views: list[TrialView], workloads: Sequence[Workload]) -> li
             )
             assert best.record is not None and best.record.shape is not None
             if base is not None and base >= best_tps and baseline is not None:
-                steps.append(ScheduleStep(workload.streams, workload.key, 0, baseline.number, base, base))
+                batch = measured_batch(baseline, workload)
+                steps.append(
+                    ScheduleStep(workload.streams, workload.key, 0, baseline.number, base, base, batch)
+                )
             else:
-                depth = best.record.shape.depth
-                steps.append(ScheduleStep(workload.streams, workload.key, depth, best.number, best_tps, base))
-        bounded = [
-            dataclasses.replace(
-                step, from_batch=1 if i == 0 else math.ceil(math.sqrt(steps[i - 1].streams * step.streams))
-            )
-            for i, step in enumerate(steps)
-        ]
-        out.append(DepthSchedule(family, method, dict(first.record.params), tuple(bounded)))
+                depth, batch = best.record.shape.depth, measured_batch(best, workload)
+                steps.append(
+                    ScheduleStep(workload.streams, workload.key, depth, best.number, best_tps, base, batch)
+                )
+        out.append(DepthSchedule(family, method, dict(first.record.params), _bounded(steps)))
     return out
+
+
+def measured_batch(view: TrialView, workload: Workload) -> float:
+    """The batch the workload's streams decoded in on this trial (its streams where it was not measured)."""
+    summary = view.record.workloads.get(workload.key) if view.record else None
+    if summary is None or summary.batch is None or workload.streams == 1:
+        return float(workload.streams)
+    return max(1.0, summary.batch.median)
+
+
+def _bounded(steps: list[ScheduleStep]) -> tuple[ScheduleStep, ...]:
+    """Each step's lowest batch: halfway on a log scale from the batch below, above the step before's."""
+    out: list[ScheduleStep] = []
+    for step in steps:
+        if not out:
+            out.append(dataclasses.replace(step, from_batch=1))
+            continue
+        halfway = math.ceil(math.sqrt(out[-1].batch * step.batch))
+        out.append(dataclasses.replace(step, from_batch=max(halfway, out[-1].from_batch + 1)))
+    return tuple(out)

@@ -161,6 +161,21 @@ def test_streams_beyond_what_the_server_decoded_at_once_make_the_workload_unreli
     )
 
 
+def test_streams_that_decoded_fewer_at_once_are_named_with_the_batch_they_ran_in() -> None:
+    views = search()
+    held, full = views[1].record, views[2].record
+    assert held is not None and full is not None
+    held.workloads["code"] = dataclasses.replace(
+        held.workloads["code"], streams=8, batch=Spread.of([4.6, 5.2, 4.9])
+    )
+    full.workloads["prose"] = dataclasses.replace(
+        full.workloads["prose"], streams=8, batch=Spread.of([7.4, 7.7])
+    )
+    warnings = study_warnings(views, [], ["code", "prose"])
+    (message,) = [m for m in warnings.messages if "at once on average" in m]
+    assert message.startswith("code: trial 1's 8 streams decoded 4.9 at once on average")
+
+
 def test_a_baseline_that_moved_during_the_study_is_named() -> None:
     truth = {
         BASELINE: {"code": 30.0, "prose": 30.0},

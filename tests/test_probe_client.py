@@ -185,3 +185,17 @@ def test_a_failed_cache_flush_fails_the_batch(monkeypatch: pytest.MonkeyPatch) -
     summary = result.summaries["code"]
     assert summary.status == "error" and summary.remeasured == 2
     assert "cache was not flushed: /flush_cache answered HTTP 400 (Cache not flushed" in summary.reason
+
+
+def test_the_batch_is_how_many_requests_decoded_at_once() -> None:
+    from sweep.probes.runner import _decode_batch
+    from sweep.results import RequestMeasurement
+
+    def row(first: float, decode: float) -> RequestMeasurement:
+        return RequestMeasurement("w", 0, 0, "n", "ok", ttft_s=first, decode_s=decode)
+
+    assert _decode_batch([row(0.1, 1.0), row(0.1, 1.0)]) == pytest.approx(2.0)
+    assert _decode_batch([row(0.0, 1.0), row(1.0, 1.0)]) == pytest.approx(1.0)  # one after the other
+    # The second decodes through the first's second half: each sees 1.5 on average over its own decode.
+    assert _decode_batch([row(0.0, 1.0), row(0.5, 1.0)]) == pytest.approx(1.5)
+    assert _decode_batch([row(0.0, 1.0), RequestMeasurement("w", 0, 1, "m", "error")]) is None

@@ -19,7 +19,7 @@ from sweep.cli.shared import load
 from sweep.engines.schedules import sglang_adaptive_config, trtllm_speculative_config, vllm_speculative_config
 from sweep.preflight import build_engine
 from sweep.results import TrialRecord
-from sweep.schedule import depth_schedules
+from sweep.schedule import DepthSchedule, ScheduleStep, _bounded, depth_schedules
 from sweep.sim.profile import DEFAULT_PROFILE, Profile
 from sweep.space import parse_space
 from sweep.store import StudyPaths
@@ -38,6 +38,19 @@ probe: {repeats: 2, max_tokens: 160}
 confirm: {launches: 0}
 trials: 9
 """
+
+
+def test_a_schedule_is_keyed_by_the_batch_measured_not_the_streams_sent() -> None:
+    steps = [
+        ScheduleStep(streams, f"code/{streams}streams", depth, 0, 1.0, None, batch)
+        for streams, depth, batch in ((1, 7, 1.0), (4, 6, 3.6), (16, 4, 9.2), (32, 2, 9.9))
+    ]
+    bounded = _bounded(steps)
+    # 16 streams that decoded 9.2 at a time start at sqrt(3.6 x 9.2) = 5.8, not at sqrt(4 x 16) = 8; 32 streams
+    # that reached no larger a batch still get a bound of their own above it.
+    assert [s.from_batch for s in bounded] == [1, 2, 6, 10]
+    schedule = DepthSchedule("code", "NEXTN", {}, bounded)
+    assert [schedule.depth_at(b) for b in (1, 2, 5, 6, 9, 10, 64)] == [7, 6, 6, 4, 4, 2, 2]
 
 
 def test_native_forms() -> None:
@@ -103,8 +116,16 @@ def test_the_exported_schedule_launches_and_keeps_each_concurrencys_best(swept: 
     # tested on its model: here the tops at 1 and 16 streams are flat within 3%, and a measured pick may be any
     # depth on them. Each pick is held to its concurrency's best below, by relaunching both.)
     config = json.loads((out / "code-adaptive.json").read_text())
-    # Each depth from halfway (log scale) after the concurrency below it: batches of 1, 2-7 and 8 or more.
-    assert [picks[s]["from_batch"] for s in (1, 4, 16)] == [1, 2, 8]
+    # Each depth is keyed by the batch its streams were measured decoding in (16 streams of short requests on
+    # two cores decode ~9 at a time, not 16), from halfway (log scale) after the batch below it.
+    batches = [picks[s]["batch"] for s in (1, 4, 16)]
+    assert batches[0] == 1 and 1 < batches[1] <= 4 and batches[1] < batches[2] <= 16
+    # Sent together, 16 streams decode together (a listen backlog of 5 once held 10 of them back a second).
+    assert batches[2] > 12
+    bounds = [picks[s]["from_batch"] for s in (1, 4, 16)]
+    assert bounds[0] == 1 and batches[0] < bounds[1] <= math.ceil(batches[1]) < bounds[2] <= math.ceil(
+        batches[2]
+    )
     assert config == {
         str(picks[s]["from_batch"]): {"candidate_steps": [picks[s]["depth"]]} for s in (1, 4, 16)
     }

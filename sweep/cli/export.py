@@ -140,6 +140,7 @@ def schedule_document(
         "by_concurrency": [
             {
                 "streams": s.streams,
+                "batch": round(s.batch, 2),
                 "from_batch": s.from_batch,
                 "workload": s.workload,
                 "depth": s.depth,

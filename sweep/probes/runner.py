@@ -128,6 +128,7 @@ class Batch:
     rows: list[RequestMeasurement]
     aggregate_tps: float | None = None  # every request's decode tokens over the batch's decode window
     sum_stream_tps: float | None = None  # the sum of the requests' own decode rates
+    batch: float | None = None  # requests decoding at once, as their decode windows overlap
     attempts: int = 1
     discarded: list[RequestMeasurement] = field(default_factory=list)  # earlier attempts' rows, not counted
 
@@ -203,7 +204,7 @@ async def _batch(
     rows = await _with_acceptance_length(client, engine, rows, before)
     if not all(r.status == "ok" for r in rows) or workload.streams == 1:
         return Batch(rows)
-    return Batch(rows, _window_rate(rows), sum(r.decode_tps or 0.0 for r in rows))
+    return Batch(rows, _window_rate(rows), sum(r.decode_tps or 0.0 for r in rows), _decode_batch(rows))
 
 
 def _window_rate(rows: list[RequestMeasurement]) -> float | None:
@@ -221,6 +222,20 @@ def _window_rate(rows: list[RequestMeasurement]) -> float | None:
     if not firsts or not lasts or max(lasts) <= min(firsts) or not tokens:
         return None
     return tokens / (max(lasts) - min(firsts))
+
+
+def _decode_batch(rows: list[RequestMeasurement]) -> float | None:
+    """How many requests decoded at once, on average over each request's decode time: the overlap of every
+    pair of decode windows (a window with itself included) over the windows' total length. The requests are
+    sent together, so the client's times from each one's sending line up."""
+    windows = [
+        (r.ttft_s, r.ttft_s + r.decode_s) for r in rows if r.ttft_s is not None and r.decode_s is not None
+    ]
+    total = sum(end - start for start, end in windows)
+    if len(windows) < len(rows) or total <= 0:
+        return None
+    overlap = sum(max(0.0, min(e1, e2) - max(s1, s2)) for s1, e1 in windows for s2, e2 in windows)
+    return overlap / total
 
 
 async def _distinct_nonce(
@@ -304,6 +319,7 @@ def summarize(workload: Workload, batches: list[Batch]) -> WorkloadSummary:
         decode_tps=Spread.of([r.decode_tps for r in rows if r.decode_tps is not None]),
         aggregate_tps=Spread.of([b.aggregate_tps for b in batches if b.aggregate_tps is not None]),
         sum_stream_tps=Spread.of([b.sum_stream_tps for b in batches if b.sum_stream_tps is not None]),
+        batch=Spread.of([b.batch for b in batches if b.batch is not None]),
         ttft_s=Spread.of([r.ttft_s for r in rows if r.ttft_s is not None]),
         prefill_tps=Spread.of([r.server_prefill_tps for r in rows if r.server_prefill_tps is not None]),
         acceptance_rate=Spread.of([r.acceptance_rate for r in rows if r.acceptance_rate is not None]),

@@ -219,7 +219,7 @@ class Simulator:
                 self.sleep(ttft)
                 with self.lock:
                     self.cache.append(tokens)
-                produced, verify, correct, decode = 1, 0, 0, 0.0
+                produced, verify, correct, proposed, decode = 1, 0, 0, 0, 0.0
                 yield text.take(1), None
                 while produced < max_new:
                     with self.lock:
@@ -237,6 +237,7 @@ class Simulator:
                             log(line, scheduler=True)
                     if self.resolved.speculative:
                         verify, correct = verify + 1, correct + accepted
+                        proposed += max(1, model.draft_budget)  # this step's depth (adaptive: its own)
                         self._count_positions(accepted)
                     yield text.take(emit), None
             finally:
@@ -244,7 +245,7 @@ class Simulator:
                     self.running -= 1
         times = {"queue_time": queued, "first_token_latency": queued + ttft, "e2e_latency": queued + ttft + decode,
                  "decode_throughput": (produced - 1) / decode if decode else 0.0}  # fmt: skip
-        yield "", self._meta(len(tokens), produced, cached, verify, correct, times)
+        yield "", self._meta(len(tokens), produced, cached, (verify, correct, proposed), times)
 
     def _count_positions(self, accepted: int) -> None:
         with self.lock:
@@ -260,8 +261,10 @@ class Simulator:
         return None
 
     def _meta(
-        self, prompt: int, completion: int, cached: int, verify: int, correct: int, times: dict[str, float]
+        self, prompt: int, completion: int, cached: int, drafts: tuple[int, int, int], times: dict[str, float]
     ) -> dict[str, Any]:
+        """The reply's meta_info; `drafts`: verify steps, accepted drafts and proposed drafts."""
+        verify, correct, proposed = drafts
         with self.lock:
             for key, value in (
                 ("prompt_tokens", prompt),
@@ -280,7 +283,6 @@ class Simulator:
         if self.args.enable_metrics:  # as in SGLang: request timing fields only with --enable-metrics
             meta |= {k: v for k, v in times.items() if k != "e2e_latency"}
         if self.resolved.speculative and verify:
-            proposed = verify * max(1, self.resolved.draft_tokens - 1)
             meta |= {
                 "spec_verify_ct": verify, "spec_accept_length": completion / verify,
                 "spec_accept_rate": correct / proposed, "spec_num_correct_drafts": correct,
@@ -636,6 +638,12 @@ def load_profile(argv: list[str]) -> Profile:
     return Profile.load(Path(known.sim_profile) if known.sim_profile else DEFAULT_PROFILE)
 
 
+class Listener(ThreadingHTTPServer):
+    # uvicorn's (and vLLM's) listen backlog. socketserver's default of 5 refuses the 7th of 16 connections
+    # opened at once, and the client's retry a second later staggers a batch that was sent together.
+    request_queue_size = 2048
+
+
 def serve(
     args: argparse.Namespace,
     handler: type[Handler],
@@ -654,7 +662,7 @@ def serve(
         return 1
     handler.sim = sim
     try:
-        httpd = ThreadingHTTPServer((args.host, args.port), handler)
+        httpd = Listener((args.host, args.port), handler)
     except OSError as exc:
         print(bind_error(exc), file=sys.stderr)
         return 1
