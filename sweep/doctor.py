@@ -15,6 +15,7 @@ prefill sizes above its chunk) with the memory they hold and the context it woul
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import struct
@@ -28,6 +29,7 @@ from sweep.results import LaunchFacts
 
 GIB = 1024**3
 MISMATCH = 0.03  # a pool this far from the prediction is named
+SAME_GB = 0.01  # logs print GB to two decimals
 # Bytes per KV element by the engines' dtype names (auto: the model's 16-bit dtype).
 KV_DTYPE_BYTES = {
     "auto": 2,
@@ -60,6 +62,7 @@ class Geometry:
     kv_layers: Fact | None = None  # layers with a KV cache (full attention)
     state_layers: Fact | None = None  # linear-attention / recurrent layers (a fixed state, no KV per token)
     kv_width: Fact | None = None  # KV heads x head dim, per layer, for K and for V
+    head_dim: int | None = None  # a KV head's width: tensor parallel splits KV heads, never a head
     draft_layers: Fact | None = None  # MTP layers, counted from tensor names
     draft_layers_config: Fact | None = None  # what config.json says about them, if anything
     vocab_tensor_bytes: Fact | None = None  # embedding + output head
@@ -80,6 +83,17 @@ class Geometry:
             else (self.draft_layers.value if self.draft_layers else 0)
         )
         return self.kv_layers.value * per_layer, drafts * per_layer
+
+    def per_gpu(self, tp: int) -> Geometry:
+        """The geometry one GPU of `tp` (tensor parallel) holds: the KV heads split between them, each GPU
+        keeping at least one (fewer heads than GPUs are replicated)."""
+        if tp <= 1 or self.kv_width is None or not self.head_dim:
+            return self
+        heads = self.kv_width.value // self.head_dim
+        width = max(1, heads // tp) * self.head_dim
+        return dataclasses.replace(
+            self, kv_width=Fact(width, f"{self.kv_width.source}, over tensor parallel {tp}")
+        )
 
 
 # --- reading the files --------------------------------------------------------------------------------------
@@ -153,6 +167,7 @@ def _from_config(g: Geometry, config: Mapping[str, Any], prefix: str) -> None:
     )
     if heads and head_dim:
         g.kv_width = Fact(int(heads) * int(head_dim), where + "num_key_value_heads x head_dim")
+        g.head_dim = int(head_dim)
     for key in DRAFT_DEPTH_KEYS:
         if key in config:
             g.draft_layers_config = Fact(int(config[key]), where + key)
@@ -256,6 +271,7 @@ def _gguf_geometry(path: Path) -> Geometry:
     heads, key_length = fact("attention.head_count_kv"), fact("attention.key_length")
     if heads and key_length:
         g.kv_width = Fact(heads.value * key_length.value, f"{heads.source} x {key_length.source}")
+        g.head_dim = key_length.value
     g.kv_layers = g.layers
     g.draft_layers = fact("nextn_predict_layers") or Fact(0, f"gguf: no {arch}.nextn_predict_layers")
     g.weight_bytes = Fact(path.stat().st_size, "the file's size")
@@ -274,6 +290,8 @@ class Finding:
     detail: str = ""
     # The finding's numbers for charts: `predicted_pool_tokens`, `unused_graph_gb`.
     numbers: dict[str, float] = field(default_factory=dict)
+    # Parameters that mend it, by the engine's names (`export --pin-graphs` adds them to a launch).
+    flags: dict[str, Any] = field(default_factory=dict)
 
 
 def pool_findings(
@@ -344,18 +362,22 @@ def _could_have_sized(facts: LaunchFacts, cell: int) -> bool:
     return facts.kv_pool_tokens * cell <= had
 
 
-def graph_findings(g: Geometry, facts: LaunchFacts, kv_bytes: int) -> list[Finding]:
+def graph_findings(
+    g: Geometry, facts: LaunchFacts, kv_bytes: int, drafting: bool, pins: GraphPins | None = None
+) -> list[Finding]:
     """CUDA-graph batch sizes the server cannot reach: decode sizes above the requests it runs at once, prefill
-    sizes above its chunk; the memory they hold (a capture's memory shared over its sizes) and the context it
-    would buy back."""
+    sizes above its chunk; the memory they hold (a capture's memory shared over its sizes), the context it
+    would buy back (a token costs the draft's layers too where one drafts), and the engine's flags that cap
+    capture there (`pins`: `Engine.graph_pins`)."""
     out: list[Finding] = []
-    truth = sum(g.cell_bytes(kv_bytes))
+    truth = sum(g.cell_bytes(kv_bytes, None if drafting else 0))
     running = facts.max_running_requests
     chunk = facts.extra.get("chunked_prefill_size")
     for capture in facts.extra.get("graph_captures", []):
         sizes = [int(s) for s in capture.get("sizes", [])]
         name = str(capture.get("graph", ""))
-        limit = chunk if "prefill" in name else running
+        prefill = "prefill" in name
+        limit = chunk if prefill else running
         if not sizes or not limit or limit <= 0:
             continue
         above = [s for s in sizes if s > limit]
@@ -363,16 +385,95 @@ def graph_findings(g: Geometry, facts: LaunchFacts, kv_bytes: int) -> list[Findi
             continue
         gb = float(capture["gb"]) * len(above) / len(sizes)
         tokens = int(gb * GIB / truth) if truth else 0
-        kind = "chunked-prefill size" if "prefill" in name else "max running requests"
+        kind = "chunked-prefill size" if prefill else "max running requests"
+        flags = (pins(None, limit) if prefill else pins(limit, None)) if pins else {}
         out.append(
             Finding(
                 f"{name or 'graph'}: {len(above)} of {len(sizes)} batch sizes above the {kind} ({limit})",
                 False,
-                f"about {gb:.2f} GB ({tokens} tokens of context) for sizes never run",
+                f"about {gb:.2f} GB ({tokens} tokens of context) for sizes never run"
+                + (f"; cap them: {_flags_text(flags)}" if flags else ""),
                 {"unused_graph_gb": round(gb, 3)},
+                flags,
             )
         )
     return out
+
+
+def launch_differences(
+    g: Geometry, first: LaunchFacts, second: LaunchFacts, kv_bytes: int, drafting: bool
+) -> list[Finding]:
+    """Two launches of the same model with other flags (a release's defaults against pinned values): each
+    CUDA-graph capture's memory and sizes, the pool, what was left free; the graph memory the second holds
+    less of, as the context it buys at the true per-token cost. A difference is `ok` false: one of the two
+    spends memory the other does not."""
+    truth = sum(g.cell_bytes(kv_bytes, None if drafting else 0))
+    out: list[Finding] = []
+    captures = [{str(c["graph"]): c for c in f.extra.get("graph_captures", [])} for f in (first, second)]
+    saved = 0.0
+    for name in dict.fromkeys([*captures[0], *captures[1]]):
+        a, b = captures[0].get(name), captures[1].get(name)
+        gb_a, gb_b = (float(c["gb"]) if c else 0.0 for c in (a, b))
+        saved += gb_a - gb_b
+        out.append(
+            Finding(
+                f"{name} graph: {gb_a:.2f} GB ({_sizes_text(a)}) -> {gb_b:.2f} GB ({_sizes_text(b)})",
+                abs(gb_a - gb_b) < SAME_GB,
+                f"{gb_b - gb_a:+.2f} GB",
+                {"graph_gb_change": round(gb_b - gb_a, 3)},
+            )
+        )
+    if abs(saved) >= SAME_GB and truth:
+        more, less = ("first", "second") if saved > 0 else ("second", "first")
+        tokens = int(abs(saved) * GIB / truth)
+        out.append(
+            Finding(
+                f"the {more} launch holds {abs(saved):.2f} GB more CUDA-graph memory than the {less}",
+                False,
+                f"about {tokens} tokens of context at {truth} B per token",
+                {"graph_gb_saved": round(saved, 3), "context_tokens": tokens},
+            )
+        )
+    for label, (a, b) in (
+        ("KV pool tokens", (first.kv_pool_tokens, second.kv_pool_tokens)),
+        ("max running requests", (first.max_running_requests, second.max_running_requests)),
+        (
+            "chunked prefill",
+            (first.extra.get("chunked_prefill_size"), second.extra.get("chunked_prefill_size")),
+        ),
+        ("GB left after the graphs", (first.free_after_graphs_gb, second.free_after_graphs_gb)),
+    ):
+        if a is not None or b is not None:
+            out.append(Finding(f"{label}: {a} -> {b}", a == b))
+    return out
+
+
+def _sizes_text(capture: Mapping[str, Any] | None) -> str:
+    if capture is None:
+        return "not captured"
+    sizes = [int(s) for s in capture.get("sizes", [])]
+    if not sizes:
+        return "sizes not logged"
+    return f"size {sizes[0]}" if len(sizes) == 1 else f"{len(sizes)} sizes, {min(sizes)}-{max(sizes)}"
+
+
+def _flags_text(flags: Mapping[str, Any]) -> str:
+    return " ".join(f"--{name} {value}" for name, value in flags.items())
+
+
+DraftReading = Callable[[Mapping[str, Any]], "tuple[int, str] | None"]
+GraphPins = Callable[[int | None, int | None], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class EngineRules:
+    """What the doctor takes from an engine: how it reads the draft depth from config.json where it can read it
+    wrong (`Engine.draft_layers_read`), the flags that cap its CUDA-graph capture (`Engine.graph_pins`), and
+    the GPUs a model copy is split over (its KV heads with it)."""
+
+    reads: DraftReading | None = None
+    pins: GraphPins | None = None
+    tensor_parallel: int = 1
 
 
 @dataclass(frozen=True)
@@ -380,6 +481,7 @@ class Diagnosis:
     geometry: Geometry
     kv_bytes: int
     findings: list[Finding]
+    against: list[Finding] = field(default_factory=list)  # a second launch's differences (`--against`)
 
     def lines(self) -> list[str]:
         g = self.geometry
@@ -405,10 +507,10 @@ class Diagnosis:
             out.append(
                 f"KV per token at {self.kv_bytes} B/element: {target} B target + {draft} B draft = {target + draft} B"
             )
-        out += [
-            f"{'ok' if f.ok else 'PROBLEM'}: {f.what}" + (f": {f.detail}" if f.detail else "")
-            for f in self.findings
-        ]
+        out += [_line(f) for f in self.findings]
+        if self.against:
+            out.append("against the second launch:")
+            out += ["  " + _line(f, "same", "differs") for f in self.against]
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -420,38 +522,46 @@ class Diagnosis:
             },
             "kv_bytes_per_element": self.kv_bytes,
             "findings": [f.__dict__ for f in self.findings],
+            "against": [f.__dict__ for f in self.against],
         }
 
 
-DraftReading = Callable[[Mapping[str, Any]], "tuple[int, str] | None"]
+def _line(finding: Finding, ok: str = "ok", problem: str = "PROBLEM") -> str:
+    return f"{ok if finding.ok else problem}: {finding.what}" + (
+        f": {finding.detail}" if finding.detail else ""
+    )
 
 
 def diagnose(
     model: Path,
     kv_dtype: str = "auto",
     facts: LaunchFacts | None = None,
-    reads: DraftReading | None = None,
+    rules: EngineRules = EngineRules(),
     speculative: bool | None = None,
+    against: LaunchFacts | None = None,
 ) -> Diagnosis:
-    """The model's geometry and, with a launch's facts, the pool and graph verdicts. `reads`: how the engine
-    reads the draft depth from the config (`Engine.draft_layers_read`), where it can read it wrong;
-    `speculative`: whether a draft shares the pool (unsaid: where the log shows a draft pool)."""
+    """The model's geometry (per GPU) and, with a launch's facts, the pool and graph verdicts; with a second
+    launch's (`against`), what differs in memory between the two. `speculative`: whether a draft shares the
+    pool (unsaid: where the log shows a draft pool)."""
     if kv_dtype not in KV_DTYPE_BYTES:
         raise UserError(f"KV dtype '{kv_dtype}' is unknown here", f"use one of: {', '.join(KV_DTYPE_BYTES)}")
-    g = geometry_of(model)
+    g = geometry_of(model).per_gpu(rules.tensor_parallel)
     kv_bytes = KV_DTYPE_BYTES[kv_dtype]
     findings: list[Finding] = []
+    differences: list[Finding] = []
     if facts is not None:
-        draft_read = reads(g.config) if reads else None
+        draft_read = rules.reads(g.config) if rules.reads else None
         read = Fact(draft_read[0], f"config.json: {draft_read[1]}") if draft_read else None
         drafting = speculative if speculative is not None else facts.draft_kv_pool_tokens is not None
         findings += pool_findings(g, facts, kv_bytes, read, drafting)
-        findings += graph_findings(g, facts, kv_bytes)
-    return Diagnosis(g, kv_bytes, findings)
+        findings += graph_findings(g, facts, kv_bytes, drafting, rules.pins)
+        if against is not None:
+            differences = launch_differences(g, facts, against, kv_bytes, drafting)
+    return Diagnosis(g, kv_bytes, findings, differences)
 
 
 def sizing(
-    model: str, kv_dtype: str, facts: LaunchFacts, reads: DraftReading | None, speculative: bool
+    model: str, kv_dtype: str, facts: LaunchFacts, rules: EngineRules, speculative: bool
 ) -> list[dict[str, Any]] | None:
     """A launch's verdicts for a sweep's record, where the model is a local folder or GGUF the doctor can read
     (None where it is a hub id, or the files or the KV dtype say too little)."""
@@ -459,6 +569,6 @@ def sizing(
     if not path.exists() or kv_dtype not in KV_DTYPE_BYTES:
         return None
     try:
-        return [f.__dict__ for f in diagnose(path, kv_dtype, facts, reads, speculative).findings]
+        return [f.__dict__ for f in diagnose(path, kv_dtype, facts, rules, speculative).findings]
     except (UserError, OSError, ValueError):
         return None

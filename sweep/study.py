@@ -20,7 +20,7 @@ import optuna
 from optuna.trial import TrialState
 
 from sweep import host
-from sweep.doctor import sizing
+from sweep.doctor import EngineRules, sizing
 from sweep.engines import Engine
 from sweep.errors import (
     LaunchError,
@@ -453,11 +453,16 @@ class Sweep:
                 facts = self.engine.launch_facts(server.log_text())
                 facts.startup_s = round(startup, 2)
                 kv_dtype = self.engine.kv_cache_dtype(record.params)
+                rules = EngineRules(
+                    self.engine.draft_layers_read,
+                    self.engine.graph_pins,
+                    self.engine.tensor_parallel(record.params),
+                )
                 found = sizing(
                     self.engine.setup.model,
                     kv_dtype,
                     facts,
-                    self.engine.draft_layers_read,
+                    rules,
                     self.engine.wants_speculation(record.params),
                 )
                 if found is not None:

@@ -6,7 +6,9 @@ report 000's log numbers reproduced: a 44913-token pool that should have been ab
 from __future__ import annotations
 
 import json
+import os
 import struct
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +16,11 @@ import optuna
 import pytest
 
 from sweep.cli import main
-from sweep.doctor import diagnose, geometry_of
+from sweep.doctor import EngineRules, diagnose, geometry_of
 from sweep.embedded import gemma_model
 from sweep.engines import SGLangEngine
 from sweep.engines.sglang import facts_from_log
+from sweep.server import ServerProcess, free_port
 from sweep.sim.profile import PROFILES
 
 HIDDEN, VOCAB, KV_HEADS, HEAD_DIM = 5120, 248320, 4, 256
@@ -121,7 +124,9 @@ REPORT_000_FIXED_LOG = (
 
 
 def test_report_000_the_pool_cut_x5_and_its_cause(qwen_folder: Path) -> None:
-    found = diagnose(qwen_folder, "fp8_e4m3", facts_from_log(REPORT_000_LOG), SGLangEngine.draft_layers_read)
+    found = diagnose(
+        qwen_folder, "fp8_e4m3", facts_from_log(REPORT_000_LOG), EngineRules(SGLangEngine.draft_layers_read)
+    )
     pool, free = found.findings[:2]
     assert (
         not pool.ok and "KV pool 44913 tokens, should be 211355" in pool.what
@@ -133,7 +138,7 @@ def test_report_000_the_pool_cut_x5_and_its_cause(qwen_folder: Path) -> None:
     # After the fix (the pool at 34816 B per token: its memory could never have held 211357 tokens at 163840 B),
     # the pool is what the files predict, with little memory left over.
     fixed = facts_from_log(REPORT_000_FIXED_LOG)
-    after = diagnose(qwen_folder, "fp8_e4m3", fixed, SGLangEngine.draft_layers_read).findings
+    after = diagnose(qwen_folder, "fp8_e4m3", fixed, EngineRules(SGLangEngine.draft_layers_read)).findings
     assert [f.ok for f in after] == [True] and "KV pool 211357 tokens" in after[0].what
 
 
@@ -179,7 +184,7 @@ def test_a_sweep_records_the_doctors_verdicts_and_the_report_lists_them(
 engine: sglang
 server: {{launcher: ["{{python}}", -m, sweep.sim, --sim-time-scale, "0.005", --sim-profile, "{profile}"],
          model: "{qwen_folder}"}}
-fixed: {{kv-cache-dtype: fp8_e4m3, mem-fraction-static: 0.92}}
+fixed: {{kv-cache-dtype: fp8_e4m3, mem-fraction-static: 0.92, chunked-prefill-size: 2048}}
 params:
   speculative-algorithm: {{choices: [NEXTN]}}
   speculative-num-steps: {{choices: [3]}}
@@ -192,7 +197,11 @@ trials: 2
     assert main(["run", "--space", str(space), "--study", "s", "--runs", str(runs)]) == 0
     study = optuna.load_study(study_name="s", storage=f"sqlite:///{runs / 's' / 'study.db'}")
     base, nextn = (t.user_attrs["record"] for t in study.trials)
-    assert [f["ok"] for f in base["facts"]["extra"]["sizing"]] == [True]
+    # The pool as predicted; the prefill graph (4096 tokens by default) above the 2048-token chunk: never run.
+    assert [f["ok"] for f in base["facts"]["extra"]["sizing"]] == [True, False]
+    prefill = base["facts"]["extra"]["sizing"][1]
+    assert "1 of 1 batch sizes above the chunked-prefill size (2048)" in prefill["what"]
+    assert prefill["flags"] == {"cuda-graph-max-bs-prefill": 2048}
     pool = nextn["facts"]["extra"]["sizing"][0]
     assert not pool["ok"] and "cell size x5.0" in pool["detail"] and "the tensors hold 1" in pool["detail"]
     capsys.readouterr()
@@ -201,3 +210,51 @@ trials: 2
     page = tmp_path / "d.html"
     assert main(["dashboard", "--study", "s", "--runs", str(runs), "-o", str(page)]) == 0
     assert "KV pool the files predict (tokens)" in page.read_text()
+    capsys.readouterr()
+    assert main(["export", "--study", "s", "--runs", str(runs), "--pin-graphs"]) == 0
+    command, notes = capsys.readouterr()
+    assert "--cuda-graph-max-bs-prefill 2048" in command and "--chunked-prefill-size 2048" in command
+    assert "CUDA-graph capture capped" in notes
+
+
+def launch_log(tmp_path: Path, name: str, flags: list[str]) -> Path:
+    """The start-up log of the simulator with report 004's profile (one of two 3090s), as SGLang writes it."""
+    argv = [sys.executable, "-m", "sweep.sim", "--model-path", "/models/hybrid", "--port", str(free_port())]
+    argv += ["--sim-profile", str(PROFILES / "report004-3090-24gb.yaml"), "--sim-startup-scale", "0"]
+    argv += ["--tp-size", "2", "--mem-fraction-static", "0.9", *flags]
+    with ServerProcess(argv, tmp_path / name / "server.log", dict(os.environ)) as server:
+        assert server.await_line("fired up", 60), server.log_text()[-2000:]
+        return server.log_path
+
+
+def test_report_004_the_defaults_against_pinned_flags(
+    qwen_folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """0.5.20's defaults (chunk 4096, prefill graph 4096, decode graphs to 48) against the pinned 0.5.19 values:
+    the same server but for 0.56 GB of prefill graph, about 18K tokens of context at 32 KB per token (16
+    full-attention layers x 2 x 2 KV heads per GPU x 256 x 2 bytes)."""
+    defaults = launch_log(tmp_path, "defaults", [])
+    pinned = launch_log(
+        tmp_path,
+        "pinned",
+        [
+            "--chunked-prefill-size",
+            "2048",
+            "--cuda-graph-max-bs-prefill",
+            "2048",
+            "--cuda-graph-max-bs-decode",
+            "24",
+        ],
+    )
+    argv = ["doctor", str(qwen_folder), "--log", str(defaults), "--against", str(pinned), "--tp", "2"]
+    assert main([*argv, "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert found["geometry"]["kv_width"]["value"] == 512  # 4 KV heads x 256 over two GPUs
+    (saved,) = [f for f in found["against"] if "graph_gb_saved" in f["numbers"]]
+    assert saved["numbers"]["graph_gb_saved"] == pytest.approx(0.56, abs=0.005)
+    assert saved["numbers"]["context_tokens"] == int(0.56 * 1024**3 / 32768)  # 18350
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "differs: target prefill graph: 1.69 GB (size 4096) -> 1.13 GB (size 2048): -0.56 GB" in text
+    assert "the first launch holds 0.56 GB more CUDA-graph memory than the second" in text
+    assert "same: max running requests: 3 -> 3" in text and "differs: chunked prefill: 4096 -> 2048" in text

@@ -1,6 +1,7 @@
-"""`specsweep doctor MODEL [--engine E] [--log SERVER_LOG] [--kv-dtype D]`: the memory truth behind a
-configuration, from the model's own files (config.json, safetensors headers, GGUF metadata) and, given a server
-log, the pool it should have had and the graph memory it cannot use."""
+"""`specsweep doctor MODEL [--engine E] [--log SERVER_LOG [--against LOG]] [--kv-dtype D] [--tp N]`: the memory
+truth behind a configuration, from the model's own files (config.json, safetensors headers, GGUF metadata) and,
+given a server log, the pool it should have had, the graph memory it cannot use and the flags that cap it; given
+a second log of the same model with other flags, what the two hold differently."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import argparse
 import json
 from pathlib import Path
 
-from sweep.doctor import KV_DTYPE_BYTES, diagnose
+from sweep.doctor import KV_DTYPE_BYTES, EngineRules, diagnose
 from sweep.engines import ENGINES
 from sweep.errors import UserError
 
@@ -25,6 +26,14 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument("--log", type=Path, help="a server log of a launch of this model")
     parser.add_argument(
+        "--against",
+        type=Path,
+        help="a second log of the same model with other flags (e.g. pinned against the defaults)",
+    )
+    parser.add_argument(
+        "--tp", type=int, default=1, help="tensor parallel size: GPUs the KV heads are split over (default 1)"
+    )
+    parser.add_argument(
         "--kv-dtype",
         default="auto",
         choices=sorted(KV_DTYPE_BYTES),
@@ -36,13 +45,25 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def main(args: argparse.Namespace) -> int:
     engine = ENGINES[args.engine]
-    facts = None
-    if args.log is not None:
-        if not args.log.is_file():
-            raise UserError(f"log file {args.log} does not exist", "pass the path of a server log with --log")
-        facts = engine.facts_from_log(args.log.read_text(encoding="utf-8", errors="replace"))
+    if args.against is not None and args.log is None:
+        raise UserError(
+            "--against needs --log", "pass the first launch's log with --log and the second's with --against"
+        )
+    if args.tp < 1:
+        raise UserError(f"--tp {args.tp} is not a GPU count", "pass the tensor parallel size, 1 or more")
+    facts, against = (
+        None if path is None else engine.facts_from_log(_read_log(path, option))
+        for path, option in ((args.log, "--log"), (args.against, "--against"))
+    )
     if not args.model.exists():
         raise UserError(f"model {args.model} does not exist", "pass the model's folder or .gguf file")
-    found = diagnose(args.model, args.kv_dtype, facts, engine.draft_layers_read)
+    rules = EngineRules(engine.draft_layers_read, engine.graph_pins, args.tp)
+    found = diagnose(args.model, args.kv_dtype, facts, rules, against=against)
     print(json.dumps(found.to_dict(), indent=2) if args.json else "\n".join(found.lines()))
     return 0
+
+
+def _read_log(path: Path, option: str) -> str:
+    if not path.is_file():
+        raise UserError(f"log file {path} does not exist", f"pass the path of a server log with {option}")
+    return path.read_text(encoding="utf-8", errors="replace")

@@ -20,6 +20,7 @@ from sweep.files import write_atomic
 from sweep.outputs.export import FORMATS, Export, render, with_port
 from sweep.preflight import build_engine
 from sweep.probes.workloads import Workload
+from sweep.results import TrialRecord
 from sweep.schedule import DepthSchedule, depth_schedules
 
 
@@ -35,6 +36,12 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--out",
         type=Path,
         help="with --format schedule: a folder to write the schedule and SGLang's adaptive config file into",
+    )
+    parser.add_argument(
+        "--pin-graphs",
+        action="store_true",
+        help="add the flags that cap CUDA-graph capture at the batch sizes the server can reach (from the sizing "
+        "doctor's verdicts on the exported trial's launch)",
     )
     parser.set_defaults(handler=main)
 
@@ -73,14 +80,31 @@ def main(args: argparse.Namespace) -> int:
     assert record is not None
     engine = study_engine(study, views)
     port = args.port or engine_class(engine).default_port
-    export = Export(
-        engine, args.study, trial, args.workload, params, with_port(record.argv, port), tuple(notes)
-    )
+    argv = with_port(record.argv, port)
+    if args.pin_graphs:
+        pins = graph_pins(record)
+        if pins:
+            params = {**params, **pins}
+            argv = build_engine(stored_space(study, None)).argv({**record.params, **pins}, port)
+            notes.append(f"CUDA-graph capture capped where trial {trial}'s server could not reach: {pins}")
+        else:
+            notes.append(
+                f"trial {trial}'s launch captured no CUDA-graph size it could not reach: nothing to pin"
+            )
+    export = Export(engine, args.study, trial, args.workload, params, argv, tuple(notes))
     if args.format == "cli":  # the command alone on stdout (to paste or run); what to know on stderr
         for note in notes:
             print(f"# {note}", file=sys.stderr)
     print(render(export, args.format))
     return 0
+
+
+def graph_pins(record: TrialRecord) -> dict[str, Any]:
+    """The flags the sizing doctor named on this launch to cap graph capture (empty: none to cap)."""
+    pins: dict[str, Any] = {}
+    for finding in record.facts.extra.get("sizing") or []:
+        pins |= finding.get("flags") or {}
+    return pins
 
 
 def export_schedule(args: argparse.Namespace, study: optuna.Study, found: Study) -> int:

@@ -284,6 +284,16 @@ class Engine(ABC):
         and the key it reads, where that can differ from the truth in the tensors (None: it reads the truth)."""
         return None
 
+    @classmethod
+    def graph_pins(cls, decode_max: int | None, prefill_max: int | None) -> dict[str, Any]:
+        """Parameters that cap CUDA-graph capture at the largest decode batch and prefill size a server can run
+        (None: no cap needed there); empty where the engine captures no graphs or has no such flags."""
+        return {}
+
+    def tensor_parallel(self, params: Params) -> int:
+        """GPUs one copy of the model is split over (its KV heads with it)."""
+        return 1
+
     def running_limit(self, params: Params) -> RunningLimit | None:
         """The most requests a server launched with these (derived) parameters decodes at once, where the flags
         alone decide it (None where memory decides, at start-up)."""

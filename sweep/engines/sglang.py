@@ -317,6 +317,19 @@ class SGLangEngine(Engine):
         return sglang_adaptive_config(depths)
 
     @classmethod
+    def graph_pins(cls, decode_max: int | None, prefill_max: int | None) -> dict[str, Any]:
+        # 0.5.23's names (argv() writes an older release's spelling where it has one).
+        pins: dict[str, Any] = {}
+        if decode_max:
+            pins["cuda-graph-max-bs-decode"] = decode_max
+        if prefill_max:
+            pins["cuda-graph-max-bs-prefill"] = prefill_max
+        return pins
+
+    def tensor_parallel(self, params: Params) -> int:
+        return int(params.get("tp-size", params.get("tp", 1)) or 1)
+
+    @classmethod
     def draft_layers_read(cls, config: Mapping[str, Any]) -> tuple[int, str] | None:
         """0.5.23 reads the draft depth from `num_nextn_predict_layers`; a model that names it otherwise
         (Qwen3.5/3.8: `text_config.mtp_num_hidden_layers`) falls back to the whole model's `num_hidden_layers`

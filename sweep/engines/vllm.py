@@ -237,6 +237,9 @@ class VLLMEngine(Engine):
             SPEC + "num_speculative_tokens_per_batch_size": schedule["num_speculative_tokens_per_batch_size"],
         }
 
+    def tensor_parallel(self, params: Params) -> int:
+        return int(params.get("tensor-parallel-size", params.get("tp", 1)) or 1)
+
     def kv_cache_dtype(self, params: Params) -> str:
         return str(params.get("kv-cache-dtype", "auto"))
 
