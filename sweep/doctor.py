@@ -461,6 +461,53 @@ def _flags_text(flags: Mapping[str, Any]) -> str:
     return " ".join(f"--{name} {value}" for name, value in flags.items())
 
 
+@dataclass(frozen=True)
+class MemoryBudget:
+    """A GPU's memory (GB as the engines print them: GiB) and the share the engine fills with weights and
+    caches (`Engine.memory_share`), with where the share comes from."""
+
+    gpu_gb: float
+    share: float
+    source: str
+
+
+def budget_findings(
+    g: Geometry, budget: MemoryBudget, facts: LaunchFacts | None, kv_bytes: int, drafting: bool
+) -> list[Finding]:
+    """The most the pool can hold on this GPU: its share less the weights (the log's, else the files'), at the
+    true per-token cost. An upper bound: state caches, a draft's weights and activations come out of it too.
+    A logged pool larger than it means the GPU or the share given here are not the launch's."""
+    truth = sum(g.cell_bytes(kv_bytes, None if drafting else 0))
+    if facts is not None and facts.weight_gb:
+        weights, source = facts.weight_gb, "the log's weight load"
+    elif g.weight_bytes is not None:
+        weights, source = g.weight_bytes.value / GIB, "the files"
+    else:
+        return []
+    room = budget.gpu_gb * budget.share - weights
+    tokens = max(0, int(room * GIB / truth))
+    what = f"room for the KV pool: at most {room:.2f} GB, {tokens} tokens"
+    detail = (
+        f"{budget.share} ({budget.source}) x {budget.gpu_gb:g} GB - {weights:.2f} GB of weights ({source}), "
+        f"at {truth} B per token; state caches, a draft's weights and activations come out of it too"
+    )
+    if room <= 0:
+        return [Finding(what, False, detail + ": the weights alone fill the share, the server cannot start")]
+    pool = facts.kv_pool_tokens if facts is not None else None
+    if pool and pool > tokens * (1 + MISMATCH):
+        return [
+            Finding(
+                what,
+                False,
+                f"{detail}; the log's pool of {pool} tokens is larger: the GPU memory or the share given here "
+                "are not the launch's",
+            )
+        ]
+    if pool:
+        detail += f"; the log's pool holds {pool / tokens:.0%} of it"
+    return [Finding(what, True, detail, {"room_tokens": tokens})]
+
+
 DraftReading = Callable[[Mapping[str, Any]], "tuple[int, str] | None"]
 GraphPins = Callable[[int | None, int | None], dict[str, Any]]
 
@@ -539,20 +586,22 @@ def diagnose(
     rules: EngineRules = EngineRules(),
     speculative: bool | None = None,
     against: LaunchFacts | None = None,
+    budget: MemoryBudget | None = None,
 ) -> Diagnosis:
-    """The model's geometry (per GPU) and, with a launch's facts, the pool and graph verdicts; with a second
-    launch's (`against`), what differs in memory between the two. `speculative`: whether a draft shares the
-    pool (unsaid: where the log shows a draft pool)."""
+    """The model's geometry (per GPU); with a GPU's `budget`, the most the pool can hold; with a launch's facts,
+    the pool and graph verdicts; with a second launch's (`against`), what differs in memory between the two.
+    `speculative`: whether a draft shares the pool."""
     if kv_dtype not in KV_DTYPE_BYTES:
         raise UserError(f"KV dtype '{kv_dtype}' is unknown here", f"use one of: {', '.join(KV_DTYPE_BYTES)}")
     g = geometry_of(model).per_gpu(rules.tensor_parallel)
     kv_bytes = KV_DTYPE_BYTES[kv_dtype]
-    findings: list[Finding] = []
+    # Unsaid, a draft shares the pool where the log shows a draft pool.
+    drafting = speculative if speculative is not None else bool(facts and facts.draft_kv_pool_tokens)
+    findings = budget_findings(g, budget, facts, kv_bytes, drafting) if budget is not None else []
     differences: list[Finding] = []
     if facts is not None:
         draft_read = rules.reads(g.config) if rules.reads else None
         read = Fact(draft_read[0], f"config.json: {draft_read[1]}") if draft_read else None
-        drafting = speculative if speculative is not None else facts.draft_kv_pool_tokens is not None
         findings += pool_findings(g, facts, kv_bytes, read, drafting)
         findings += graph_findings(g, facts, kv_bytes, drafting, rules.pins)
         if against is not None:

@@ -138,6 +138,15 @@ def test_unknown_flag_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert err == ["specsweep: error: unrecognized arguments: --trails 3; see `specsweep --help`"]
 
 
+def test_engine_flags_only_where_a_command_takes_them(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["report", "--study", "x", "--", "--mem-fraction-static", "0.9"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert (
+        err
+        == "specsweep: error: `specsweep report` takes no engine flags after --; fix: leave out the -- and what follows"
+    )
+
+
 def test_report_of_a_missing_study(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["report", "--study", "nothing", "--runs", str(tmp_path)]) == 2
     assert "no study 'nothing'" in capsys.readouterr().err

@@ -258,3 +258,29 @@ def test_report_004_the_defaults_against_pinned_flags(
     assert "differs: target prefill graph: 1.69 GB (size 4096) -> 1.13 GB (size 2048): -0.56 GB" in text
     assert "the first launch holds 0.56 GB more CUDA-graph memory than the second" in text
     assert "same: max running requests: 3 -> 3" in text and "differs: chunked prefill: 4096 -> 2048" in text
+
+
+def test_the_room_a_gpu_leaves_for_the_pool(
+    qwen_folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = tmp_path / "fixed.log"
+    log.write_text(REPORT_000_FIXED_LOG)
+    flags = ["--", "--mem-fraction-static", "0.92", "--kv-cache-dtype", "fp8_e4m3"]
+    assert main(["doctor", str(qwen_folder), "--log", str(log), "--gpu-memory", "32", *flags]) == 0
+    room = capsys.readouterr().out
+    # 0.92 x 32 GB - 17.70 GB of weights (the log's) = 11.74 GB, at 34816 B per token (a draft pool is logged).
+    assert (
+        "ok: room for the KV pool: at most 11.74 GB, 362067 tokens: 0.92 (--mem-fraction-static) x 32 GB - 17.70 GB"
+        in room
+    )
+    assert "the log's pool holds 58% of it" in room
+    # A GPU too small for the logged pool is not the launch's GPU.
+    assert main(["doctor", str(qwen_folder), "--log", str(log), "--gpu-memory", "24", *flags]) == 0
+    assert "PROBLEM: room for the KV pool: at most 4.38 GB" in capsys.readouterr().out
+    # No log, no share given: SGLang's automatic share for the GPU, the weights from the files.
+    assert main(["doctor", str(qwen_folder), "--gpu-memory", "24", "--json"]) == 0
+    (finding,) = json.loads(capsys.readouterr().out)["findings"]
+    assert "0.715 (SGLang's automatic value for a 24 GB GPU)" in finding["detail"]
+    assert "of weights (the files)" in finding["detail"]
+    assert main(["doctor", str(qwen_folder), "--gpu-memory", "24", "--", "0.92"]) == 2
+    assert "'0.92' is not a flag" in capsys.readouterr().err

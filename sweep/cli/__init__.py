@@ -54,11 +54,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:1] == ["sim"]:
         # The simulator parses SGLang's command line itself, --help included, as `sglang serve` would.
         return _errors_as_lines(lambda: sim.run(argv[1:]))
-    args = build_parser().parse_args(argv)
+    # Engine flags after `--` (`specsweep doctor MODEL -- --mem-fraction-static 0.92`) are the engine's, not
+    # ours: they stay out of our parser, for the commands that take them (`engine_flags` in their defaults).
+    tail = argv.index("--") if "--" in argv else len(argv)
+    args = build_parser().parse_args(argv[:tail])
+    if tail < len(argv) and not hasattr(args, "engine_flags"):
+        return _errors_as_lines(lambda: _no_engine_flags(args.command))
+    if hasattr(args, "engine_flags"):
+        args.engine_flags = argv[tail + 1 :]
     # SIGTERM (a service manager, `kill`) and SIGHUP (a closed terminal) stop a sweep as Ctrl-C does.
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, raise_interrupted)
     return _errors_as_lines(lambda: int(args.handler(args)))
+
+
+def _no_engine_flags(command: str) -> int:
+    raise UserError(
+        f"`specsweep {command}` takes no engine flags after --", "leave out the -- and what follows"
+    )
 
 
 def _errors_as_lines(command: Callable[[], int]) -> int:

@@ -6,7 +6,7 @@ import os
 import re
 import subprocess
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -94,6 +94,36 @@ def flags_argv(params: Params, negate: str = "") -> list[str]:
         else:
             argv += [f"--{name}", str(value)]
     return argv
+
+
+def params_from_flags(argv: Sequence[str]) -> Params:
+    """Flags as a user types them (`--mem-fraction-static 0.92 --enable-x --tp=2`) as parameters: numbers as
+    numbers, a flag followed by another flag (or nothing) as True, several values as a list."""
+    params: dict[str, Any] = {}
+    name: str | None = None
+    for word in argv:
+        if word.startswith("--"):
+            name, _, value = word[2:].partition("=")
+            params[name] = _number(value) if value else True
+        elif name is not None:
+            held = params[name]
+            params[name] = (
+                _number(word)
+                if held is True
+                else [*(held if isinstance(held, list) else [held]), _number(word)]
+            )
+        else:
+            raise UserError(f"'{word}' is not a flag", "give engine flags as --name value")
+    return params
+
+
+def _number(text: str) -> Any:
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
 
 
 @dataclass(frozen=True)
@@ -293,6 +323,11 @@ class Engine(ABC):
     def tensor_parallel(self, params: Params) -> int:
         """GPUs one copy of the model is split over (its KV heads with it)."""
         return 1
+
+    def memory_share(self, gpu_gb: float, params: Params) -> tuple[float, str] | None:
+        """The share of a GPU's memory the engine fills with weights and caches, and where that number comes
+        from (the flag, or the engine's default for that GPU); None where no share decides its pool."""
+        return None
 
     def running_limit(self, params: Params) -> RunningLimit | None:
         """The most requests a server launched with these (derived) parameters decodes at once, where the flags

@@ -147,6 +147,27 @@ VALUE_RANGES: dict[str, tuple[type, float, float]] = {
     "cuda-graph-max-bs": (int, 1, 1 << 16),
 }
 
+# Memory defaults by GPU size (`arg_groups/memory_hook.py`, tensor parallel under 4): the largest GPU memory
+# (GB) each row applies below, its chunked-prefill size and its decode CUDA-graph max batch size.
+AUTO_MEMORY = ((20, 2048, 8), (35, 4096, 48), (60, 4096, 32), (90, 8192, 256), (160, 8192, 256))
+AUTO_MEMORY_TOP = (16384, 512)
+
+
+def auto_memory_fraction(gpu_gb: float, params: Params, tp: int) -> tuple[float, str]:
+    """SGLang's `mem_fraction_static` when unset: what the GPU keeps back (512 MB, 1.5 x the chunk, 1/8 GB per
+    tensor-parallel GPU, 2 MB per decode graph size, 8 MB per prefill graph size; at least 10 GB above 60 GB)
+    off its memory. Runs before the speculative hook, so it sizes decode graphs for the unset batch limit."""
+    chunk, max_bs = next(((c, b) for top, c, b in AUTO_MEMORY if gpu_gb < top), AUTO_MEMORY_TOP)
+    chunk = int(params.get("chunked-prefill-size", chunk))
+    max_bs = int(params.get("cuda-graph-max-bs-decode", params.get("cuda-graph-max-bs", max_bs)))
+    prefill = int(params.get("cuda-graph-max-bs-prefill", chunk))
+    reserved = 512 + 1.5 * max(chunk, 2048) + tp / 8 * 1024 + 2 * max_bs + 8 * prefill / 256
+    if gpu_gb > 60:
+        reserved = max(reserved, 10 * 1024)
+    megabytes = gpu_gb * 1024
+    return round((megabytes - reserved) / megabytes, 3), f"SGLang's automatic value for a {gpu_gb:g} GB GPU"
+
+
 # --- the engine -------------------------------------------------------------------------------------------
 
 DEFAULT_LAUNCHER = ("python3", "-m", "sglang.launch_server")
@@ -325,6 +346,11 @@ class SGLangEngine(Engine):
         if prefill_max:
             pins["cuda-graph-max-bs-prefill"] = prefill_max
         return pins
+
+    def memory_share(self, gpu_gb: float, params: Params) -> tuple[float, str] | None:
+        if "mem-fraction-static" in params:
+            return float(params["mem-fraction-static"]), "--mem-fraction-static"
+        return auto_memory_fraction(gpu_gb, params, self.tensor_parallel(params))
 
     def tensor_parallel(self, params: Params) -> int:
         return int(params.get("tp-size", params.get("tp", 1)) or 1)

@@ -237,6 +237,11 @@ class VLLMEngine(Engine):
             SPEC + "num_speculative_tokens_per_batch_size": schedule["num_speculative_tokens_per_batch_size"],
         }
 
+    def memory_share(self, gpu_gb: float, params: Params) -> tuple[float, str] | None:
+        if "gpu-memory-utilization" in params:
+            return float(params["gpu-memory-utilization"]), "--gpu-memory-utilization"
+        return 0.9, "vLLM's default --gpu-memory-utilization"
+
     def tensor_parallel(self, params: Params) -> int:
         return int(params.get("tensor-parallel-size", params.get("tp", 1)) or 1)
 
