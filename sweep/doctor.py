@@ -46,6 +46,13 @@ MTP_LAYER = re.compile(r"(?:^|\.)mtp\.layers\.(\d+)\.")
 LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
 FULL_ATTENTION = re.compile(r"\.self_attn\.[kv]_proj\.weight$")
 DRAFT_DEPTH_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_layers")
+# `layer_types` names: attention over every token, over a window, and the rest (linear attention, recurrent
+# state: a fixed state per request, no KV per token).
+FULL_TYPES = {"full_attention", "attention", "global_attention"}
+SLIDING_TYPES = {"sliding_attention", "local_attention", "chunked_attention"}
+# llama.cpp's sliding-window patterns by GGUF architecture (`set_swa_pattern` in llama-model.cpp): every n-th
+# layer attends to every token, the others to the window. GGUF files carry the window, not the pattern.
+GGUF_SWA_PATTERN = {"gemma2": 2, "gemma3": 6, "cohere2": 4}
 
 
 @dataclass(frozen=True)
@@ -59,7 +66,9 @@ class Fact:
 @dataclass
 class Geometry:
     layers: Fact | None = None
-    kv_layers: Fact | None = None  # layers with a KV cache (full attention)
+    kv_layers: Fact | None = None  # layers with a KV cache of every token (full attention)
+    sliding_layers: Fact | None = None  # layers whose KV cache holds the last `sliding_window` tokens only
+    sliding_window: Fact | None = None
     state_layers: Fact | None = None  # linear-attention / recurrent layers (a fixed state, no KV per token)
     kv_width: Fact | None = None  # KV heads x head dim, per layer, for K and for V
     head_dim: int | None = None  # a KV head's width: tensor parallel splits KV heads, never a head
@@ -149,10 +158,19 @@ def _from_config(g: Geometry, config: Mapping[str, Any], prefix: str) -> None:
     if "num_hidden_layers" in config:
         g.layers = Fact(int(config["num_hidden_layers"]), where + "num_hidden_layers")
     types = config.get("layer_types")
+    if config.get("sliding_window"):
+        g.sliding_window = Fact(int(config["sliding_window"]), where + "sliding_window")
     if isinstance(types, list) and types:
-        full = sum(1 for t in types if "full" in str(t) or str(t) == "attention")
+        full = sum(1 for t in types if str(t) in FULL_TYPES)
+        sliding = sum(1 for t in types if str(t) in SLIDING_TYPES)
         g.kv_layers = Fact(full, where + "layer_types (full attention)")
-        g.state_layers = Fact(len(types) - full, where + "layer_types (linear attention)")
+        if sliding:
+            g.sliding_layers = Fact(sliding, where + "layer_types (sliding attention)")
+        g.state_layers = Fact(len(types) - full - sliding, where + "layer_types (linear attention, state)")
+    elif g.sliding_window and config.get("sliding_window_pattern") and g.layers:
+        pattern = int(config["sliding_window_pattern"])
+        g.kv_layers = Fact(g.layers.value // pattern, where + f"sliding_window_pattern ({pattern})")
+        g.sliding_layers = Fact(g.layers.value - g.kv_layers.value, where + "sliding_window_pattern")
     elif "full_attention_interval" in config and g.layers:
         interval = int(config["full_attention_interval"])
         g.kv_layers = Fact(g.layers.value // interval, where + f"full_attention_interval ({interval})")
@@ -196,9 +214,10 @@ def _from_tensors(g: Geometry, tensors: Mapping[str, tuple[Path, Mapping[str, An
         g.vocab_tensor_bytes = Fact(vocab_bytes, f"tensors with {vocab} rows (embedding, output head)")
     if target and g.layers and len(target) != g.layers.value:
         g.disagreements.append(f"config says {g.layers.value} layers, the tensors hold {len(target)}")
-    if full and g.kv_layers and len(full) != g.kv_layers.value:
+    attending = g.kv_layers.value + (g.sliding_layers.value if g.sliding_layers else 0) if g.kv_layers else 0
+    if full and g.kv_layers and len(full) != attending:
         g.disagreements.append(
-            f"config says {g.kv_layers.value} full-attention layers, the tensors hold {len(full)} (k/v projections)"
+            f"config says {attending} attention layers, the tensors hold {len(full)} (k/v projections)"
         )
     if full and g.kv_layers is None:
         g.kv_layers = Fact(len(full), "tensors: layers with self_attn.k_proj")
@@ -273,6 +292,12 @@ def _gguf_geometry(path: Path) -> Geometry:
         g.kv_width = Fact(heads.value * key_length.value, f"{heads.source} x {key_length.source}")
         g.head_dim = key_length.value
     g.kv_layers = g.layers
+    g.sliding_window = fact("attention.sliding_window")
+    pattern = GGUF_SWA_PATTERN.get(arch)
+    if g.layers and g.sliding_window and pattern:
+        why = f"llama.cpp's {arch} pattern: every {pattern}th layer full"
+        g.kv_layers = Fact(g.layers.value // pattern, f"{g.layers.source}, {why}")
+        g.sliding_layers = Fact(g.layers.value - g.kv_layers.value, f"{g.layers.source}, {why}")
     g.draft_layers = fact("nextn_predict_layers") or Fact(0, f"gguf: no {arch}.nextn_predict_layers")
     g.weight_bytes = Fact(path.stat().st_size, "the file's size")
     return g
@@ -341,6 +366,7 @@ def pool_findings(
                     {"predicted_pool_tokens": predicted},
                 )
             )
+        out += _bytes_per_token(facts, target, draft)
     pool_gb = facts.kv_cache_gb
     if pool_gb is not None and facts.free_after_pool_gb is not None and facts.free_after_pool_gb > pool_gb:
         out.append(
@@ -351,6 +377,30 @@ def pool_findings(
             )
         )
     return out
+
+
+def _bytes_per_token(facts: LaunchFacts, target: int, draft: int) -> list[Finding]:
+    """The logged pool's memory over its tokens against the files' cost (the target's, or the target's and the
+    draft's where one pool holds both): a layer miscounted (sliding-window layers as full, a dtype) shows here
+    even where the pool's size is right. Logs print GB to two decimals (MiB where the engine logs MiB)."""
+    if not facts.kv_pool_tokens or not (facts.kv_cache_mib or facts.kv_cache_gb):
+        return []
+    if facts.kv_cache_mib:
+        logged, rounding = facts.kv_cache_mib * 1024**2, 0.01 * 1024**2
+    else:
+        logged, rounding = (facts.kv_cache_gb or 0.0) * GIB, 0.01 * GIB
+    per_token = logged / facts.kv_pool_tokens
+    slack = MISMATCH + rounding / logged
+    if any(abs(per_token / cost - 1) <= slack for cost in {target, target + draft} if cost):
+        return []
+    return [
+        Finding(
+            f"KV pool costs {per_token:.0f} B per token, the files say {target} B",
+            False,
+            f"{facts.kv_pool_tokens} tokens in {logged / GIB:.3f} GB: x{per_token / target:.2f} the files' cost "
+            "(layers counted differently, or another KV dtype than the one given here)",
+        )
+    ]
 
 
 def _could_have_sized(facts: LaunchFacts, cell: int) -> bool:
@@ -536,6 +586,8 @@ class Diagnosis:
         for label, value in (
             ("layers", g.layers),
             ("KV (full-attention) layers", g.kv_layers),
+            ("sliding-window layers", g.sliding_layers),
+            ("sliding window (tokens)", g.sliding_window),
             ("linear-attention / state layers", g.state_layers),
             ("KV heads x head dim", g.kv_width),
             ("draft (MTP) layers", g.draft_layers),
@@ -554,6 +606,12 @@ class Diagnosis:
             out.append(
                 f"KV per token at {self.kv_bytes} B/element: {target} B target + {draft} B draft = {target + draft} B"
             )
+            if g.sliding_layers and g.sliding_window:
+                window = g.sliding_layers.value * 2 * g.kv_width.value * self.kv_bytes
+                out.append(
+                    f"  plus {window} B per token for the last {g.sliding_window.value} tokens only "
+                    f"({g.sliding_layers.value} sliding-window layers)"
+                )
         out += [_line(f) for f in self.findings]
         if self.against:
             out.append("against the second launch:")

@@ -17,7 +17,7 @@ import pytest
 
 from sweep.cli import main
 from sweep.doctor import EngineRules, diagnose, geometry_of
-from sweep.embedded import gemma_model
+from sweep.embedded import gemma_model, llama_server_binary
 from sweep.engines import SGLangEngine
 from sweep.engines.sglang import facts_from_log
 from sweep.server import ServerProcess, free_port
@@ -152,12 +152,59 @@ def test_decode_graphs_above_the_running_limit_are_named_with_their_memory(qwen_
     assert "about 0.16 GB" in graphs.detail
 
 
-def test_the_real_gguf(capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_real_gguf_against_the_real_servers_log(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Gemma 3's GGUF carries its sliding window, not which layers use it: llama.cpp's pattern for the
+    architecture (every 6th layer full) gives 3 full and 15 sliding layers, and the real llama-server's own
+    KV lines (at verbosity 4) agree: 12 MiB for 4096 cells of the 3 full layers."""
+    argv = [str(llama_server_binary()), "-m", str(gemma_model()), "-c", "4096", "-np", "1", "-lv", "4"]
+    argv += ["--host", "127.0.0.1", "--port", str(free_port())]
+    with ServerProcess(argv, tmp_path / "llama.log", dict(os.environ)) as server:
+        assert server.await_line("llama_kv_cache: size", 60), server.log_text()[-2000:]
+        assert server.await_line("creating     SWA KV cache", 10)
+        log = server.log_path
     assert main(["doctor", str(gemma_model()), "--engine", "llamacpp", "--json"]) == 0
     geometry = json.loads(capsys.readouterr().out)["geometry"]
     assert geometry["layers"] == {"value": 18, "source": "gguf: gemma3.block_count"}
+    assert geometry["kv_layers"]["value"] == 3 and geometry["sliding_layers"]["value"] == 15
+    assert geometry["sliding_window"]["value"] == 512
     assert geometry["kv_width"]["value"] == 256  # 1 KV head x 256
     assert geometry["weight_bytes"]["value"] == gemma_model().stat().st_size
+    assert main(["doctor", str(gemma_model()), "--engine", "llamacpp", "--log", str(log)]) == 0
+    out = capsys.readouterr().out
+    assert "plus 15360 B per token for the last 512 tokens only (15 sliding-window layers)" in out
+    assert "ok: KV pool 4096 tokens" in out and "PROBLEM" not in out
+    # The same log read as a q8_0 cache: every token costs twice what the files say at one byte.
+    assert (
+        main(["doctor", str(gemma_model()), "--engine", "llamacpp", "--log", str(log), "--kv-dtype", "q8_0"])
+        == 0
+    )
+    assert "PROBLEM: KV pool costs 3072 B per token, the files say 1536 B" in capsys.readouterr().out
+
+
+def test_a_dense_model_folder(tmp_path: Path) -> None:
+    """Llama 3 8B's config and tensor names and shapes (GQA: 8 KV heads of 128, from hidden size / heads): every
+    layer full attention, no draft, 128 KiB per token at 16 bits, the well-known figure."""
+    folder = tmp_path / "Meta-Llama-3-8B"
+    folder.mkdir()
+    config = {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 32, "num_attention_heads": 32}
+    config |= {"num_key_value_heads": 8, "hidden_size": 4096, "vocab_size": 128256}
+    (folder / "config.json").write_text(json.dumps(config))
+    body: dict[str, tuple[str, list[int]]] = {"model.embed_tokens.weight": ("BF16", [128256, 4096])}
+    for i in range(32):
+        prefix = f"model.layers.{i}.self_attn"
+        body |= {f"{prefix}.q_proj.weight": ("BF16", [4096, 4096])}
+        body |= {f"{prefix}.{p}_proj.weight": ("BF16", [1024, 4096]) for p in "kv"}
+    for half, names in enumerate((list(body)[:40], list(body)[40:])):
+        write_safetensors(folder / f"model-0000{half + 1}-of-00002.safetensors", {n: body[n] for n in names})
+    g = geometry_of(folder)
+    assert g.kv_layers is not None and g.kv_layers.value == 32 and g.sliding_layers is None
+    assert g.kv_width is not None and g.kv_width.value == 1024 and g.head_dim == 128
+    assert g.draft_layers is not None and g.draft_layers.value == 0 and not g.disagreements
+    assert g.cell_bytes(2) == (131072, 0)
+    # Tensor parallel 4 splits the 8 KV heads: 2 per GPU; 16 GPUs still hold one each.
+    assert g.per_gpu(4).cell_bytes(2) == (32768, 0) and g.per_gpu(16).cell_bytes(2) == (16384, 0)
 
 
 def test_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
