@@ -16,6 +16,7 @@ prefill sizes above its chunk) with the memory they hold and the context it woul
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import re
 import struct
@@ -151,6 +152,18 @@ def geometry_of(model: Path) -> Geometry:
     if geometry.layers is None and geometry.kv_layers is None:
         raise UserError(f"{model} has no config.json and no safetensors files", "give the model's folder")
     return geometry
+
+
+def read_geometry(model: Path) -> Geometry:
+    """`geometry_of`, read once while the model's files are unchanged: a sweep asks at every launch, and a
+    large model's headers are hundreds of files. Callers must not change what it returns."""
+    files = [model] if model.is_file() else sorted(model.glob("*.json")) + sorted(model.glob("*.safetensors"))
+    return _geometry_of_files(model, tuple((f.name, f.stat().st_mtime_ns, f.stat().st_size) for f in files))
+
+
+@functools.lru_cache(maxsize=8)
+def _geometry_of_files(model: Path, files: tuple[tuple[str, int, int], ...]) -> Geometry:
+    return geometry_of(model)
 
 
 def _from_config(g: Geometry, config: Mapping[str, Any], prefix: str) -> None:
@@ -651,7 +664,7 @@ def diagnose(
     `speculative`: whether a draft shares the pool."""
     if kv_dtype not in KV_DTYPE_BYTES:
         raise UserError(f"KV dtype '{kv_dtype}' is unknown here", f"use one of: {', '.join(KV_DTYPE_BYTES)}")
-    g = geometry_of(model).per_gpu(rules.tensor_parallel)
+    g = read_geometry(model).per_gpu(rules.tensor_parallel)
     kv_bytes = KV_DTYPE_BYTES[kv_dtype]
     # Unsaid, a draft shares the pool where the log shows a draft pool.
     drafting = speculative if speculative is not None else bool(facts and facts.draft_kv_pool_tokens)

@@ -16,7 +16,7 @@ import optuna
 import pytest
 
 from sweep.cli import main
-from sweep.doctor import EngineRules, diagnose, geometry_of
+from sweep.doctor import EngineRules, diagnose, geometry_of, read_geometry
 from sweep.embedded import gemma_model, llama_server_binary
 from sweep.engines import SGLangEngine
 from sweep.engines.sglang import facts_from_log
@@ -205,6 +205,22 @@ def test_a_dense_model_folder(tmp_path: Path) -> None:
     assert g.cell_bytes(2) == (131072, 0)
     # Tensor parallel 4 splits the 8 KV heads: 2 per GPU; 16 GPUs still hold one each.
     assert g.per_gpu(4).cell_bytes(2) == (32768, 0) and g.per_gpu(16).cell_bytes(2) == (16384, 0)
+
+
+def test_the_headers_are_read_once_while_the_files_are_unchanged(qwen_folder: Path) -> None:
+    first = read_geometry(qwen_folder)
+    assert read_geometry(qwen_folder) is first
+    config = qwen_folder / "config.json"
+    text = json.loads(config.read_text())
+    text["text_config"]["mtp_num_hidden_layers"] = 2
+    config.write_text(json.dumps(text))
+    os.utime(config, ns=(1, 1))  # a different time, however fast the write
+    again = read_geometry(qwen_folder)
+    assert again is not first and again.draft_layers_config is not None
+    assert (
+        again.draft_layers_config.value == 2
+        and "says 2 draft layers, the tensors hold 1" in again.disagreements[0]
+    )
 
 
 def test_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
