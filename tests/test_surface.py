@@ -167,6 +167,31 @@ def test_variants_of_a_method_keep_their_own_acceptance() -> None:
     assert surface.predict(unseen_params, unseen_shape).sd > surface.predict(*chain(6, 16)).sd + 0.1
 
 
+def test_a_lookup_that_copies_runs_keeps_paying_for_depth() -> None:
+    """The real llama-server's ngram-simple on tool calls (n=6): accept length 7.98 with 16 drafted and 17.8
+    with 48. Per-position acceptance cannot fit both (it saturates: 8.3 at 48 from the 16's fit); copied runs
+    (a share of steps finds a run, a run is accepted nearly whole) do, and read 32 drafted in between. Where a
+    lookup's depths fit per-position acceptance (a chain that saturates), that form is kept."""
+    axes = [Axis("n", 3, 12, log=True), Axis("m", 16, 48)]
+
+    def observed(n: int, m: int, length: float) -> Observation:
+        shape = SpecShape("ngram", m, 1, m, draft_model=False, variant=f"n={n}")
+        return Observation({"n": n, "m": m}, shape, length / ((1.1 + m / 50) / 50.0), length)
+
+    copying = WorkloadSurface(
+        axes, [Observation({}, None, 50.0, None), observed(6, 16, 7.98), observed(6, 48, 17.8)]
+    )
+    assert copying.methods["ngram"].copies
+    middle = SpecShape("ngram", 32, 1, 32, draft_model=False, variant="n=6")
+    length = copying.predict({"n": 6, "m": 32}, middle).accept_length
+    assert length is not None and 12.0 < length < 15.0
+    saturating = [observed(3, m, accept_length(0.6, GAIN_PRIOR, SpecShape("x", m, 1, m))) for m in (16, 48)]
+    chain = WorkloadSurface(axes, [Observation({}, None, 50.0, None), *saturating])
+    assert not chain.methods["ngram"].copies
+    again = chain.predict({"n": 3, "m": 32}, SpecShape("ngram", 32, 1, 32, draft_model=False, variant="n=3"))
+    assert again.accept_length == pytest.approx(2.5, rel=0.02)  # 1 + 0.6 / 0.4, saturated
+
+
 def test_a_failed_start_rules_out_larger_drafts_of_the_same_method() -> None:
     failed_params, failed_shape = config(3, 2, 7)
     started_params, started_shape = config(2, 1)
