@@ -86,13 +86,21 @@ class Geometry:
             raise UserError(
                 "the model's KV geometry is unknown", "give a folder with config.json or a GGUF file"
             )
-        per_layer = 2 * self.kv_width.value * kv_bytes
+        per_layer = self.layer_bytes(kv_bytes)
         drafts = (
             draft_layers
             if draft_layers is not None
             else (self.draft_layers.value if self.draft_layers else 0)
         )
         return self.kv_layers.value * per_layer, drafts * per_layer
+
+    def layer_bytes(self, kv_bytes: int) -> int:
+        """One layer's K and V for one token."""
+        return 2 * (self.kv_width.value if self.kv_width else 0) * kv_bytes
+
+    def token_bytes(self, kv_bytes: int, drafting: bool) -> int:
+        """What a token of context costs: the target's layers, and the draft's where one drafts."""
+        return sum(self.cell_bytes(kv_bytes, None if drafting else 0))
 
     def per_gpu(self, tp: int) -> Geometry:
         """The geometry one GPU of `tp` (tensor parallel) holds: the KV heads split between them, each GPU
@@ -158,7 +166,8 @@ def read_geometry(model: Path) -> Geometry:
     """`geometry_of`, read once while the model's files are unchanged: a sweep asks at every launch, and a
     large model's headers are hundreds of files. Callers must not change what it returns."""
     files = [model] if model.is_file() else sorted(model.glob("*.json")) + sorted(model.glob("*.safetensors"))
-    return _geometry_of_files(model, tuple((f.name, f.stat().st_mtime_ns, f.stat().st_size) for f in files))
+    stats = [(f.name, f.stat()) for f in files]
+    return _geometry_of_files(model, tuple((name, st.st_mtime_ns, st.st_size) for name, st in stats))
 
 
 @functools.lru_cache(maxsize=8)
@@ -433,7 +442,7 @@ def graph_findings(
     would buy back (a token costs the draft's layers too where one drafts), and the engine's flags that cap
     capture there (`pins`: `Engine.graph_pins`)."""
     out: list[Finding] = []
-    truth = sum(g.cell_bytes(kv_bytes, None if drafting else 0))
+    truth = g.token_bytes(kv_bytes, drafting)
     running = facts.max_running_requests
     chunk = facts.extra.get("chunked_prefill_size")
     for capture in facts.extra.get("graph_captures", []):
@@ -470,7 +479,7 @@ def launch_differences(
     CUDA-graph capture's memory and sizes, the pool, what was left free; the graph memory the second holds
     less of, as the context it buys at the true per-token cost. A difference is `ok` false: one of the two
     spends memory the other does not."""
-    truth = sum(g.cell_bytes(kv_bytes, None if drafting else 0))
+    truth = g.token_bytes(kv_bytes, drafting)
     out: list[Finding] = []
     captures = [{str(c["graph"]): c for c in f.extra.get("graph_captures", [])} for f in (first, second)]
     saved = 0.0
@@ -540,7 +549,7 @@ def budget_findings(
     """The most the pool can hold on this GPU: its share less the weights (the log's, else the files'), at the
     true per-token cost. An upper bound: state caches, a draft's weights and activations come out of it too.
     A logged pool larger than it means the GPU or the share given here are not the launch's."""
-    truth = sum(g.cell_bytes(kv_bytes, None if drafting else 0))
+    truth = g.token_bytes(kv_bytes, drafting)
     if facts is not None and facts.weight_gb:
         weights, source = facts.weight_gb, "the log's weight load"
     elif g.weight_bytes is not None:
@@ -620,7 +629,7 @@ class Diagnosis:
                 f"KV per token at {self.kv_bytes} B/element: {target} B target + {draft} B draft = {target + draft} B"
             )
             if g.sliding_layers and g.sliding_window:
-                window = g.sliding_layers.value * 2 * g.kv_width.value * self.kv_bytes
+                window = g.sliding_layers.value * g.layer_bytes(self.kv_bytes)
                 out.append(
                     f"  plus {window} B per token for the last {g.sliding_window.value} tokens only "
                     f"({g.sliding_layers.value} sliding-window layers)"
