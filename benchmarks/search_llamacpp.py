@@ -11,7 +11,9 @@ is therefore measured twice, and a configuration's speed is the geometric mean o
 - the grid's own ceiling: what one exhaustive grid (one launch each) picks, scored by the truth;
 - replays: the driver's order (baseline, covering start-up trials, the search's picks) replayed `--replays`
   times per search against launches drawn from the truth with the launch-to-launch noise the two grids
-  measured (cheap, so the search's policy is judged over many draws, not one);
+  measured (cheap, so the search's policy is judged over many draws, not one); "resampled": the same, each
+  launch one of the grids' own two launches of the configuration at random (every number as a real server
+  measured it: acceptance, drafted tokens, the requests' spread);
 - real searches: `--seeds` real `specsweep run` sweeps per search kind, their picks scored by the truth, and
   their wall time against the grid's.
 
@@ -22,6 +24,8 @@ anything else running moves the numbers.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import itertools
 import json
 import math
 import random
@@ -130,6 +134,12 @@ class Truth:
     def share(self, record: TrialRecord, key: str) -> float:
         return self.tps[launch_key(record.params)][key] / self.best(key)
 
+    def relaunch(self, number: int, params: dict[str, Any], rng: random.Random) -> TrialRecord:
+        """One of the grids' own launches of the configuration, at random: every number a real server measured
+        (acceptance, drafted tokens, the requests' spread), not drawn."""
+        measured = rng.choice(self.records[launch_key(params)])
+        return dataclasses.replace(measured, number=number, params=params)
+
     def launch(self, number: int, params: dict[str, Any], rng: random.Random) -> TrialRecord:
         """A drawn launch: the truth, with a launch's noise, over the probe's repeats (acceptance as measured)."""
         config = launch_key(params)
@@ -180,18 +190,19 @@ def main() -> int:
             + " |"
         )
         worst: dict[str, float] = {}
-        for kind in SearchKind:
+        replays = {"replayed": truth.launch, "resampled": truth.relaunch}
+        for kind, (how, launch) in itertools.product(SearchKind, replays.items()):
             shares: dict[str, list[float]] = {k: [] for k in KEYS}
             for seed in range(args.replays):
-                records = drive(kind, space, engine, pool.items, args.launches, seed, truth.launch)
+                records = drive(kind, space, engine, pool.items, args.launches, seed, launch)
                 for key in KEYS:
                     shares[key].append(truth.share(pick(records, key), key))
             print(
-                f"| {kind.value}, replayed x{args.replays} | {args.launches} | "
+                f"| {kind.value}, {how} x{args.replays} | {args.launches} | "
                 + " | ".join(quantiles(shares[k]) for k in KEYS)
                 + " |"
             )
-            worst[f"{kind.value} replayed p10"] = min(
+            worst[f"{kind.value} {how} p10"] = min(
                 sorted(v)[int(0.1 * (len(v) - 1))] for v in shares.values()
             )
         walls: dict[str, list[float]] = {}

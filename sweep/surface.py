@@ -240,9 +240,14 @@ class MethodFit:
     # Each measured variant's own acceptance by context (`accept` is the fit over all variants, for the rest).
     variants: Mapping[str, Mapping[float, float]] = dataclasses.field(default_factory=dict)
     copies: bool = False  # lookup drafts fitted as copied runs (`_lengths`)
+    # Lookup variants whose launches at several depths fit position-by-position acceptance instead.
+    geometric: frozenset[str] = frozenset()
 
     def acceptance(self, variant: str) -> Mapping[float, float] | None:
         return self.variants.get(variant, self.accept)
+
+    def copies_for(self, variant: str) -> bool:
+        return self.copies and variant not in self.geometric
 
 
 def _fit_acceptance(
@@ -273,18 +278,15 @@ def _best_fit(
     return best
 
 
-def _copies(by_variant: Mapping[str, list[tuple[SpecShape, float]]], noise: float) -> bool:
-    """Whether lookup drafts are fitted as copied runs: yes, unless the variants measured at several depths
-    fit position-by-position acceptance better by more than the noise allows (each variant its own fit)."""
-    run = geometric = 0.0
-    points = 0
-    for measured in by_variant.values():
-        if len({s.depth for s, _ in measured}) < 2:
-            continue  # one depth fits either form exactly: it cannot tell them apart
-        fits = (_best_fit(measured, None, True), _best_fit(measured, None, False))
-        run, geometric = run + (fits[0][0] if fits[0] else 0.0), geometric + (fits[1][0] if fits[1] else 0.0)
-        points += len(measured)
-    return geometric + points * max(noise, NOISE_FLOOR) ** 2 >= run
+def _copies(measured: list[tuple[SpecShape, float]], noise: float) -> bool:
+    """Whether one variant's lookup drafts are fitted as copied runs: yes, unless it was measured at several
+    depths and position-by-position acceptance fits them better by more than the noise allows (one depth fits
+    either form exactly: it cannot tell them apart)."""
+    if len({s.depth for s, _ in measured}) < 2:
+        return True
+    fits = (_best_fit(measured, None, True), _best_fit(measured, None, False))
+    run, geometric = (fits[0][0] if fits[0] else 0.0), (fits[1][0] if fits[1] else 0.0)
+    return geometric + len(measured) * max(noise, NOISE_FLOOR) ** 2 >= run
 
 
 @dataclass(frozen=True)
@@ -383,13 +385,18 @@ class WorkloadSurface:
         by_variant: dict[str, list[tuple[SpecShape, float]]] = {}
         for _, s, length in measured:
             by_variant.setdefault(s.variant, []).append((s, length))
-        copies = not draft_model and _copies(by_variant, self.noise)
+        copies = not draft_model
+        geometric = frozenset(
+            v for v, points in by_variant.items() if copies and not _copies(points, self.noise)
+        )
         joint = _fit_acceptance([(s, length) for _, s, length in measured], copies=copies)
         accept = None if joint is None else {0.0: joint[0]}
         gain = GAIN_PRIOR if joint is None else joint[1]
         variants = {
             variant: self._fit_by_context(
-                [(o, s, n) for o, s, n in measured if s.variant == variant], gain, copies
+                [(o, s, n) for o, s, n in measured if s.variant == variant],
+                gain,
+                copies and variant not in geometric,
             )
             for variant in by_variant
         }
@@ -406,7 +413,7 @@ class WorkloadSurface:
                 for g in groups
             }
             accept = self._fit_by_context(measured, gain, copies)
-        return MethodFit(accept, gain, step, len(mine), variants, copies)
+        return MethodFit(accept, gain, step, len(mine), variants, copies, geometric)
 
     def _fit_by_context(
         self, measured: list[tuple[Observation, SpecShape, float]], gain: float, copies: bool
@@ -428,7 +435,8 @@ class WorkloadSurface:
         accept = None if fit is None else fit.acceptance(shape.variant)
         if fit is None or not accept:
             return None
-        return accept_length(self.contexts.interpolate(context, accept), fit.gain, shape, fit.copies)
+        copies = fit.copies_for(shape.variant)
+        return accept_length(self.contexts.interpolate(context, accept), fit.gain, shape, copies)
 
     def structural_tps(self, shape: SpecShape, context: float | None = None) -> float | None:
         """Decode t/s from the fitted shape alone: tokens per step over a step's seconds."""

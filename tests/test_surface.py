@@ -135,61 +135,66 @@ def test_a_method_never_measured_is_as_unsure_as_the_prior_says() -> None:
     assert math.isclose(unseen.tps, 1 / surface.per_token(None), rel_tol=0.05)  # the baseline's speed
 
 
+def lookup(n: int, m: int) -> tuple[dict[str, int], SpecShape]:
+    """An n-gram lookup matching `n` tokens and drafting up to `m`."""
+    return {"n": n, "m": m}, SpecShape("ngram", m, 1, m, draft_model=False, variant=f"n={n}")
+
+
+def launched_lookup(n: int, m: int, length: float) -> Observation:
+    """A lookup's launch: its acceptance length, at a verify step of m tokens in a 50 t/s baseline's time."""
+    params, shape = lookup(n, m)
+    return Observation(params, shape, length / ((1.1 + m / 50) / 50.0), length)
+
+
+LOOKUP_AXES = [Axis("n", 3, 12, log=True), Axis("m", 16, 48)]
+
+
 def test_variants_of_a_method_keep_their_own_acceptance() -> None:
     """Two match lengths of one n-gram method: a short match drafts often and wrongly, a longer one rarely
     and well. Each variant's acceptance is its own, so the long match's deeper draft is predicted from its own
     shallow launch, not from the short match's poor acceptance; a variant never measured is less sure."""
-    axes = [Axis("n", 3, 12, log=True), Axis("m", 16, 48)]
-
-    def chain(n: int, m: int) -> tuple[dict[str, int], SpecShape]:
-        return {"n": n, "m": m}, SpecShape("ngram", m, 1, m, draft_model=False, variant=f"n={n}")
-
-    def measured(n: int, m: int, a: float) -> Observation:
-        params, shape = chain(n, m)
-        length = accept_length(a, GAIN_PRIOR, shape)
-        step_seconds = (1.1 + m / 50) / 50.0  # a verify step of m tokens, in a 50 t/s baseline's time
-        return Observation(params, shape, length / step_seconds, length)
-
-    surface = WorkloadSurface(
-        axes,
-        [
-            Observation({}, None, 50.0, None),
-            measured(3, 16, 0.5),
-            measured(3, 48, 0.5),
-            measured(6, 16, 0.95),
-        ],
+    short = [launched_lookup(3, m, accept_length(0.5, GAIN_PRIOR, lookup(3, m)[1])) for m in (16, 48)]
+    long_shallow = launched_lookup(6, 16, accept_length(0.5, GAIN_PRIOR, lookup(6, 16)[1], copies=True))
+    surface = WorkloadSurface(LOOKUP_AXES, [Observation({}, None, 50.0, None), *short, long_shallow])
+    deep = surface.predict(*lookup(6, 48))
+    assert deep.accept_length == pytest.approx(
+        accept_length(0.5, GAIN_PRIOR, lookup(6, 48)[1], copies=True), rel=0.03
     )
-    deep_params, deep_shape = chain(6, 48)
-    deep = surface.predict(deep_params, deep_shape)
-    assert deep.accept_length == pytest.approx(accept_length(0.95, GAIN_PRIOR, deep_shape), rel=0.02)
     assert deep.tps > surface.best_at()  # the search has a reason to launch it
-    unseen_params, unseen_shape = chain(12, 16)
-    assert surface.predict(unseen_params, unseen_shape).sd > surface.predict(*chain(6, 16)).sd + 0.1
+    assert surface.predict(*lookup(12, 16)).sd > surface.predict(*lookup(6, 16)).sd + 0.1
 
 
 def test_a_lookup_that_copies_runs_keeps_paying_for_depth() -> None:
     """The real llama-server's ngram-simple on tool calls (n=6): accept length 7.98 with 16 drafted and 17.8
     with 48. Per-position acceptance cannot fit both (it saturates: 8.3 at 48 from the 16's fit); copied runs
-    (a share of steps finds a run, a run is accepted nearly whole) do, and read 32 drafted in between. Where a
-    lookup's depths fit per-position acceptance (a chain that saturates), that form is kept."""
-    axes = [Axis("n", 3, 12, log=True), Axis("m", 16, 48)]
-
-    def observed(n: int, m: int, length: float) -> Observation:
-        shape = SpecShape("ngram", m, 1, m, draft_model=False, variant=f"n={n}")
-        return Observation({"n": n, "m": m}, shape, length / ((1.1 + m / 50) / 50.0), length)
-
+    (a share of steps finds a run, a run is accepted nearly whole) do, and read 32 drafted in between."""
     copying = WorkloadSurface(
-        axes, [Observation({}, None, 50.0, None), observed(6, 16, 7.98), observed(6, 48, 17.8)]
+        LOOKUP_AXES,
+        [Observation({}, None, 50.0, None), launched_lookup(6, 16, 7.98), launched_lookup(6, 48, 17.8)],
     )
-    assert copying.methods["ngram"].copies
-    middle = SpecShape("ngram", 32, 1, 32, draft_model=False, variant="n=6")
-    length = copying.predict({"n": 6, "m": 32}, middle).accept_length
+    assert copying.methods["ngram"].copies_for("n=6")
+    length = copying.predict(*lookup(6, 32)).accept_length
     assert length is not None and 12.0 < length < 15.0
-    saturating = [observed(3, m, accept_length(0.6, GAIN_PRIOR, SpecShape("x", m, 1, m))) for m in (16, 48)]
-    chain = WorkloadSurface(axes, [Observation({}, None, 50.0, None), *saturating])
-    assert not chain.methods["ngram"].copies
-    again = chain.predict({"n": 3, "m": 32}, SpecShape("ngram", 32, 1, 32, draft_model=False, variant="n=3"))
-    assert again.accept_length == pytest.approx(2.5, rel=0.02)  # 1 + 0.6 / 0.4, saturated
+
+
+def test_each_lookup_variant_keeps_the_form_its_own_depths_fit() -> None:
+    """On the same tool calls the real server's n=3 match accepts 6.59 with 16 drafted and 6.59 with 48: its
+    wrong matches break every run early, a chain that saturates. That variant is fitted position by position;
+    the method's other match lengths are not judged by it: one never measured, or measured at one depth only,
+    keeps the lookup's own form (copied runs), so a deeper draft of it still looks worth a launch."""
+    saturating = [launched_lookup(3, m, accept_length(0.6, GAIN_PRIOR, lookup(3, m)[1])) for m in (16, 48)]
+    surface = WorkloadSurface(
+        LOOKUP_AXES, [Observation({}, None, 50.0, None), *saturating, launched_lookup(6, 16, 7.98)]
+    )
+    fit = surface.methods["ngram"]
+    assert not fit.copies_for("n=3") and fit.copies_for("n=6") and fit.copies_for("n=12")
+    assert surface.predict(*lookup(3, 32)).accept_length == pytest.approx(2.5, rel=0.02)  # 1 + 0.6/0.4
+    deep, shallow = surface.predict(*lookup(6, 48)), surface.predict(*lookup(6, 16))
+    assert deep.accept_length is not None and shallow.accept_length is not None
+    assert deep.accept_length > 2 * shallow.accept_length - 1  # more than twice the accepted drafts
+    unseen_deep, unseen_shallow = surface.predict(*lookup(12, 48)), surface.predict(*lookup(12, 16))
+    assert unseen_deep.accept_length is not None and unseen_shallow.accept_length is not None
+    assert unseen_deep.accept_length > 2 * unseen_shallow.accept_length - 1
 
 
 def test_a_failed_start_rules_out_larger_drafts_of_the_same_method() -> None:
