@@ -601,6 +601,7 @@ class Diagnosis:
     kv_bytes: int
     findings: list[Finding]
     against: list[Finding] = field(default_factory=list)  # a second launch's differences (`--against`)
+    drafting: bool = True  # a draft shares the pool: its layers are priced per token
 
     def lines(self) -> list[str]:
         g = self.geometry
@@ -625,9 +626,11 @@ class Diagnosis:
         out += [f"  disagreement: {d}" for d in g.disagreements]
         if g.kv_layers and g.kv_width:
             target, draft = g.cell_bytes(self.kv_bytes)
-            out.append(
-                f"KV per token at {self.kv_bytes} B/element: {target} B target + {draft} B draft = {target + draft} B"
-            )
+            if self.drafting:
+                priced = f"{target} B target + {draft} B draft = {target + draft} B"
+            else:  # as the verdicts price it: the draft's layers hold cache only while it drafts
+                priced = f"{target} B" + (f" (the draft's {draft} B more when speculating)" if draft else "")
+            out.append(f"KV per token at {self.kv_bytes} B/element: {priced}")
             if g.sliding_layers and g.sliding_window:
                 window = g.sliding_layers.value * g.layer_bytes(self.kv_bytes)
                 out.append(
@@ -686,7 +689,7 @@ def diagnose(
         findings += graph_findings(g, facts, kv_bytes, drafting, rules.pins)
         if against is not None:
             differences = launch_differences(g, facts, against, kv_bytes, drafting)
-    return Diagnosis(g, kv_bytes, findings, differences)
+    return Diagnosis(g, kv_bytes, findings, differences, drafting)
 
 
 def sizing(

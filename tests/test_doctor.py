@@ -142,6 +142,14 @@ def test_report_000_the_pool_cut_x5_and_its_cause(qwen_folder: Path) -> None:
     assert [f.ok for f in after] == [True] and "KV pool 211357 tokens" in after[0].what
 
 
+def test_the_per_token_line_prices_the_draft_only_where_one_drafts(qwen_folder: Path) -> None:
+    """The 27B's MTP layer holds cache only while it drafts: the geometry line says what the verdicts price."""
+    drafting = diagnose(qwen_folder, "fp8_e4m3", speculative=True).lines()
+    plain = diagnose(qwen_folder, "fp8_e4m3", speculative=False).lines()
+    assert "KV per token at 1 B/element: 32768 B target + 2048 B draft = 34816 B" in drafting
+    assert "KV per token at 1 B/element: 32768 B (the draft's 2048 B more when speculating)" in plain
+
+
 def test_decode_graphs_above_the_running_limit_are_named_with_their_memory(qwen_folder: Path) -> None:
     log = REPORT_000_LOG.replace("max_running_requests=48", "max_running_requests=3") + (
         "[2026-03-02 10:00:05 TP0] Capture cuda graph end. Time elapsed: 12.00 s. bs=[1, 2, 4, 8, 12, 16, 24, 32, "
