@@ -30,7 +30,9 @@ from sweep.analysis import (
 )
 from sweep.recovery import driver_identity, recover
 from sweep.results import TrialRecord
-from sweep.store import DRIVER_ATTR, ROLE_ATTR, is_result, make_storage
+from sweep.search import favourites
+from sweep.space import SearchKind
+from sweep.store import DRIVER_ATTR, ROLE_ATTR, is_result, make_storage, search_records
 from sweep.study import Progress, Sweep, TrialFailed
 
 SUFFIX = ":confirm"
@@ -213,7 +215,12 @@ def confirm_search(
 ) -> optuna.Study | None:
     """Confirm a search: its best candidates per workload and its one-for-all pick, against the baseline."""
     min_gain = sweep.space.confirm.min_gain
-    plan = confirmation_plan(trial_views(search), top, min_gain, dict(sweep.space.latency_limits))
+    favoured = (
+        favourites(sweep.space, sweep.engine, search_records(search))
+        if sweep.space.search is SearchKind.MODEL
+        else None
+    )
+    plan = confirmation_plan(trial_views(search), top, min_gain, dict(sweep.space.latency_limits), favoured)
     if not plan or rounds < 2:
         sweep.progress("confirmation: nothing to confirm (no completed baseline and candidate)")
         return None

@@ -222,6 +222,20 @@ class ModelSearch:
         return open_
 
 
+def favourites(space: Space, engine: Engine, records: Sequence[TrialRecord]) -> dict[str, int]:
+    """Per workload, the launched configuration (its trial number) the model rates fastest: its prediction
+    there weighs the launch's own number against its neighbours', so a lucky launch is pulled down and an
+    unlucky one up. The confirmation launches it beside the fastest measured (the winner's curse)."""
+    search = ModelSearch(space, candidates(space, engine))
+    out = {}
+    for key, surface in search.surfaces(records).items():
+        launched = [r for r in records if r.shape is not None and observations([r], key)]
+        if launched:
+            rated = surface.predict_many([(r.params, r.shape) for r in launched])
+            out[key] = launched[max(range(len(launched)), key=lambda i: rated[i].tps)].number
+    return out
+
+
 def _fastest(records: Sequence[TrialRecord], key: str) -> TrialRecord | None:
     """The launch that measured the highest decode t/s on a workload."""
     measured = [(o.tps, r) for r in records for o in observations([r], key)]

@@ -105,6 +105,18 @@ def test_the_plan_takes_the_top_per_workload_and_the_one_for_all_pick() -> None:
     assert confirmation_plan(search(), top=0) == []
 
 
+def test_the_models_favourite_goes_second_in_place_of_the_runner_up() -> None:
+    """Trial 2 measured 2% under trial 1 on code; the surface model rates trial 3 (60 t/s measured, an unlucky
+    launch among fast neighbours, say) higher: the plan's code pair is trial 1 and trial 3."""
+    plain = confirmation_plan(search(), top=2)
+    assert [c.label for c in plain] == [BASELINE, "trial 1", "trial 2"]
+    favoured = confirmation_plan(search(), top=2, favoured={"code": 3})
+    code = [c.label for c in favoured if "code" in c.workloads and c.label != BASELINE]
+    assert "trial 3" in code and "trial 1" in code
+    # The favourite already the fastest measured: the runner-up keeps its place.
+    assert confirmation_plan(search(), top=2, favoured={"code": 1}) == plain
+
+
 def test_without_confirmation_verdicts_are_unconfirmed() -> None:
     recs = {r.workload: r for r in recommendations(Study(search(), []))}
     assert recs["code"].verdict == Verdict.UNCONFIRMED and not recs["code"].confirmed

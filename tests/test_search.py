@@ -14,7 +14,7 @@ import yaml
 
 from sweep.engines import ServerSetup, SGLangEngine
 from sweep.results import SpecShape, Spread, TrialRecord, WorkloadSummary
-from sweep.search import ModelSearch, axes, candidates, launch_key, predicted_surface
+from sweep.search import ModelSearch, axes, candidates, favourites, launch_key, predicted_surface
 from sweep.space import SearchKind, Space, parse_space
 from sweep.store import launched, make_storage
 
@@ -143,6 +143,19 @@ def test_the_model_never_proposes_a_launched_configuration_and_runs_out(engine: 
         )
     assert search.propose(records) is None
     assert search.unconfident(records) == []  # nothing untried: nothing left to be unsure about
+
+
+def test_the_models_favourite_is_a_launched_configuration_it_rates_fastest(engine: SGLangEngine) -> None:
+    """Chains at depths 1-4 whose fourth position costs more than it accepts: the model's favourite per workload
+    is the trial at depth 3 (the baseline and untried configurations are never favourites)."""
+    the_space = space()
+    chains = {c.shape.depth: c for c in candidates(the_space, engine).items if c.shape and c.shape.width == 1}
+    records = [record(0, {"speculative-algorithm": "none"}, None, 40.0, None)]
+    for depth, chain in sorted(chains.items()):
+        length = 1 + sum(0.8**i for i in range(1, depth + 1))
+        records.append(record(depth, chain.params, chain.shape, 40.0 * length / (1 + 0.25 * depth), length))
+    assert favourites(the_space, engine, records) == {"code": 3, "prose": 3}
+    assert favourites(the_space, engine, records[:1]) == {}
 
 
 def run(tmp_path: Path, text: str, *extra: str) -> subprocess.CompletedProcess[str]:
