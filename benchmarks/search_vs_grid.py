@@ -66,6 +66,26 @@ confirm: {launches: 0}
 trials: 24
 """
 PROFILE_FILES = ("qwen3.8-27b-int4-32gb.yaml", "report004-3090-24gb.yaml", "small-draft-24gb.yaml")
+# Profiles the search was not tuned on (`--perturbed`): each a shipped profile with its optima moved.
+PERTURBED: dict[str, tuple[str, dict[str, dict[str, float]]]] = {
+    # A compute-bound GPU: verification costs from the fourth token on, so chains stay shallow.
+    "knee4": (
+        "small-draft-24gb.yaml",
+        {
+            "speed": {"verify_knee_tokens": 4, "per_verify_token_ms": 1.5},
+            "acceptance": {"code": 0.8, "tool": 0.85, "prose": 0.6},
+        },
+    ),
+    # Trees that hardly pay (tree gain 0.1) and a draft that guesses prose well: deep chains everywhere.
+    "notree": ("qwen3.8-27b-int4-32gb.yaml", {"acceptance": {"tree_gain": 0.1, "prose": 0.75}}),
+    # Launches 5% apart (2.5x the field reports'), requests 4%.
+    "noisy": ("qwen3.8-27b-int4-32gb.yaml", {"": {"launch_drift": 0.05, "request_noise": 0.04}}),
+    # Drafting three times as slow and a weaker draft: gains of 5% at best on tool, losses on prose.
+    "costly": (
+        "small-draft-24gb.yaml",
+        {"speed": {"per_draft_ms": 9.0}, "acceptance": {"tool": 0.5, "prose": 0.3, "code": 0.75}},
+    ),
+}
 CLASS_OF = {
     "code": "code",
     "tool": "tool",
@@ -162,11 +182,28 @@ def run_launched(kind: SearchKind, profile: str, launches: int, seed: int) -> tu
         return search_records(study), wall
 
 
+def perturbed_profiles(folder: Path) -> list[str]:
+    """The `PERTURBED` profiles written into `folder`, as paths the benchmark loads like the shipped ones."""
+    paths = []
+    for name, (base, changes) in PERTURBED.items():
+        data = yaml.safe_load((PROFILES / base).read_text())
+        for section, values in changes.items():
+            (data[section] if section else data).update(values)
+        data["name"] = f"{data['name']}, perturbed: {name}"
+        path = folder / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(data))
+        paths.append(str(path))
+    return paths
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--fraction", type=float, default=0.10)
     parser.add_argument("--profiles", nargs="*", default=list(PROFILE_FILES))
+    parser.add_argument(
+        "--perturbed", action="store_true", help="four profiles with the optima moved instead (PERTURBED)"
+    )
     parser.add_argument(
         "--launch", action="store_true", help="real `specsweep run` sweeps on simulated servers"
     )
@@ -180,7 +217,8 @@ def main() -> int:
         f"grid: {pool.grid} points, {len(pool.items)} launchable ({pool.infeasible} infeasible, {pool.duplicates} duplicates); search: {launches} launches ({args.fraction:.0%})"
     )
     worst: dict[str, float] = {}
-    for name in args.profiles:
+    written = tempfile.TemporaryDirectory()
+    for name in perturbed_profiles(Path(written.name)) if args.perturbed else args.profiles:
         truth = Truth(Profile.load(PROFILES / name), engine, space)
         grid_best = {k: max(truth.tps(c.params, k) for c in pool.items) for k in space.objective_names}
         baseline = engine.derive(space.launch_params(engine.baseline_params()))
