@@ -94,6 +94,12 @@ class Confirmation:
             if not open_:
                 break
             extra = [(round_, c) for c in (self._plan[self.reference], *open_)]
+            if not self._fits(len(extra)):
+                self.sweep.progress(
+                    f"confirmation: no round {round_ + 1}: the budget's time left is less than its "
+                    f"{len(extra)} launches take; verdicts still open stay open"
+                )
+                break
             if self._missing(study, set_id, extra):
                 labels = ", ".join(c.label for c in open_)
                 self.sweep.progress(
@@ -101,6 +107,13 @@ class Confirmation:
                 )
             self._launch(study, set_id, extra)
         return study
+
+    def _fits(self, launches: int) -> bool:
+        """Whether `--budget` (if any) has room for `launches` more, at this confirmation's time per launch."""
+        left = self.sweep.time_left()
+        if left is None or not self._durations:
+            return True
+        return left >= launches * sum(self._durations) / len(self._durations)
 
     def _settled(self, views: list[TrialView], candidate: Candidate) -> bool:
         min_gain = self.sweep.space.confirm.min_gain

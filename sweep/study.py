@@ -228,7 +228,7 @@ class Sweep:
                 f"the space has no untried feasible configuration left ({IDLE_LIMIT} suggestions in a row were "
                 "measured already or infeasible)"
             )
-        elif (left := self._time_left()) is not None and left < self._reserve_s():
+        elif (left := self.time_left()) is not None and left < self._reserve_s():
             reason = (
                 f"{_minutes(max(0.0, left))} of the budget left, less than one more trial and the confirmation's "
                 f"first rounds take ({_minutes(self._reserve_s())})"
@@ -267,7 +267,8 @@ class Sweep:
             user_attrs={ROLE_ATTR: "model", PREDICTED_ATTR: predicted, "aimed_at": proposal.workload},
         )
 
-    def _time_left(self) -> float | None:
+    def time_left(self) -> float | None:
+        """Seconds of `--budget` left (None: no budget); the confirmation reads it too."""
         if self.budget_s is None:
             return None
         return self.budget_s - (time.monotonic() - self._started)
@@ -554,7 +555,7 @@ class Sweep:
         index = self._finished_before + len(self._durations)  # trials finished before this one
 
         def say(message: str) -> None:
-            left = self._time_left()
+            left = self.time_left()
             if left is not None:  # a time budget: the clock, not a count, ends the search
                 self.progress(
                     f"[trial {index + 1} · {_minutes(max(0.0, left))} of the budget left] {message}"

@@ -12,11 +12,16 @@ import optuna
 import pytest
 import yaml
 
+from sweep.analysis import BASELINE, Candidate
+from sweep.confirm import Confirmation
 from sweep.engines import ServerSetup, SGLangEngine
+from sweep.preflight import build_engine
 from sweep.results import SpecShape, Spread, TrialRecord, WorkloadSummary
 from sweep.search import ModelSearch, axes, candidates, favourites, launch_key, predicted_surface
+from sweep.sim.profile import PROFILES
 from sweep.space import SearchKind, Space, parse_space
-from sweep.store import launched, make_storage
+from sweep.store import StudyPaths, launched, make_storage
+from sweep.study import Sweep
 
 SIM = [sys.executable, "-m", "sweep.sim"]
 SPACE = """
@@ -228,6 +233,26 @@ def test_a_time_budget_ends_the_search(tmp_path: Path) -> None:
     assert "of the budget left]" in done.stderr
     assert "of the budget left, less than one more trial" in done.stderr
     assert 2 <= len([t for t in trials(tmp_path) if launched(t)]) < 30
+
+
+def test_a_spent_budget_adds_no_confirmation_round(tmp_path: Path) -> None:
+    """Two launches of one configuration under two names: after the first two rounds their verdict is open (two
+    launches each cannot say within 3%), which would launch round after round up to `max_launches`; with the
+    budget spent, the confirmation stops after the rounds the search reserved time for, and says so."""
+    text = SPACE.replace("workloads: [{class: code}, {class: prose}]", "workloads: [{class: prose}]")
+    # The space's launcher (time scale, a profile that starts in a fraction of a second), not the fixture's.
+    quick = f'"0.005", --sim-profile, "{PROFILES / "small-draft-24gb.yaml"}"'
+    the_space = space(text.replace('"0.005"', quick))
+    engine = build_engine(the_space)
+    engine.prepare()
+    said: list[str] = []
+    paths = StudyPaths.for_study("budget", tmp_path / "runs", None)
+    sweep = Sweep(the_space, engine, paths, said.append, budget_s=0.001)
+    baseline = engine.derive(the_space.launch_params(engine.baseline_params()))
+    plan = [Candidate(BASELINE, baseline, ("prose",)), Candidate("trial 1", dict(baseline), ("prose",))]
+    study = Confirmation(sweep).run(plan, rounds=2, max_rounds=10)
+    assert len([t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]) == 4
+    assert any("no round 3: the budget's time left is less than its 2 launches take" in m for m in said)
 
 
 @pytest.mark.parametrize(
