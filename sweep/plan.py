@@ -90,8 +90,16 @@ class Plan:
     def search_s(self) -> float:
         return self.search_launches * self.launch.seconds
 
+    @property
+    def confirm_most(self) -> int:
+        """The confirmation's launches at most: its extra rounds stop where the budget (if any) ends."""
+        if self.budget_s is None or self.launch.seconds <= 0:
+            return self.confirm_max
+        room = int((self.budget_s - self.search_s) // self.launch.seconds)
+        return max(self.confirm_min, min(self.confirm_max, room))
+
     def confirm_s(self, most: bool) -> float:
-        return (self.confirm_max if most else self.confirm_min) * self.launch.seconds
+        return (self.confirm_most if most else self.confirm_min) * self.launch.seconds
 
     def trials_in_budget(self) -> int | None:
         """Search launches that fit the budget with the confirmation's first rounds after them."""

@@ -304,6 +304,20 @@ def test_plan_counts_the_space_after_the_engines_rules_and_prices_the_night(tmp_
     assert "measured: median of 3 launches in study 's'" in after
 
 
+def test_plan_holds_the_confirmations_extra_rounds_to_the_budget(tmp_path: Path) -> None:
+    """18 confirmation launches (2 workloads x top 2 + the one-for-all pick and the baseline, x 3) follow the
+    search; their extra rounds (up to 10 launches each) are planned only as far as the budget reaches."""
+    text = SPACE.replace("confirm: {launches: 0}", "confirm: {launches: 3, max_launches: 10}")
+    (tmp_path / "space.yaml").write_text(text.replace("{python}", sys.executable))
+    argv = [sys.executable, "-m", "sweep", "plan", "--space", str(tmp_path / "space.yaml"), "--budget"]
+    unbounded = [sys.executable, "-m", "sweep", "plan", "--space", str(tmp_path / "space.yaml")]
+    free = subprocess.run(unbounded, capture_output=True, text=True, timeout=120, check=True).stdout
+    assert "confirmation: 18 launches, up to 60 where a verdict stays open\n" in free
+    hour = subprocess.run([*argv, "1h"], capture_output=True, text=True, timeout=120, check=True).stdout
+    assert "confirmation: 18 launches, up to 18 where a verdict stays open (as the budget holds)" in hour
+    assert "total 1h00m to 1h00m" in hour
+
+
 def test_numeric_choices_are_a_coarse_range_to_the_model() -> None:
     the_space = space(SPACE.replace("  speculative-num-draft-tokens: {int: [2, 8]}\n", "") + "\n")
     found = {a.name: a for a in axes(the_space)}

@@ -57,7 +57,8 @@ def lines(plan: Plan, search: str) -> list[str]:
     out += [
         f"search ({search}): {plan.search_launches} launches (the baseline, {plan.cover} start-up trials covering each "
         f"method shallow and deep, then {max(0, plan.search_launches - 1 - plan.cover)} chosen by the search)",
-        f"confirmation: {plan.confirm_min} launches, up to {plan.confirm_max} where a verdict stays open",
+        f"confirmation: {plan.confirm_min} launches, up to {plan.confirm_most} where a verdict stays open"
+        + (" (as the budget holds)" if plan.confirm_most < plan.confirm_max else ""),
         f"one launch: {plan.launch.startup_s:.0f} s start-up + {plan.launch.probe_s:.0f} s probing ({plan.launch.source})",
         f"wall time: search {_hours(plan.search_s)}, then confirmation {_hours(plan.confirm_s(most=False))} to "
         f"{_hours(plan.confirm_s(most=True))}; total {_hours(plan.search_s + plan.confirm_s(most=False))} to "
