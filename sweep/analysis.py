@@ -35,6 +35,9 @@ SET_ATTR = "set"  # the confirmation plan a launch belongs to
 BASELINE = "baseline"
 DRIFT_MIN = 0.05  # a baseline that moved less than this (and less than 3 launch sds) did not drift
 SPREAD_MAX = 0.10  # launch-to-launch noise beyond this is worth a warning
+# A verdict rests on at least this many launches (or paired rounds) per side measured on a quiet host before
+# the busy host's are left out of it.
+MIN_CLEAN = 2
 # Streams that decoded fewer than this share of themselves at once were held back (by the client, prefill or a
 # cap): the ramp up and down of a batch sent together costs a few percent, not a quarter.
 HELD_BACK = 0.75
@@ -158,6 +161,12 @@ def ok_summary(view: TrialView, workload: str) -> WorkloadSummary | None:
     if summary is None or summary.status != "ok" or summary.decode_tps is None:
         return None
     return summary
+
+
+def on_busy_host(view: TrialView, workload: str) -> bool:
+    """Whether this launch measured the workload while other processes took the machine (see `HostLoad.busy`)."""
+    summary = ok_summary(view, workload)
+    return summary is not None and summary.host is not None and summary.host.busy
 
 
 def decode_median(view: TrialView, workload: str) -> float | None:
@@ -400,6 +409,18 @@ def _evidence(study: Study, key: str) -> tuple[list[TrialView], bool]:
 def _compare(
     views: list[TrialView], label: str, key: str, noise: Noise, study: Study, warnings: StudyWarnings
 ) -> Comparison | None:
+    """The candidate against the baseline. Launches measured on a busy host are left out where at least
+    MIN_CLEAN launches of each side remain (the verdict says how many were left out); where fewer remain, the
+    verdict rests on them all and is unreliable."""
+    clean = [v for v in views if not on_busy_host(v, key)]
+    left_out = sum(1 for v in views if v.label in (label, BASELINE) and on_busy_host(v, key))
+    if left_out:
+        found = stats.compare(
+            launches(clean, label, key), launches(clean, BASELINE, key), noise, study.min_gain
+        )
+        if found is not None and min(found.launches) >= MIN_CLEAN:
+            why = f"{found.why}; {left_out} launch{'es' if left_out > 1 else ''} on a busy host left out"
+            return host_checked(dataclasses.replace(found, why=why), clean, (label, BASELINE), key, warnings)
     found = stats.compare(launches(views, label, key), launches(views, BASELINE, key), noise, study.min_gain)
     return None if found is None else host_checked(found, views, (label, BASELINE), key, warnings)
 

@@ -17,6 +17,7 @@ from sweep import stats
 from sweep.analysis import (
     BASELINE,
     LABEL_ATTR,
+    MIN_CLEAN,
     ROUND_ATTR,
     SET_ATTR,
     Candidate,
@@ -24,6 +25,7 @@ from sweep.analysis import (
     TrialView,
     confirmation_plan,
     launches,
+    on_busy_host,
     plan_id,
     study_noise,
     trial_views,
@@ -118,12 +120,18 @@ class Confirmation:
     def _settled(self, views: list[TrialView], candidate: Candidate) -> bool:
         min_gain = self.sweep.space.confirm.min_gain
         for key in candidate.workloads:
+            # A launch on a busy host does not count towards settling: another round replaces it.
+            quiet = [v for v in views if not on_busy_host(v, key)]
             found = stats.compare(
-                launches(views, candidate.label, key),
-                launches(views, self.reference, key),
+                launches(quiet, candidate.label, key),
+                launches(quiet, self.reference, key),
                 study_noise(views, key, reference=self.reference),
                 min_gain,
             )
+            mine = (candidate.label, self.reference)
+            busy = any(on_busy_host(v, key) for v in views if v.label in mine)
+            if busy and (found is None or min(found.launches) < MIN_CLEAN):
+                return False
             if found is not None and not found.settled(min_gain):
                 return False
         return True

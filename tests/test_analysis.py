@@ -5,10 +5,13 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
+import sys
+from pathlib import Path
 from typing import Any
 
 from sweep.analysis import (
     BASELINE,
+    Candidate,
     Phase,
     Study,
     TrialView,
@@ -17,8 +20,13 @@ from sweep.analysis import (
     recommendations,
     study_warnings,
 )
+from sweep.confirm import Confirmation
+from sweep.preflight import build_engine
 from sweep.results import HostLoad, LaunchFacts, SpecShape, Spread, Stage, TrialRecord, WorkloadSummary
+from sweep.space import parse_space
 from sweep.stats import Verdict
+from sweep.store import StudyPaths
+from sweep.study import Sweep
 
 QUIET = HostLoad(other_cpu=0.01, steal=0.0, loadavg=1.0, cpus=2, seconds=5.0)
 BUSY = HostLoad(other_cpu=0.6, steal=0.0, loadavg=3.0, cpus=2, seconds=5.0)
@@ -156,6 +164,68 @@ def test_a_busy_host_makes_the_verdicts_it_touched_unreliable() -> None:
     recs = {r.workload: r for r in recommendations(study, warnings)}
     assert recs["prose"].verdict == Verdict.UNRELIABLE  # only trial 2 was confirmed on prose
     assert recs["prose"].recommended_trial == 0
+
+
+def test_a_busy_round_is_left_out_where_enough_quiet_ones_remain() -> None:
+    """Four rounds, trial 2's second on a busy host: its verdicts rest on the three quiet rounds and say one
+    launch was left out; with only one quiet round left, the verdict is unreliable as before."""
+    truth = {BASELINE: SPEEDS, "trial 1": {"code": 90.0}, "trial 2": {"code": 88.0, "prose": 70.0}}
+    views = confirm(truth, rounds=4)
+    busy = [i for i, v in enumerate(views) if v.label == "trial 2" and v.round == 1]
+    for i in busy:
+        views[i] = view(
+            views[i].number,
+            SHALLOW,
+            truth["trial 2"],
+            phase=Phase.CONFIRM,
+            label="trial 2",
+            round_=1,
+            host=BUSY,
+        )
+    study = Study(search(), views)
+    recs = {
+        r.workload: r for r in recommendations(study, study_warnings(study.search, study.confirm, study.keys))
+    }
+    assert recs["prose"].verdict == Verdict.FASTER and recs["prose"].recommended_trial == 2
+    assert "1 launch on a busy host left out" in recs["prose"].why_verdict
+    for i, v in enumerate(views):
+        if v.label == "trial 2" and v.round > 0:
+            views[i] = view(
+                v.number,
+                SHALLOW,
+                truth["trial 2"],
+                phase=Phase.CONFIRM,
+                label="trial 2",
+                round_=v.round,
+                host=BUSY,
+            )
+    study = Study(search(), views)
+    recs = {
+        r.workload: r for r in recommendations(study, study_warnings(study.search, study.confirm, study.keys))
+    }
+    assert recs["prose"].verdict == Verdict.UNRELIABLE
+
+
+def test_a_busy_launch_keeps_the_confirmation_going(tmp_path: Path) -> None:
+    """The confirmation asks for another round while a candidate has fewer than two quiet launches per side:
+    the busy one is replaced, not counted."""
+    the_space = parse_space(
+        {
+            "engine": "sglang",
+            "server": {"launcher": [sys.executable, "-m", "sweep.sim"], "model": "/models/m"},
+            "params": {"speculative-num-steps": {"int": [1, 3]}},
+            "workloads": [{"class": "code"}],
+        },
+        tmp_path,
+    )
+    engine = build_engine(the_space)
+    sweep = Sweep(the_space, engine, StudyPaths.for_study("s", tmp_path / "runs", None), lambda _m: None)
+    candidate = Candidate("trial 1", DEEP, ("code",))
+    truth = {BASELINE: SPEEDS, "trial 1": {"code": 90.0}}
+    quiet = confirm(truth, rounds=2)
+    assert Confirmation(sweep)._settled(quiet, candidate)  # +100% over two quiet rounds: faster, settled
+    busy = confirm(truth, rounds=2, **{"trial 1": {"host": BUSY}})
+    assert not Confirmation(sweep)._settled(busy, candidate)
 
 
 def test_streams_beyond_what_the_server_decoded_at_once_make_the_workload_unreliable() -> None:
