@@ -409,20 +409,36 @@ def _evidence(study: Study, key: str) -> tuple[list[TrialView], bool]:
 def _compare(
     views: list[TrialView], label: str, key: str, noise: Noise, study: Study, warnings: StudyWarnings
 ) -> Comparison | None:
-    """The candidate against the baseline. Launches measured on a busy host are left out where at least
-    MIN_CLEAN launches of each side remain (the verdict says how many were left out); where fewer remain, the
-    verdict rests on them all and is unreliable."""
-    clean = [v for v in views if not on_busy_host(v, key)]
-    left_out = sum(1 for v in views if v.label in (label, BASELINE) and on_busy_host(v, key))
+    return quiet_compare(views, (label, BASELINE), key, noise, study.min_gain, warnings)
+
+
+def quiet_compare(
+    views: list[TrialView],
+    labels: tuple[str, str],
+    key: str,
+    noise: Noise,
+    min_gain: float,
+    warnings: StudyWarnings,
+    metric: str = "decode_tps",
+) -> Comparison | None:
+    """The first configuration against the second (its reference). Launches measured on a busy host are left
+    out where at least MIN_CLEAN launches of each side remain (the verdict says how many were left out); where
+    fewer remain, the verdict rests on them all and is unreliable."""
+    label, reference = labels
+
+    def compared(among: list[TrialView]) -> Comparison | None:
+        mine, theirs = launches(among, label, key, metric), launches(among, reference, key, metric)
+        return stats.compare(mine, theirs, noise, min_gain) if mine and theirs else None
+
+    left_out = sum(1 for v in views if v.label in labels and on_busy_host(v, key))
     if left_out:
-        found = stats.compare(
-            launches(clean, label, key), launches(clean, BASELINE, key), noise, study.min_gain
-        )
+        quiet = [v for v in views if not on_busy_host(v, key)]
+        found = compared(quiet)
         if found is not None and min(found.launches) >= MIN_CLEAN:
             why = f"{found.why}; {left_out} launch{'es' if left_out > 1 else ''} on a busy host left out"
-            return host_checked(dataclasses.replace(found, why=why), clean, (label, BASELINE), key, warnings)
-    found = stats.compare(launches(views, label, key), launches(views, BASELINE, key), noise, study.min_gain)
-    return None if found is None else host_checked(found, views, (label, BASELINE), key, warnings)
+            return host_checked(dataclasses.replace(found, why=why), quiet, labels, key, warnings)
+    found = compared(views)
+    return None if found is None else host_checked(found, views, labels, key, warnings)
 
 
 def host_checked(
@@ -781,11 +797,11 @@ def _speed(
     views: list[TrialView], key: str, metric: str, name: str, min_gain: float, warnings: StudyWarnings
 ) -> ABRow | None:
     a, b = launches(views, "A", key, metric), launches(views, "B", key, metric)
-    found = stats.compare(b, a, study_noise(views, key, metric, reference="A"), min_gain) if a and b else None
+    noise = study_noise(views, key, metric, reference="A")
+    found = quiet_compare(views, ("B", "A"), key, noise, min_gain, warnings, metric)
     a_mean, b_mean = _geo_mean(a), _geo_mean(b)
     if found is None or a_mean is None or b_mean is None:
         return None
-    found = host_checked(found, views, ("A", "B"), key, warnings)
     return ABRow(
         f"{key}: {name}",
         f"{a_mean:.1f} x{len(a)}",
