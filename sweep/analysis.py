@@ -198,7 +198,9 @@ def study_noise(
     views: list[TrialView], workload: str, metric: str = "decode_tps", reference: str = BASELINE
 ) -> Noise:
     """This study's own noise for a workload: every configuration launched more than once, pooled, and the
-    round-paired differences against the reference configuration."""
+    round-paired differences against the reference configuration; launches on a busy host are not the
+    machine's noise and are left out."""
+    views = [v for v in views if not on_busy_host(v, workload)]
     groups = {
         label: launches(views, label, workload, metric) for label in dict.fromkeys(v.label for v in views)
     }
@@ -412,6 +414,17 @@ def _compare(
     return quiet_compare(views, (label, BASELINE), key, noise, study.min_gain, warnings)
 
 
+def quiet_views(
+    views: list[TrialView], labels: tuple[str, ...], key: str, metric: str = "decode_tps"
+) -> list[TrialView]:
+    """The launches a comparison of `labels` rests on: those measured on a quiet host where at least MIN_CLEAN
+    of each side remain, else all of them (and the verdict is unreliable, see `host_checked`)."""
+    quiet = [v for v in views if not on_busy_host(v, key)]
+    if len(quiet) == len(views) or any(len(launches(quiet, x, key, metric)) < MIN_CLEAN for x in labels):
+        return views
+    return quiet
+
+
 def quiet_compare(
     views: list[TrialView],
     labels: tuple[str, str],
@@ -421,24 +434,20 @@ def quiet_compare(
     warnings: StudyWarnings,
     metric: str = "decode_tps",
 ) -> Comparison | None:
-    """The first configuration against the second (its reference). Launches measured on a busy host are left
-    out where at least MIN_CLEAN launches of each side remain (the verdict says how many were left out); where
-    fewer remain, the verdict rests on them all and is unreliable."""
+    """The first configuration against the second (its reference), on `quiet_views`; the verdict says how many
+    launches on a busy host were left out."""
     label, reference = labels
-
-    def compared(among: list[TrialView]) -> Comparison | None:
-        mine, theirs = launches(among, label, key, metric), launches(among, reference, key, metric)
-        return stats.compare(mine, theirs, noise, min_gain) if mine and theirs else None
-
-    left_out = sum(1 for v in views if v.label in labels and on_busy_host(v, key))
+    used = quiet_views(views, labels, key, metric)
+    mine, theirs = launches(used, label, key, metric), launches(used, reference, key, metric)
+    found = stats.compare(mine, theirs, noise, min_gain) if mine and theirs else None
+    if found is None:
+        return None
+    kept = {id(v) for v in used}
+    left_out = sum(1 for v in views if v.label in labels and id(v) not in kept)
     if left_out:
-        quiet = [v for v in views if not on_busy_host(v, key)]
-        found = compared(quiet)
-        if found is not None and min(found.launches) >= MIN_CLEAN:
-            why = f"{found.why}; {left_out} launch{'es' if left_out > 1 else ''} on a busy host left out"
-            return host_checked(dataclasses.replace(found, why=why), quiet, labels, key, warnings)
-    found = compared(views)
-    return None if found is None else host_checked(found, views, labels, key, warnings)
+        why = f"{found.why}; {left_out} launch{'es' if left_out > 1 else ''} on a busy host left out"
+        found = dataclasses.replace(found, why=why)
+    return host_checked(found, used, labels, key, warnings)
 
 
 def host_checked(
@@ -796,7 +805,8 @@ def _plain(
 def _speed(
     views: list[TrialView], key: str, metric: str, name: str, min_gain: float, warnings: StudyWarnings
 ) -> ABRow | None:
-    a, b = launches(views, "A", key, metric), launches(views, "B", key, metric)
+    used = quiet_views(views, ("B", "A"), key, metric)
+    a, b = launches(used, "A", key, metric), launches(used, "B", key, metric)
     noise = study_noise(views, key, metric, reference="A")
     found = quiet_compare(views, ("B", "A"), key, noise, min_gain, warnings, metric)
     a_mean, b_mean = _geo_mean(a), _geo_mean(b)

@@ -15,6 +15,7 @@ from sweep.analysis import (
     Phase,
     Study,
     TrialView,
+    ab_rows,
     confirmation_plan,
     overall_recommendation,
     recommendations,
@@ -204,6 +205,30 @@ def test_a_busy_round_is_left_out_where_enough_quiet_ones_remain() -> None:
         r.workload: r for r in recommendations(study, study_warnings(study.search, study.confirm, study.keys))
     }
     assert recs["prose"].verdict == Verdict.UNRELIABLE
+
+
+def test_ab_leaves_a_busy_launch_out_of_its_means_and_verdict() -> None:
+    """An A/B of four rounds, B's third on a busy host (and measured slow there): B's mean and verdict are
+    from its three quiet launches."""
+    views = []
+    for r in range(4):
+        for label, tps in (("A", 40.0), ("B", 60.0)):
+            busy = label == "B" and r == 2
+            views.append(
+                view(
+                    len(views),
+                    BASE if label == "A" else DEEP,
+                    {"code": 30.0 if busy else tps},
+                    phase=Phase.CONFIRM,
+                    label=label,
+                    round_=r,
+                    host=BUSY if busy else QUIET,
+                )
+            )
+    warnings = study_warnings([], views, ["code"])
+    row = next(r for r in ab_rows(views, ["code"], warnings) if r.metric == "code: decode t/s")
+    assert row.b.endswith("x3") and float(row.b.split()[0]) > 55
+    assert row.verdict == str(Verdict.FASTER)
 
 
 def test_a_busy_launch_keeps_the_confirmation_going(tmp_path: Path) -> None:
