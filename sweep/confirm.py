@@ -17,7 +17,6 @@ from sweep import stats
 from sweep.analysis import (
     BASELINE,
     LABEL_ATTR,
-    MIN_CLEAN,
     ROUND_ATTR,
     SET_ATTR,
     Candidate,
@@ -27,6 +26,7 @@ from sweep.analysis import (
     launches,
     on_busy_host,
     plan_id,
+    quiet_views,
     study_noise,
     trial_views,
 )
@@ -120,18 +120,16 @@ class Confirmation:
     def _settled(self, views: list[TrialView], candidate: Candidate) -> bool:
         min_gain = self.sweep.space.confirm.min_gain
         for key in candidate.workloads:
-            # A launch on a busy host does not count towards settling: another round replaces it.
-            quiet = [v for v in views if not on_busy_host(v, key)]
+            labels = (candidate.label, self.reference)
+            used = quiet_views(views, labels, key)
+            if any(on_busy_host(v, key) for v in used if v.label in labels):
+                return False  # too few quiet launches yet: another round replaces the busy one
             found = stats.compare(
-                launches(quiet, candidate.label, key),
-                launches(quiet, self.reference, key),
+                launches(used, candidate.label, key),
+                launches(used, self.reference, key),
                 study_noise(views, key, reference=self.reference),
                 min_gain,
             )
-            mine = (candidate.label, self.reference)
-            busy = any(on_busy_host(v, key) for v in views if v.label in mine)
-            if busy and (found is None or min(found.launches) < MIN_CLEAN):
-                return False
             if found is not None and not found.settled(min_gain):
                 return False
         return True
