@@ -136,9 +136,12 @@ class Truth:
 
     def relaunch(self, number: int, params: dict[str, Any], rng: random.Random) -> TrialRecord:
         """One of the grids' own launches of the configuration, at random: every number a real server measured
-        (acceptance, drafted tokens, the requests' spread), not drawn."""
+        (acceptance, drafted tokens, the requests' spread), not drawn; the shape as the engine reads it today
+        (the grids may have recorded an older reading)."""
         measured = rng.choice(self.records[launch_key(params)])
-        return dataclasses.replace(measured, number=number, params=params)
+        return dataclasses.replace(
+            measured, number=number, params=params, shape=self.engine.spec_shape(params)
+        )
 
     def launch(self, number: int, params: dict[str, Any], rng: random.Random) -> TrialRecord:
         """A drawn launch: the truth, with a launch's noise, over the probe's repeats (acceptance as measured)."""

@@ -308,12 +308,19 @@ class StepFit:
 
 
 def _step_prior(draft_model: bool) -> StepFit:
-    """A step costs about one token, plus a sixth of one per position a draft model drafts (a lookup drafter,
-    n-gram, drafts no forward: about nothing), plus a fiftieth per token verified; each as unsure as it is
-    large (a lookup's depth: a hundredth of a token either way), so two launches can overrule it."""
-    mean = (1.1, 1 / 6 if draft_model else 0.0, 1 / 50)
-    sd = (0.5, 1 / 6 if draft_model else 1 / 100, 1 / 50)
-    return StepFit(mean, tuple(np.diag(np.square(sd)).ravel().tolist()))
+    """A model's draft step costs about one token, plus a sixth of one per position it drafts, plus a fiftieth
+    per token verified; each as unsure as it is large, so two launches can overrule it.
+
+    A lookup (n-gram) drafts no forward (its depth costs a hundredth of a token either way), but its counted
+    step is far from one token: the engines count acceptance over the steps that drafted (llama-server's
+    `spec_decode_num_drafts_total`), so a counted step's time holds the plain steps between drafts where no
+    match was found, and verifying the tokens a match drafted (fewer than its maximum, each a tenth to a
+    half of a token on a CPU). On the real llama-server (CPU) a counted step cost 4 to 7 tokens plus a tenth
+    to a fifth per token allowed: both are left wide, for its launches to say.
+    """
+    if draft_model:
+        return StepFit((1.1, 1 / 6, 1 / 50), tuple(np.diag(np.square((0.5, 1 / 6, 1 / 50))).ravel().tolist()))
+    return StepFit((1.1, 0.0, 1 / 50), tuple(np.diag(np.square((3.0, 1 / 100, 1 / 10))).ravel().tolist()))
 
 
 def _fit_step(points: list[tuple[SpecShape, float]], prior: StepFit, noise: float) -> StepFit:

@@ -197,6 +197,27 @@ def test_each_lookup_variant_keeps_the_form_its_own_depths_fit() -> None:
     assert unseen_deep.accept_length > 2 * unseen_shallow.accept_length - 1
 
 
+def test_a_lookups_counted_step_costs_what_its_launches_say() -> None:
+    """The real llama-server's ngram-simple on prose (CPU): a counted step cost about 5 tokens plus 0.2 per
+    token allowed (the plain steps between drafts, and verifying what a match drafted), far from a model
+    step's one token. Two launches overrule the prior: the surface reads both back from its structure alone,
+    and a depth between them from the fit, not at 2 to 3 times what was measured, with each launch known
+    only to within prose's spread between requests (15%)."""
+
+    def launched(m: int, length: float) -> Observation:
+        params, shape = lookup(3, m)
+        return Observation(params, shape, length / ((5 + 0.2 * m) / 50.0), length)
+
+    measured = [launched(16, 13.65), launched(48, 22.88)]
+    surface = WorkloadSurface(LOOKUP_AXES, [Observation({}, None, 50.0, None), *measured], noise=0.15)
+    for observation in measured:
+        assert observation.shape is not None
+        assert surface.structural_tps(observation.shape) == pytest.approx(observation.tps, rel=0.1)
+    between = surface.structural_tps(lookup(3, 32)[1])
+    assert between is not None
+    assert min(o.tps for o in measured) * 0.8 < between < max(o.tps for o in measured) * 1.2
+
+
 def test_a_failed_start_rules_out_larger_drafts_of_the_same_method() -> None:
     failed_params, failed_shape = config(3, 2, 7)
     started_params, started_shape = config(2, 1)
