@@ -263,8 +263,9 @@ def study_warnings(search: list[TrialView], confirm: list[TrialView], keys: list
                 warnings.messages.append(f"host busy during {name}, {key}: {summary.host.describe()}")
     warnings.messages.extend(sizing_messages([*search, *confirm]))
     for key in keys:
-        first = launches(search, BASELINE, key)
-        later = launches(confirm, BASELINE, key)
+        # Quiet launches only: a busy one moved for a reason already named above, not because the host drifted.
+        first = launches([v for v in search if not on_busy_host(v, key)], BASELINE, key)
+        later = launches([v for v in confirm if not on_busy_host(v, key)], BASELINE, key)
         noise = study_noise(confirm or search, key)
         if first and later:
             n = stats.common_prompts(first, later)

@@ -295,6 +295,20 @@ def test_a_baseline_that_moved_during_the_study_is_named() -> None:
     assert all(r.verdict == Verdict.UNRELIABLE for r in recommendations(study, warnings))
 
 
+def test_a_baseline_measured_on_a_busy_host_is_no_drift() -> None:
+    """The search's baseline ran while other processes took the machine and measured 25% slow: the busy host
+    is named, and the quiet confirmation's baselines are not read as the host drifting (the demo's tool verdict
+    was lost to it); the same slow baseline on a quiet host is drift."""
+    truth = {BASELINE: SPEEDS, "trial 1": {"code": 70.0}, "trial 2": {"code": 68.0, "prose": 52.0}}
+    slow = {key: 0.75 * speed for key, speed in SPEEDS.items()}
+    for host, drifted in ((BUSY, False), (QUIET, True)):
+        views = [view(0, BASE, slow, role=BASELINE, host=host), *search()[1:]]
+        warnings = study_warnings(views, confirm(truth), ["code", "prose"])
+        assert any("host busy during trial 0" in m for m in warnings.messages) is not drifted
+        assert any("the baseline moved +3" in m for m in warnings.messages) is drifted
+        assert ("code" in warnings.unreliable_workloads) is drifted
+
+
 def test_a_configuration_that_changes_the_output_is_not_recommended() -> None:
     truth = {BASELINE: SPEEDS, "trial 1": {"code": 90.0}, "trial 2": {"code": 70.0, "prose": 70.0}}
     broken = ("wrong", "wrong", "wrong")
