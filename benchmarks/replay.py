@@ -86,6 +86,15 @@ def pick(records: list[TrialRecord], key: str) -> TrialRecord:
     )
 
 
+def confirmed_pair(records: list[TrialRecord], key: str, favoured: dict[str, int]) -> list[TrialRecord]:
+    """The two the confirmation launches again on a workload (interleaved, keeping the faster), as
+    `analysis.confirmation_plan` orders them: the fastest measured and the model's favourite
+    (`search.favourites`; the next fastest where they are one, or where there is no model)."""
+    measured = ranked(records, key)
+    liked = [r for r in measured[1:] if r.number == favoured.get(key)]
+    return measured[:1] + (liked or measured[1:2])[:1]
+
+
 def ranked(records: list[TrialRecord], key: str) -> list[TrialRecord]:
     return sorted(
         (r for r in records if measured_tps(r, key) is not None), key=lambda r: -(measured_tps(r, key) or 0.0)

@@ -31,7 +31,7 @@ from typing import Any
 
 import optuna
 import yaml
-from replay import drive, measured_tps
+from replay import confirmed_pair, drive, ranked
 
 from sweep.engines import ServerSetup, SGLangEngine
 from sweep.results import Spread, Stage, TrialRecord, WorkloadSummary
@@ -247,19 +247,12 @@ def main() -> int:
                     records = drive(kind, space, engine, pool.items, launches, seed, truth.launch)
                 favoured = favourites(space, engine, records) if kind is SearchKind.MODEL else {}
                 for key in space.objective_names:
-                    measured = sorted(
-                        (r for r in records if measured_tps(r, key) is not None),
-                        key=lambda r: -(measured_tps(r, key) or 0.0),
-                    )
+                    measured = ranked(records, key)
                     best_true = max(grid_best[key], truth.tps(baseline, key))
                     shares[kind][key].append(truth.tps(measured[0].params, key) / best_true)
-                    # The confirmation launches two again, interleaved, and keeps the faster: the fastest
-                    # measured and the model's favourite (the next fastest where they are one).
-                    liked = [r for r in measured[1:] if r.number == favoured.get(key)]
-                    second = (liked or measured[1:2])[:1]
-                    confirmed[kind][key].append(
-                        max(truth.tps(r.params, key) for r in measured[:1] + second) / best_true
-                    )
+                    # The confirmation launches two again, interleaved, and keeps the faster.
+                    pair = confirmed_pair(records, key, favoured)
+                    confirmed[kind][key].append(max(truth.tps(r.params, key) for r in pair) / best_true)
                     used[kind].append(len(records))
         for key in space.objective_names:
             top = max(pool.items, key=lambda c: truth.tps(c.params, key))
