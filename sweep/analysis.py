@@ -678,7 +678,7 @@ def overall_recommendation(
     confirm = latest_plan(study.confirm)
     by_label = study.by_label()
     evidence, confirmed = (confirm, True) if confirm else (study.search, False)
-    scored = []
+    scored, compared = [], []
     for label in dict.fromkeys(v.label for v in evidence if v.complete):
         if label == BASELINE or label not in by_label:
             continue
@@ -687,20 +687,34 @@ def overall_recommendation(
         }
         if keys and all(comparisons.values()):
             done = {k: c for k, c in comparisons.items() if c is not None}
+            compared.append((by_label[label], done))
             sure = all(c.verdict == Verdict.FASTER for c in done.values()) or not confirmed
             limited = all(within_limits(evidence, label, k, study.latency_limits) for k in keys)
             if sure and limited and not any((c := output_check(study, label, k)) and c.changed for k in keys):
                 scored.append((min(c.gain for c in done.values()), by_label[label], done))
     if not scored or max(item[0] for item in scored) < study.min_gain:
-        why = "no configuration is faster on every workload beyond noise: run without speculation"
         return OverallRecommendation(
-            baseline.number, baseline.record.params, 0.0, dict.fromkeys(keys, 0.0), why, confirmed
+            baseline.number, baseline.record.params, 0.0, {}, _no_one_server(compared, confirmed), confirmed
         )
     worst, view, chosen = max(scored, key=lambda item: (item[0], [-c for c in cost(item[1])]))
     assert view.record is not None
     why = "best worst-case gain across workloads" + ("" if confirmed else " (unconfirmed)")
     return OverallRecommendation(
         view.number, view.record.params, worst, {k: c.gain for k, c in chosen.items()}, why, confirmed
+    )
+
+
+def _no_one_server(compared: list[tuple[TrialView, dict[str, Comparison]]], confirmed: bool) -> str:
+    """Why speculation is off for one server: the configuration nearest to serving every workload and its
+    weakest workload, or that none was measured on all of them (each confirmed only where it led)."""
+    if not compared:
+        where = "launched again" if confirmed else "measured"
+        return f"none was {where} on every workload: run without speculation, or one server per workload"
+    view, done = max(compared, key=lambda item: min(c.gain for c in item[1].values()))
+    weakest = min(done, key=lambda k: done[k].gain)
+    return (
+        f"no configuration is faster on every workload beyond noise, the closest being trial {view.number} "
+        f"({done[weakest].verdict} on {weakest}: {done[weakest].gain:+.0%}): run without speculation"
     )
 
 

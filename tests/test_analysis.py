@@ -154,6 +154,17 @@ def test_a_candidate_within_noise_of_the_baseline_keeps_speculation_off() -> Non
     assert recs["prose"].recommended_trial == 0 and "within noise" in recs["prose"].why
     overall = overall_recommendation(Study(search(), confirm(truth)))
     assert overall is not None and overall.trial == 0 and overall.confirmed
+    # Trial 2 was launched again on both workloads: it is named as the nearest, with what held it back.
+    assert "the closest being trial 2 (within noise on prose: +1%)" in overall.why and not overall.gains
+
+
+def test_one_server_for_all_says_when_no_configuration_was_measured_on_every_workload() -> None:
+    """Each candidate confirmed only on the workload it led (trial 1 on code, trial 2 on prose): speculation
+    off for one server, saying that none was launched again on every workload, not a list of +0% gains."""
+    truth = {BASELINE: SPEEDS, "trial 1": {"code": 90.0}, "trial 2": {"prose": 70.0}}
+    overall = overall_recommendation(Study(search(), confirm(truth)))
+    assert overall is not None and overall.trial == 0 and not overall.gains
+    assert "none was launched again on every workload" in overall.why
 
 
 def test_a_busy_host_makes_the_verdicts_it_touched_unreliable() -> None:

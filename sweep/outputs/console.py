@@ -106,8 +106,11 @@ def report_text(
         )
     if overall is not None:
         gains = ", ".join(f"{k} {pct(v)}" for k, v in overall.gains.items())
-        lines += ["", f"one server for all workloads: trial {overall.trial}: {params_text(overall.params)}",
-                  f"  ({overall.why}; gains: {gains})"]  # fmt: skip
+        lines += [
+            "",
+            f"one server for all workloads: trial {overall.trial}: {params_text(overall.params)}",
+            f"  ({overall.why}{'; gains: ' + gains if gains else ''})",
+        ]
     if warnings is not None and warnings.messages:
         lines += ["", "warnings (verdicts they touch say unreliable):"]
         lines += [f"  {m}" for m in warnings.messages]

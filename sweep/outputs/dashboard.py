@@ -664,8 +664,11 @@ def recommendations_html(
     parts.append(f"<p>Noise measured in this study: {html.escape(noise)}.</p>")
     if overall is not None:
         flags = params_text(overall.params)
-        parts.append(f"<p><b>One server for all workloads:</b> trial {overall.trial}: <code>{html.escape(flags)}</code> "
-                     f"({html.escape(overall.why)}; worst-case gain {overall.worst_gain:+.0%})</p>")  # fmt: skip
+        gain = f"; worst-case gain {overall.worst_gain:+.0%}" if overall.gains else ""
+        parts.append(
+            f"<p><b>One server for all workloads:</b> trial {overall.trial}: <code>{html.escape(flags)}</code> "
+            f"({html.escape(overall.why)}{gain})</p>"
+        )
     if warnings.messages:
         items = "".join(f"<li>{html.escape(m)}</li>" for m in warnings.messages)
         parts.append(
