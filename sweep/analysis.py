@@ -766,7 +766,12 @@ def confirmation_plan(
         for view in order[:top]:
             assert view.record is not None
             chosen.setdefault(view.label, (view.record.params, set()))[1].add(key)
-    if (pick := search_overall(views, min_gain, limits)) is not None and pick.record is not None:
+    pick = search_overall(views, min_gain, limits)
+    if pick is None and (near := search_overall(views, -math.inf, limits)) and near.label in chosen:
+        # Nothing led every workload in the search's single launches, too noisy to rule one server out: the
+        # nearest is measured on all of them where it is launched again anyway (probes, no extra launch).
+        pick = near
+    if pick is not None and pick.record is not None:
         chosen.setdefault(pick.label, (pick.record.params, set()))[1].update(keys)
     if not chosen:
         return []

@@ -133,6 +133,19 @@ def test_without_confirmation_verdicts_are_unconfirmed() -> None:
     assert "specsweep confirm" in recs["code"].why
 
 
+def test_the_plan_measures_the_nearest_one_for_all_on_every_workload_it_is_launched_for_anyway() -> None:
+    """No trial led every workload in the search (trial 2: code +1%, one launch each): the nearest is
+    measured on every workload where it is launched again anyway (for prose), with no extra launch, so one
+    server is not ruled out by one noisy search launch (the demo's tool: +0% in the search, +45% confirmed)."""
+    views = [
+        view(0, BASE, SPEEDS, role=BASELINE),
+        view(1, DEEP, {"code": 100.0, "prose": 39.0}),
+        view(2, SHALLOW, {"code": 40.4, "prose": 70.0}),
+    ]
+    plan = {c.label: c.workloads for c in confirmation_plan(views, top=1)}
+    assert plan == {BASELINE: ("code", "prose"), "trial 1": ("code",), "trial 2": ("code", "prose")}
+
+
 def test_confirmed_verdicts_come_from_the_confirmation_and_show_the_search_beside_them() -> None:
     # The search's trial 1 read 100 t/s on code; its truth is 90: the winner's curse, corrected.
     truth = {BASELINE: SPEEDS, "trial 1": {"code": 90.0}, "trial 2": {"code": 88.0, "prose": 70.0}}
