@@ -319,8 +319,10 @@ def _step_prior(draft_model: bool) -> StepFit:
     to a fifth per token allowed: both are left wide, for its launches to say.
     """
     if draft_model:
-        return StepFit((1.1, 1 / 6, 1 / 50), tuple(np.diag(np.square((0.5, 1 / 6, 1 / 50))).ravel().tolist()))
-    return StepFit((1.1, 0.0, 1 / 50), tuple(np.diag(np.square((3.0, 1 / 100, 1 / 10))).ravel().tolist()))
+        mean, sd = (1.1, 1 / 6, 1 / 50), (0.5, 1 / 6, 1 / 50)
+    else:
+        mean, sd = (1.1, 0.0, 1 / 50), (3.0, 1 / 100, 1 / 10)
+    return StepFit(mean, tuple(np.diag(np.square(sd)).ravel().tolist()))
 
 
 def _fit_step(points: list[tuple[SpecShape, float]], prior: StepFit, noise: float) -> StepFit:
