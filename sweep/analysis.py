@@ -169,6 +169,11 @@ def on_busy_host(view: TrialView, workload: str) -> bool:
     return summary is not None and summary.host is not None and summary.host.busy
 
 
+def quiet_only(views: list[TrialView], workload: str) -> list[TrialView]:
+    """The launches that measured the workload on a quiet host (`on_busy_host` left out)."""
+    return [v for v in views if not on_busy_host(v, workload)]
+
+
 def decode_median(view: TrialView, workload: str) -> float | None:
     summary = ok_summary(view, workload)
     return summary.decode_tps.median if summary and summary.decode_tps else None
@@ -200,7 +205,7 @@ def study_noise(
     """This study's own noise for a workload: every configuration launched more than once, pooled, and the
     round-paired differences against the reference configuration; launches on a busy host are not the
     machine's noise and are left out."""
-    views = [v for v in views if not on_busy_host(v, workload)]
+    views = quiet_only(views, workload)
     groups = {
         label: launches(views, label, workload, metric) for label in dict.fromkeys(v.label for v in views)
     }
@@ -264,8 +269,8 @@ def study_warnings(search: list[TrialView], confirm: list[TrialView], keys: list
     warnings.messages.extend(sizing_messages([*search, *confirm]))
     for key in keys:
         # Quiet launches only: a busy one moved for a reason already named above, not because the host drifted.
-        first = launches([v for v in search if not on_busy_host(v, key)], BASELINE, key)
-        later = launches([v for v in confirm if not on_busy_host(v, key)], BASELINE, key)
+        first = launches(quiet_only(search, key), BASELINE, key)
+        later = launches(quiet_only(confirm, key), BASELINE, key)
         noise = study_noise(confirm or search, key)
         if first and later:
             n = stats.common_prompts(first, later)
@@ -420,7 +425,7 @@ def quiet_views(
 ) -> list[TrialView]:
     """The launches a comparison of `labels` rests on: those measured on a quiet host where at least MIN_CLEAN
     of each side remain, else all of them (and the verdict is unreliable, see `host_checked`)."""
-    quiet = [v for v in views if not on_busy_host(v, key)]
+    quiet = quiet_only(views, key)
     if len(quiet) == len(views) or any(len(launches(quiet, x, key, metric)) < MIN_CLEAN for x in labels):
         return views
     return quiet
