@@ -565,6 +565,14 @@ def _geo_mean(found: list[Launch]) -> float | None:
     return math.exp(statistics.fmean(x.log_mean(n) for x in found)) if found and n else None
 
 
+def _baseline_run(rec: Recommendation, baseline: TrialView | None, why: str) -> Recommendation:
+    """Speculation off: the baseline's parameters (none where it was never measured)."""
+    params = baseline.record.params if baseline and baseline.record else {}
+    return dataclasses.replace(
+        rec, recommended_trial=baseline.number if baseline else -1, recommended_params=params, why=why
+    )
+
+
 def _what_to_run(
     rec: Recommendation,
     scored: list[tuple[str, Comparison]],
@@ -583,6 +591,14 @@ def _what_to_run(
     if rec.verdict == Verdict.UNCONFIRMED and acceptable:
         why = "unconfirmed: one launch each; run `specsweep confirm` before acting on it"
         return dataclasses.replace(rec, recommended_trial=rec.trial, recommended_params=rec.params, why=why)
+    if rec.verdict == Verdict.UNRELIABLE and not rec.confirmed and acceptable:
+        # One launch each, and the warnings say why even that one cannot be trusted: the confirmation measures
+        # again, so it is the way forward once what the warnings name (a busy host, queued streams) is mended.
+        why = (
+            "unreliable and unconfirmed (see the warnings): keep speculation off, or mend what the warnings name "
+            "and run `specsweep confirm`"
+        )
+        return _baseline_run(rec, baseline, why)
     if rec.verdict != Verdict.FASTER or baseline is None or baseline.record is None:
         why = {
             Verdict.UNCONFIRMED: "the best measured changes the output or exceeds the latency limits",
@@ -590,10 +606,7 @@ def _what_to_run(
             Verdict.SLOWER: "every candidate is slower than no speculation",
             Verdict.UNRELIABLE: "the measurements are unreliable (see the warnings): keep speculation off",
         }.get(rec.verdict, "no verdict")
-        params = baseline.record.params if baseline and baseline.record else {}
-        return dataclasses.replace(
-            rec, recommended_trial=baseline.number if baseline else -1, recommended_params=params, why=why
-        )
+        return _baseline_run(rec, baseline, why)
     intact = [
         (label, comparison)
         for label, comparison in scored

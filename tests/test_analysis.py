@@ -133,6 +133,17 @@ def test_without_confirmation_verdicts_are_unconfirmed() -> None:
     assert "specsweep confirm" in recs["code"].why
 
 
+def test_an_unconfirmed_search_on_a_busy_host_is_unreliable_and_points_to_the_confirmation() -> None:
+    """One launch each, trial 1's on a busy host: nothing remains to leave it out for, so code's verdict is
+    unreliable; the way forward is still the confirmation, on a quiet machine."""
+    views = search()
+    views[1] = view(1, DEEP, {"code": 100.0, "prose": 60.0}, host=BUSY)
+    recs = {r.workload: r for r in recommendations(Study(views, []))}
+    assert recs["code"].verdict == Verdict.UNRELIABLE and recs["code"].trial == 1
+    assert recs["code"].recommended_trial == 0 and "specsweep confirm" in recs["code"].why
+    assert recs["prose"].verdict == Verdict.UNCONFIRMED  # trial 2 leads prose, measured on a quiet host
+
+
 def test_the_plan_measures_the_nearest_one_for_all_on_every_workload_it_is_launched_for_anyway() -> None:
     """No trial led every workload in the search (trial 2: code +1%, one launch each): the nearest is
     measured on every workload where it is launched again anyway (for prose), with no extra launch, so one

@@ -159,8 +159,11 @@ def test_report_json_has_a_recommendation_per_workload(
     tool = recs["tool"]
     assert tool["baseline_tps"]["median"] > 0 and tool["trial"] != 0  # the best speculative configuration
     assert tool["search_gain"] == tool["decode_tps"]["median"] / tool["baseline_tps"]["median"] - 1
-    # This study skipped the confirmation: one launch each, so nothing is claimed beyond the number.
-    assert tool["verdict"] == "unconfirmed" and not tool["confirmed"]
+    # This study skipped the confirmation: one launch each, so nothing is claimed beyond the number; a launch on a
+    # busy host (a shared CI machine) makes even that number unreliable, and the warnings say which.
+    compared = tuple(f"host busy during trial {n}, tool:" for n in (0, tool["trial"]))
+    busy = [m for m in report["warnings"] if m.startswith(compared)]
+    assert tool["verdict"] == ("unreliable" if busy else "unconfirmed") and not tool["confirmed"]
     # Which configurations the search measured decides whether its best keeps the baseline's text: on this CPU
     # some n-gram configurations change a greedy answer (the output check), and then speculation stays off.
     assert "specsweep confirm" in tool["why"] or tool["why"].startswith(
