@@ -153,10 +153,16 @@ def _memory(root: Path, scale: float) -> list[str]:
     for fraction, buggy, fixed in ((0.92, 44913, 211357), (0.97, 59150, 257367)):
         for name, profile, seed in (("misread", misread, buggy), ("fixed", DEFAULT_PROFILE, fixed)):
             records = study(
-                root, f"mem-{name}-{fraction}", scale=scale, profile=f', --sim-profile, "{profile}"', fraction=fraction,
+                root,
+                f"mem-{name}-{fraction}",
+                scale=scale,
+                profile=f', --sim-profile, "{profile}"',
+                fraction=fraction,
                 fixed=", disable-prefill-cuda-graph: true",  # at 0.97 the prefill graph no longer fits
-                enqueue="{speculative-algorithm: NEXTN, speculative-num-steps: 3}", trials=2, extra_workloads="",
-            )  # fmt: skip
+                enqueue="{speculative-algorithm: NEXTN, speculative-num-steps: 3}",
+                trials=2,
+                extra_workloads="",
+            )
             facts = records[1]["facts"]
             lines.append(row(f"KV pool tokens, {name} ({fraction})", seed, facts["kv_pool_tokens"]))
             if name == "misread" and fraction == 0.92:
@@ -169,9 +175,17 @@ def _memory(root: Path, scale: float) -> list[str]:
                 )
     card = PROFILES / "report004-3090-24gb.yaml"
     records = study(
-        root, "card24", exit_code=2, scale=scale, profile=f', --sim-profile, "{card}"', fraction=0.92, fixed="",
-        enqueue="{speculative-algorithm: NEXTN, speculative-num-steps: 3}", trials=2, extra_workloads="",
-    )  # fmt: skip
+        root,
+        "card24",
+        exit_code=2,
+        scale=scale,
+        profile=f', --sim-profile, "{card}"',
+        fraction=0.92,
+        fixed="",
+        enqueue="{speculative-algorithm: NEXTN, speculative-num-steps: 3}",
+        trials=2,
+        extra_workloads="",
+    )
     lines.append(
         f"| 24 GB card, 0.5.20 defaults (prefill graph 4096) | crash loop (capture OOM) | {records[0]['failure'] or 'started'} | |"
     )

@@ -354,9 +354,15 @@ def _param(name: str, raw: Any, where: str) -> ParamSpec:
     if raw.get("step") is not None:
         _number(raw["step"], f"{where}.step", "step: 2", 1e-12, high - low or 1.0, integer=kinds[0] == "int")
     return ParamSpec(
-        name, low=low, high=high, step=raw.get("step"), log=bool(raw.get("log")),
-        integer=kinds[0] == "int", when=when, when_not=when_not,
-    )  # fmt: skip
+        name,
+        low=low,
+        high=high,
+        step=raw.get("step"),
+        log=bool(raw.get("log")),
+        integer=kinds[0] == "int",
+        when=when,
+        when_not=when_not,
+    )
 
 
 def _workloads(raw: Any, base: Path) -> tuple[Workload, ...]:

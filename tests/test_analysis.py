@@ -389,3 +389,12 @@ def test_the_report_lists_failed_confirmation_launches_and_the_noise() -> None:
     assert "confirmation: 9 launches" in text and "search said" in text
     assert "launch 99 (trial 1, round 3): server died while probing: CUDA out of memory" in text
     assert "noise within a round" in text and "per launch" in text
+
+
+def test_an_unconfirmed_report_says_once_that_the_noise_is_not_measured() -> None:
+    from sweep.outputs.console import report_text
+
+    study = Study(search(), [])
+    text = report_text("s", study, recommendations(study), overall_recommendation(study))
+    code = next(line for line in text.splitlines() if line.startswith("code: "))
+    assert code.count("not measured") == 1 and "launched twice" in code

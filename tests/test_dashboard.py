@@ -67,15 +67,30 @@ def chromium() -> str:
 
 def render(page: Path, screenshot: Path | None = None) -> tuple[str, str]:
     """The page's DOM after its scripts ran, and what the browser logged (console messages included)."""
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             "--enable-logging=stderr", "--v=0", "--virtual-time-budget=10000", f"--user-data-dir={page.parent / 'profile'}"]  # fmt: skip
+    flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--enable-logging=stderr",
+        "--v=0",
+        "--virtual-time-budget=10000",
+        f"--user-data-dir={page.parent / 'profile'}",
+    ]
     dom = subprocess.run(
         [chromium(), *flags, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120
     )
     if screenshot is not None:
-        subprocess.run([chromium(), *flags, "--window-size=1400,6000", f"--screenshot={screenshot}", page.as_uri()],
-                       capture_output=True, text=True, timeout=120)  # fmt: skip
+        subprocess.run(
+            [chromium(), *flags, "--window-size=1400,6000", f"--screenshot={screenshot}", page.as_uri()],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     return dom.stdout, dom.stderr
 
 

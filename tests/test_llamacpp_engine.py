@@ -17,10 +17,17 @@ def engine() -> LlamaCppEngine:
 
 def test_argv_maps_parameters_to_llama_server_flags(engine: LlamaCppEngine) -> None:
     argv = engine.argv(
-        {"spec-type": ["ngram-mod", "draft-simple"], "spec-draft-model": "/m/d.gguf", "spec-draft-n-max": 8,
-         "ctx-size": 4096, "parallel": 2, "cache-type-k": "q8_0", "threads": 2},
+        {
+            "spec-type": ["ngram-mod", "draft-simple"],
+            "spec-draft-model": "/m/d.gguf",
+            "spec-draft-n-max": 8,
+            "ctx-size": 4096,
+            "parallel": 2,
+            "cache-type-k": "q8_0",
+            "threads": 2,
+        },
         port=18123,
-    )  # fmt: skip
+    )
     assert argv[:3] == ["/opt/llama-server", "-m", "/m/target.gguf"]
     pairs = dict(zip(argv[3::2], argv[4::2], strict=False))
     assert pairs["--spec-type"] == "ngram-mod,draft-simple"
@@ -44,9 +51,14 @@ def test_unknown_parameter_lists_the_known_ones(engine: LlamaCppEngine) -> None:
 
 @pytest.mark.parametrize(
     ("name", "value", "message"),
-    [("cache-type-k", "q3_k", "cannot be 'q3_k'"), ("parallel", 0, "out of range"), ("spec-draft-p-min", 1.5, "out of range"),
-     ("ctx-size", "big", "must be a number"), ("spec-draft-n-max", 2.5, "must be a number")],
-)  # fmt: skip
+    [
+        ("cache-type-k", "q3_k", "cannot be 'q3_k'"),
+        ("parallel", 0, "out of range"),
+        ("spec-draft-p-min", 1.5, "out of range"),
+        ("ctx-size", "big", "must be a number"),
+        ("spec-draft-n-max", 2.5, "must be a number"),
+    ],
+)
 def test_bad_values_are_rejected(engine: LlamaCppEngine, name: str, value: object, message: str) -> None:
     with pytest.raises(UserError, match=message):
         engine.check_value(name, value)
@@ -80,12 +92,14 @@ DRAFT_KV = "llama_kv_cache: size =   16.00 MiB (  4096 cells,   2 layers,  1/1 s
 
 
 def test_facts_take_the_target_kv_line_and_the_slots(engine: LlamaCppEngine) -> None:
-    log = "\n".join([
-        "0.00.01 I srv    load_model: loading model '/m/t.gguf'",
-        f"0.00.50 I {TARGET_KV}",
-        f"0.00.60 I {DRAFT_KV}",
-        "0.00.70 I srv    load_model: initializing, n_slots = 2, n_ctx_slot = 2048, kv_unified = 'false'",
-    ])  # fmt: skip
+    log = "\n".join(
+        [
+            "0.00.01 I srv    load_model: loading model '/m/t.gguf'",
+            f"0.00.50 I {TARGET_KV}",
+            f"0.00.60 I {DRAFT_KV}",
+            "0.00.70 I srv    load_model: initializing, n_slots = 2, n_ctx_slot = 2048, kv_unified = 'false'",
+        ]
+    )
     facts = engine.facts_from_log(log)
     assert (facts.kv_cache_mib, facts.kv_cells) == (144.0, 4096)
     assert (facts.n_slots, facts.n_ctx_slot) == (2, 2048)
@@ -100,14 +114,26 @@ def test_facts_keep_the_non_fatal_speculation_failure(engine: LlamaCppEngine) ->
 @pytest.mark.parametrize(
     ("log", "reason"),
     [
-        ('error while handling argument "--spec-type": unknown speculative type: draft', "bad value for --spec-type"),
+        (
+            'error while handling argument "--spec-type": unknown speculative type: draft',
+            "bad value for --spec-type",
+        ),
         ("error: invalid argument: --np", "does not know the flag --np"),
-        ("gguf_init_from_file: failed to open GGUF file '/x.gguf' (No such file)", "cannot be opened: /x.gguf"),
-        ("srv         start: couldn't bind HTTP server socket, hostname: 127.0.0.1, port: 8080", "port 8080 on 127.0.0.1 is in use"),
-        ("E common_speculative_init_result: failed to create MTP context\nE srv  llama_server: exiting due to model loading error", "draft-mtp needs a target with MTP heads"),
+        (
+            "gguf_init_from_file: failed to open GGUF file '/x.gguf' (No such file)",
+            "cannot be opened: /x.gguf",
+        ),
+        (
+            "srv         start: couldn't bind HTTP server socket, hostname: 127.0.0.1, port: 8080",
+            "port 8080 on 127.0.0.1 is in use",
+        ),
+        (
+            "E common_speculative_init_result: failed to create MTP context\nE srv  llama_server: exiting due to model loading error",
+            "draft-mtp needs a target with MTP heads",
+        ),
         ("something odd\nlast words here\n", "exited with code 1; last log line: last words here"),
     ],
-)  # fmt: skip
+)
 def test_exit_reason_reads_the_log(engine: LlamaCppEngine, log: str, reason: str) -> None:
     assert reason in engine.exit_reason(log, 1)
 

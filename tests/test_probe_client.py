@@ -27,8 +27,14 @@ def sse(timings: dict[str, Any], tokens: int = 5) -> bytes:
 
 
 def timings(cache_n: int = 0, **extra: float) -> dict[str, Any]:
-    return {"cache_n": cache_n, "prompt_n": 40, "predicted_n": 5, "predicted_per_second": 50.0,
-            "prompt_per_second": 400.0, **extra}  # fmt: skip
+    return {
+        "cache_n": cache_n,
+        "prompt_n": 40,
+        "predicted_n": 5,
+        "predicted_per_second": 50.0,
+        "prompt_per_second": 400.0,
+        **extra,
+    }
 
 
 def measure(handler: Any) -> Any:
@@ -69,8 +75,13 @@ def test_cached_tokens_make_the_measurement_invalid() -> None:
 
 
 def test_context_overflow_is_recorded_as_does_not_fit() -> None:
-    error = {"error": {"code": 400, "type": "exceed_context_size_error",
-                       "message": "request (9000 tokens) exceeds the available context size (4096 tokens), try increasing it"}}  # fmt: skip
+    error = {
+        "error": {
+            "code": 400,
+            "type": "exceed_context_size_error",
+            "message": "request (9000 tokens) exceeds the available context size (4096 tokens), try increasing it",
+        }
+    }
     row = measure(lambda request: httpx.Response(400, json=error))
     assert row.status == "does_not_fit" and "9000 tokens" in row.reason
 

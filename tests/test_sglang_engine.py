@@ -27,8 +27,16 @@ def engine(*profile: str) -> SGLangEngine:
 
 
 def test_argv_and_what_specsweep_always_adds() -> None:
-    argv = engine().argv({"speculative-algorithm": "NEXTN", "speculative-num-steps": 3, "disable-radix-cache": True,
-                          "cuda-graph-max-bs-decode": 16, "enable-mixed-chunk": False}, port=31000)  # fmt: skip
+    argv = engine().argv(
+        {
+            "speculative-algorithm": "NEXTN",
+            "speculative-num-steps": 3,
+            "disable-radix-cache": True,
+            "cuda-graph-max-bs-decode": 16,
+            "enable-mixed-chunk": False,
+        },
+        port=31000,
+    )
     assert argv[: len(SIM) + 2] == [*SIM, "--model-path", "/models/q"]
     assert "--disable-radix-cache" in argv and "--enable-mixed-chunk" not in argv
     assert argv[argv.index("--cuda-graph-max-bs-decode") + 1] == "16"
@@ -75,8 +83,14 @@ def test_sglang_rules() -> None:
     assert "speculative-eagle-topk" not in e.derive(
         {"speculative-algorithm": "NGRAM", "speculative-eagle-topk": 4}
     )
-    assert e.constraints({"speculative-algorithm": "EAGLE", "speculative-num-steps": 2, "speculative-eagle-topk": 2,
-                          "speculative-num-draft-tokens": 8}) == {"draft_tree": 1.0}  # 7 candidates > 2 + 1*4  # fmt: skip
+    assert e.constraints(
+        {
+            "speculative-algorithm": "EAGLE",
+            "speculative-num-steps": 2,
+            "speculative-eagle-topk": 2,
+            "speculative-num-draft-tokens": 8,
+        }
+    ) == {"draft_tree": 1.0}  # 7 candidates > 2 + 1*4
     with pytest.raises(UserError, match="without speculative-num-steps"):
         e.check_params({"speculative-algorithm": "EAGLE", "speculative-eagle-topk": 2})
 
@@ -104,17 +118,37 @@ def test_how_many_requests_a_server_decodes_at_once() -> None:
 
 def test_final_chunk_new_and_old_field_names() -> None:
     e = engine()
-    new = {"text": "x", "meta_info": {"finish_reason": {"type": "length"}, "prompt_tokens": 30, "completion_tokens": 41,
-           "cached_tokens": 0, "decode_throughput": 80.0, "first_token_latency": 0.5, "e2e_latency": 1.0,
-           "spec_verify_ct": 10, "spec_num_correct_drafts": 30, "spec_num_proposed_drafts": 30}}  # fmt: skip
+    new = {
+        "text": "x",
+        "meta_info": {
+            "finish_reason": {"type": "length"},
+            "prompt_tokens": 30,
+            "completion_tokens": 41,
+            "cached_tokens": 0,
+            "decode_throughput": 80.0,
+            "first_token_latency": 0.5,
+            "e2e_latency": 1.0,
+            "spec_verify_ct": 10,
+            "spec_num_correct_drafts": 30,
+            "spec_num_proposed_drafts": 30,
+        },
+    }
     report = e.read_final(new)
     assert report is not None and (report.acceptance_length, report.accepted_tokens, report.decode_tps) == (
         4.0,
         30,
         80.0,
     )
-    old = {"meta_info": {"finish_reason": "length", "completion_tokens": 21, "cached_tokens": 0, "spec_verify_ct": 5,
-           "spec_accept_token_num": 15, "spec_draft_token_num": 15}}  # fmt: skip
+    old = {
+        "meta_info": {
+            "finish_reason": "length",
+            "completion_tokens": 21,
+            "cached_tokens": 0,
+            "spec_verify_ct": 5,
+            "spec_accept_token_num": 15,
+            "spec_draft_token_num": 15,
+        }
+    }
     report = e.read_final(old)
     assert report is not None and (report.accepted_tokens, report.draft_tokens, report.acceptance_length) == (
         15,
@@ -336,8 +370,12 @@ def test_sim_chat_completions_stream(tmp_path: Path) -> None:
         "NEXTN",
         "--enable-cache-report",
     ]
-    body = {"messages": [{"role": "user", "content": "Write a Python function that adds two numbers."}], "max_tokens": 32,
-            "stream": True, "return_spec_tokens_details": True}  # fmt: skip
+    body = {
+        "messages": [{"role": "user", "content": "Write a Python function that adds two numbers."}],
+        "max_tokens": 32,
+        "stream": True,
+        "return_spec_tokens_details": True,
+    }
     with ServerProcess(argv, tmp_path / "sim.log", os.environ) as server:
         server.wait_ready(f"http://127.0.0.1:{port}/health", timeout_s=30)
         with (

@@ -44,12 +44,27 @@ def test_old_format_without_dtype_and_old_capture_lines() -> None:
 @pytest.mark.parametrize(
     ("line", "tokens", "gb", "draft"),
     [
-        ("KV Cache is allocated. dtype: torch.bfloat16, #tokens: 500000, KV size: 32.10 GB", 500000, 32.10, None),
-        ("Full KV Cache is allocated. dtype: torch.bfloat16, #tokens: 90000, K size: 1.00 GB, V size: 1.00 GB\n"
-         "SWA KV Cache is allocated. dtype: torch.bfloat16, #tokens: 30000, K size: 0.30 GB, V size: 0.30 GB", 90000, 2.0, None),
-        ("Post-capture KV sizing: KV cache allocated. dtype: torch.bfloat16, #tokens: 120000, KV size: 5.50 GB, avail mem=1.50 GB", 120000, 5.50, None),
+        (
+            "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 500000, KV size: 32.10 GB",
+            500000,
+            32.10,
+            None,
+        ),
+        (
+            "Full KV Cache is allocated. dtype: torch.bfloat16, #tokens: 90000, K size: 1.00 GB, V size: 1.00 GB\n"
+            "SWA KV Cache is allocated. dtype: torch.bfloat16, #tokens: 30000, K size: 0.30 GB, V size: 0.30 GB",
+            90000,
+            2.0,
+            None,
+        ),
+        (
+            "Post-capture KV sizing: KV cache allocated. dtype: torch.bfloat16, #tokens: 120000, KV size: 5.50 GB, avail mem=1.50 GB",
+            120000,
+            5.50,
+            None,
+        ),
     ],
-)  # fmt: skip
+)
 def test_mla_swa_and_post_capture_pools(line: str, tokens: int, gb: float, draft: int | None) -> None:
     facts = sglang.facts_from_log(line)
     assert (facts.kv_pool_tokens, facts.kv_cache_gb, facts.draft_kv_pool_tokens) == (
@@ -62,15 +77,36 @@ def test_mla_swa_and_post_capture_pools(line: str, tokens: int, gb: float, draft
 @pytest.mark.parametrize(
     ("log", "reason"),
     [
-        ((LOGS / "sglang-capture-oom.log").read_text(), "CUDA-graph capture ran out of memory: CUDA out of memory. Tried to allocate 1.69 GiB"),
-        ("Not enough memory. Please try to increase --mem-fraction-static. Current value: mem_fraction_static=0.5", "Not enough memory. Please try to increase --mem-fraction-static"),
-        ("Traceback...\nAssertionError: Can not alloc mamba cache\n", "mamba state allocation failed: Can not alloc mamba cache"),
-        ("sglang serve: error: unrecognized arguments: --speculative-ngram-branch-length 18", "SGLang rejected the arguments: unrecognized arguments: --speculative-ngram-branch-length 18"),
-        ("sglang serve: error: ambiguous option: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode, --cuda-graph-max-bs-prefill", "ambiguous option: --cuda-graph-max-bs"),
-        ("ValueError: Unknown speculative algorithm name: MEDUSA", "Unknown speculative algorithm name: MEDUSA"),
-        ("speculative_hook.py\", line 1160\n    assert speculative_eagle_topk is None\nAssertionError", "without --speculative-num-steps"),
+        (
+            (LOGS / "sglang-capture-oom.log").read_text(),
+            "CUDA-graph capture ran out of memory: CUDA out of memory. Tried to allocate 1.69 GiB",
+        ),
+        (
+            "Not enough memory. Please try to increase --mem-fraction-static. Current value: mem_fraction_static=0.5",
+            "Not enough memory. Please try to increase --mem-fraction-static",
+        ),
+        (
+            "Traceback...\nAssertionError: Can not alloc mamba cache\n",
+            "mamba state allocation failed: Can not alloc mamba cache",
+        ),
+        (
+            "sglang serve: error: unrecognized arguments: --speculative-ngram-branch-length 18",
+            "SGLang rejected the arguments: unrecognized arguments: --speculative-ngram-branch-length 18",
+        ),
+        (
+            "sglang serve: error: ambiguous option: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode, --cuda-graph-max-bs-prefill",
+            "ambiguous option: --cuda-graph-max-bs",
+        ),
+        (
+            "ValueError: Unknown speculative algorithm name: MEDUSA",
+            "Unknown speculative algorithm name: MEDUSA",
+        ),
+        (
+            'speculative_hook.py", line 1160\n    assert speculative_eagle_topk is None\nAssertionError',
+            "without --speculative-num-steps",
+        ),
     ],
-)  # fmt: skip
+)
 def test_exit_reasons(log: str, reason: str) -> None:
     assert reason in SGLangEngine(ServerSetup([], "")).exit_reason(log, 1)
 

@@ -25,8 +25,20 @@ trials: 6
 
 def test_two_workers_share_a_study(tmp_path: Path, postgres_url: str) -> None:
     (tmp_path / "space.yaml").write_text(SPACE)
-    argv = [sys.executable, "-m", "sweep", "run", "--space", str(tmp_path / "space.yaml"), "--study", "shared",
-            "--storage", postgres_url, "--runs", str(tmp_path / "runs")]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "sweep",
+        "run",
+        "--space",
+        str(tmp_path / "space.yaml"),
+        "--study",
+        "shared",
+        "--storage",
+        postgres_url,
+        "--runs",
+        str(tmp_path / "runs"),
+    ]
     workers = [
         subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)
     ]

@@ -103,8 +103,19 @@ def test_graph_capture_oom_on_a_24gb_card_with_the_larger_defaults() -> None:
     plan = plan_memory(resolve(defaults, card), defaults, card)
     assert within(plan.free_after_pool_gb, 1.33)
     assert within(plan.prefill_graph_gb, 1.69) and plan.prefill_graph_gb > plan.free_after_pool_gb
-    pinned = args("--mem-fraction-static", "0.92", "--kv-cache-dtype", "fp8_e4m3", "--chunked-prefill-size", "2048",
-                  "--cuda-graph-max-bs-prefill", "2048", "--cuda-graph-max-bs-decode", "24", profile=card)  # fmt: skip
+    pinned = args(
+        "--mem-fraction-static",
+        "0.92",
+        "--kv-cache-dtype",
+        "fp8_e4m3",
+        "--chunked-prefill-size",
+        "2048",
+        "--cuda-graph-max-bs-prefill",
+        "2048",
+        "--cuda-graph-max-bs-decode",
+        "24",
+        profile=card,
+    )
     plan = plan_memory(resolve(pinned, card), pinned, card)
     assert within(plan.prefill_graph_gb, 1.13) and plan.free_after_graphs_gb > 0
     assert plan.effective_max_running == 3  # 9 mamba slots / 3 per request

@@ -328,8 +328,10 @@ class LlamaCppEngine(Engine):
         }
 
     def has_token(self, chunk: dict[str, Any]) -> bool:
-        return any((c.get("delta") or {}).get("content") or (c.get("delta") or {}).get("reasoning_content")
-                   for c in chunk.get("choices") or [])  # fmt: skip
+        return any(
+            (c.get("delta") or {}).get("content") or (c.get("delta") or {}).get("reasoning_content")
+            for c in chunk.get("choices") or []
+        )
 
     def text_so_far(self, chunk: dict[str, Any], text: str) -> str:
         for choice in chunk.get("choices") or []:

@@ -33,14 +33,11 @@ NUM = r"([\d.]+)"
 SPECULATIVE_MAX_RUNNING = 48  # server_args.py: max_running_requests when unset and speculation is on
 # Target pool first; with EAGLE the draft pool logs a second line. SWA models prefix `Full `/`SWA `.
 KV_ALLOCATED = re.compile(
-    r"(?:(Full|SWA) )?KV Cache is allocated\..*?#tokens: (\d+)(?:, K size: " + NUM + r" GB, V size: " + NUM
-    + r" GB|, KV size: " + NUM + r" GB)?"
-)  # fmt: skip
+    rf"(?:(Full|SWA) )?KV Cache is allocated\..*?#tokens: (\d+)"
+    rf"(?:, K size: {NUM} GB, V size: {NUM} GB|, KV size: {NUM} GB)?"
+)
 POST_CAPTURE_KV = re.compile(
-    r"Post-capture KV sizing: KV cache allocated\..*?#tokens: (\d+), KV size: "
-    + NUM
-    + r" GB, avail mem="
-    + NUM
+    rf"Post-capture KV sizing: KV cache allocated\..*?#tokens: (\d+), KV size: {NUM} GB, avail mem={NUM}"
 )
 WEIGHT_END = re.compile(r"Load weight end\..*?mem usage=" + NUM + " GB")
 POOL_END = re.compile(r"Memory pool end\. avail mem=" + NUM + " GB")
@@ -428,8 +425,18 @@ class SGLangEngine(Engine):
         argv = [*self.setup.launcher, "--model-path", self.setup.model, *flags_argv(spelled)]
         # Metrics and cached-token reports are what the measurements rest on; log every decode batch so the
         # accept-length counters fold in exact windows.
-        return [*argv, *self.setup.extra_args, "--enable-metrics", "--enable-cache-report",
-                "--decode-log-interval", "1", "--host", self.setup.host, "--port", str(port)]  # fmt: skip
+        return [
+            *argv,
+            *self.setup.extra_args,
+            "--enable-metrics",
+            "--enable-cache-report",
+            "--decode-log-interval",
+            "1",
+            "--host",
+            self.setup.host,
+            "--port",
+            str(port),
+        ]
 
     @classmethod
     def facts_from_log(cls, log: str) -> LaunchFacts:
@@ -441,9 +448,18 @@ class SGLangEngine(Engine):
         facts.context_length = (
             int(models["data"][0].get("max_model_len") or facts.context_length or 0) or None
         )
-        keys = ("speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
-                "speculative_num_draft_tokens", "max_running_requests", "mem_fraction_static",
-                "chunked_prefill_size", "max_total_num_tokens", "max_req_input_len", "version")  # fmt: skip
+        keys = (
+            "speculative_algorithm",
+            "speculative_num_steps",
+            "speculative_eagle_topk",
+            "speculative_num_draft_tokens",
+            "max_running_requests",
+            "mem_fraction_static",
+            "chunked_prefill_size",
+            "max_total_num_tokens",
+            "max_req_input_len",
+            "version",
+        )
         facts.resolved_args = {k: info.get(k) for k in keys}
         states = info.get("internal_states") or [{}]
         effective = states[0].get("effective_max_running_requests_per_dp")
@@ -487,10 +503,13 @@ class SGLangEngine(Engine):
         # decode_throughput (with --enable-metrics) and the spec_* fields. The nonce is the first token.
         return "/generate", {
             "text": content,
-            "sampling_params": {"max_new_tokens": settings.max_tokens, "temperature": settings.temperature,
-                                "ignore_eos": settings.ignore_eos},
+            "sampling_params": {
+                "max_new_tokens": settings.max_tokens,
+                "temperature": settings.temperature,
+                "ignore_eos": settings.ignore_eos,
+            },
             "stream": True,
-        }  # fmt: skip
+        }
 
     def has_token(self, chunk: dict[str, Any]) -> bool:
         return bool(chunk.get("text"))

@@ -52,10 +52,15 @@ def rows(columns: list[Column]) -> list[tuple[str, list[str]]]:
                 else s.status.replace("_", " ")
             )
         table.append((f"{key} ({'aggregate ' if '/' in key else ''}t/s)", cells))
-    table.append(("usable context (tokens x slots)", [
-        f"{usable_context(c.record) or '-'} x {c.record.facts.max_running_requests or c.record.facts.n_slots or '-'}"
-        for c in columns
-    ]))  # fmt: skip
+    table.append(
+        (
+            "usable context (tokens x slots)",
+            [
+                f"{usable_context(c.record) or '-'} x {c.record.facts.max_running_requests or c.record.facts.n_slots or '-'}"
+                for c in columns
+            ],
+        )
+    )
     table.append(("KV pool (tokens)", [_fmt(c.record.facts.kv_pool_tokens, "{:.0f}") for c in columns]))
     table.append(
         ("memory: weights + KV + graphs (GB)", [_fmt(_memory_gb(c.record), "{:.2f}") for c in columns])
@@ -88,5 +93,7 @@ def html_page(columns: list[Column], title: str) -> str:
         for name, cells in rows(columns)
     )
     style = "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 10px;text-align:right}th{text-align:left}"
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>{style}</style>"
-            f"</head><body><h1>{html.escape(title)}</h1><table><tr><th></th>{head}</tr>{body}</table></body></html>")  # fmt: skip
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>{style}</style>"
+        f"</head><body><h1>{html.escape(title)}</h1><table><tr><th></th>{head}</tr>{body}</table></body></html>"
+    )

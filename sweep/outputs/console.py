@@ -87,15 +87,25 @@ def report_text(
     for r in recs:
         tps, base = speed_text(r)
         ttft = r.summary.latency.get("ttft_s", {})
-        rows.append((
-            r.workload, str(r.trial), tps, base, gain_text(r), pct(r.search_gain),
-            _spread(r.summary.acceptance_length, "{:.2f}"),
-            f"{ttft['p50']:.2f}/{ttft['p90']:.2f}s" if ttft else "-", str(r.verdict),
-        ))  # fmt: skip
+        rows.append(
+            (
+                r.workload,
+                str(r.trial),
+                tps,
+                base,
+                gain_text(r),
+                pct(r.search_gain),
+                _spread(r.summary.acceptance_length, "{:.2f}"),
+                f"{ttft['p50']:.2f}/{ttft['p90']:.2f}s" if ttft else "-",
+                str(r.verdict),
+            )
+        )
     lines += columns(rows)
     lines.append("")
     for r in recs:
-        lines.append(f"{r.workload}: {r.why_verdict}; noise {r.noise.describe()}")
+        # Unconfirmed verdicts give the noise as their reason ("launch-to-launch noise not measured ..."): once.
+        noise = "" if r.noise.describe() in r.why_verdict else f"; noise {r.noise.describe()}"
+        lines.append(f"{r.workload}: {r.why_verdict}{noise}")
         if r.output is not None:
             flag = "CHANGES THE MODEL'S OUTPUT: " if r.output.changed else ""
             lines.append(f"  output of trial {r.trial}: {flag}{r.output.describe()}")

@@ -394,10 +394,33 @@ def context_panel(
         rows = ok[(ok["trial"] == trial) & (ok["cls"] == cls)].sort_values("prompt_tokens")
         name = f"{cls}, trial {trial}" + (" (no speculation)" if rows["role"].iloc[0] == "baseline" else "")
         hover = _flags(views[trial])
-        fig.add_trace(go.Scatter(x=rows["prompt_tokens"], y=rows["decode_tps"], mode="markers+lines", name=name,
-                                 legendgroup=name, hovertext=hover, text=rows["workload"]), row=1, col=1)  # fmt: skip
-        fig.add_trace(go.Scatter(x=rows["prompt_tokens"], y=rows["acceptance_length"], mode="markers+lines", name=name,
-                                 legendgroup=name, showlegend=False, hovertext=hover, text=rows["workload"]), row=1, col=2)  # fmt: skip
+        fig.add_trace(
+            go.Scatter(
+                x=rows["prompt_tokens"],
+                y=rows["decode_tps"],
+                mode="markers+lines",
+                name=name,
+                legendgroup=name,
+                hovertext=hover,
+                text=rows["workload"],
+            ),
+            row=1,
+            col=1,
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=rows["prompt_tokens"],
+                y=rows["acceptance_length"],
+                mode="markers+lines",
+                name=name,
+                legendgroup=name,
+                showlegend=False,
+                hovertext=hover,
+                text=rows["workload"],
+            ),
+            row=1,
+            col=2,
+        )
     for curve in curves:
         _context_curve_traces(fig, curve)
     fig.update_xaxes(title_text="prompt tokens (median)", type="log")
@@ -479,13 +502,25 @@ def pareto_panel(views: list[TrialView]) -> Panel:
         if speed > best:
             front.append((context, speed))
             best = speed
-    fig = go.Figure([
-        go.Scatter(x=[p[0] for p in points], y=[p[1] for p in points], mode="markers", name="trials",
-                   hovertext=[f"trial {p[2].number}<br>{_flags(p[2])}" for p in points], hoverinfo="text+x+y"),
-        go.Scatter(x=[f[0] for f in front], y=[f[1] for f in front], mode="lines+markers", name="Pareto front"),
-    ])  # fmt: skip
-    fig.update_layout(xaxis_title="usable context: min(context length, KV pool) (tokens)",
-                      yaxis_title="mean decode tokens/s over workloads")  # fmt: skip
+    fig = go.Figure(
+        [
+            go.Scatter(
+                x=[p[0] for p in points],
+                y=[p[1] for p in points],
+                mode="markers",
+                name="trials",
+                hovertext=[f"trial {p[2].number}<br>{_flags(p[2])}" for p in points],
+                hoverinfo="text+x+y",
+            ),
+            go.Scatter(
+                x=[f[0] for f in front], y=[f[1] for f in front], mode="lines+markers", name="Pareto front"
+            ),
+        ]
+    )
+    fig.update_layout(
+        xaxis_title="usable context: min(context length, KV pool) (tokens)",
+        yaxis_title="mean decode tokens/s over workloads",
+    )
     return Panel(title, fig)
 
 
@@ -571,13 +606,31 @@ def _name(view: TrialView) -> str:
 def failures_panel(views: list[TrialView], confirm: list[TrialView]) -> Panel:
     failed = [v for v in (*views, *confirm) if v.state == "FAIL"]
     overridden = [v for v in views if v.record and v.record.facts.overrides]
-    parts = [table(["trial", "stage", "reason", "flags"],
-                   [[_name(v), v.record.stage if v.record else Stage.INTERRUPTED, v.failure,
-                     " ".join(f"{k}={x}" for k, x in (v.record.params if v.record else {}).items())] for v in failed])
-             if failed else "<p class='empty'>No trial failed.</p>"]  # fmt: skip
+    parts = [
+        table(
+            ["trial", "stage", "reason", "flags"],
+            [
+                [
+                    _name(v),
+                    v.record.stage if v.record else Stage.INTERRUPTED,
+                    v.failure,
+                    " ".join(f"{k}={x}" for k, x in (v.record.params if v.record else {}).items()),
+                ]
+                for v in failed
+            ],
+        )
+        if failed
+        else "<p class='empty'>No trial failed.</p>"
+    ]
     parts.append("<h3>Silent overrides (asked one value, the server used another)</h3>")
-    parts.append(table(["trial", "override"], [[str(v.number), o] for v in overridden if v.record for o in v.record.facts.overrides])
-                 if overridden else "<p class='empty'>The server used every value as asked.</p>")  # fmt: skip
+    parts.append(
+        table(
+            ["trial", "override"],
+            [[str(v.number), o] for v in overridden if v.record for o in v.record.facts.overrides],
+        )
+        if overridden
+        else "<p class='empty'>The server used every value as asked.</p>"
+    )
     return Panel("Failed trials and silent overrides", html="".join(parts))
 
 
@@ -708,10 +761,15 @@ def build(study: optuna.Study, study_name: str, found: Study, surface: Predicted
     recs, overall = recommendations(found, warnings), overall_recommendation(found, warnings)
     panels: list[Panel] = [Panel("Recommendations", html=recommendations_html(recs, overall, warnings))]
     builders: list[Callable[[], Panel]] = [
-        lambda: speed_panel(frame, by_number), lambda: surface_panel(list(surface.points), views), lambda: context_panel(frame, by_number, surface.curves),
-        lambda: pareto_panel(views), lambda: memory_panel(views), lambda: failures_panel(views, found.confirm),
-        lambda: importance_panel(study), lambda: timeline_panel(study),
-    ]  # fmt: skip
+        lambda: speed_panel(frame, by_number),
+        lambda: surface_panel(list(surface.points), views),
+        lambda: context_panel(frame, by_number, surface.curves),
+        lambda: pareto_panel(views),
+        lambda: memory_panel(views),
+        lambda: failures_panel(views, found.confirm),
+        lambda: importance_panel(study),
+        lambda: timeline_panel(study),
+    ]
     panels += [make() for make in builders]
     body = []
     for i, panel in enumerate(panels):

@@ -18,8 +18,15 @@ def report_json(
         {
             "study": study_name,
             "trials": [
-                {"number": v.number, "phase": str(v.phase), "label": v.label, "state": v.state, "role": v.role,
-                 "failure": v.failure, "record": v.record.to_dict() if v.record else None}
+                {
+                    "number": v.number,
+                    "phase": str(v.phase),
+                    "label": v.label,
+                    "state": v.state,
+                    "role": v.role,
+                    "failure": v.failure,
+                    "record": v.record.to_dict() if v.record else None,
+                }
                 for v in study.views
             ],
             "recommendations": [r.to_dict() for r in recs],
@@ -29,4 +36,4 @@ def report_json(
         },
         indent=2,
         ensure_ascii=False,
-    )  # fmt: skip
+    )

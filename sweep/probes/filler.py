@@ -14,25 +14,23 @@ import inspect
 import warnings
 from collections.abc import Awaitable, Callable
 
-CORPUS_MODULES = (
-    "argparse", "asyncio", "collections", "concurrent.futures", "contextlib", "csv", "dataclasses", "datetime",
-    "decimal", "difflib", "email", "enum", "fractions", "ftplib", "functools", "gzip", "hashlib", "heapq", "html",
-    "http.client", "http.server", "imaplib", "importlib", "inspect", "ipaddress", "itertools", "json", "logging",
-    "mailbox", "multiprocessing", "os", "pathlib", "pickle", "pdb", "platform", "poplib", "pprint", "queue",
-    "random", "re", "sched", "secrets", "selectors", "shutil", "signal", "smtplib", "socket", "sqlite3",
-    "statistics", "string", "struct", "subprocess", "tarfile", "tempfile", "textwrap", "threading", "timeit",
-    "tokenize", "traceback", "typing", "unittest", "urllib.parse", "urllib.request", "uuid", "wave", "weakref",
-    "xml.dom.minidom", "xml.etree.ElementTree", "zipfile", "zoneinfo", "abc", "ast", "base64", "bdb", "binascii",
-    "bisect", "bz2", "calendar", "cmath", "cmd", "code", "codecs", "colorsys", "configparser", "contextvars", "copy",
-    "ctypes", "dbm", "dis", "doctest", "email.message", "email.utils", "filecmp", "fileinput", "fnmatch", "ftplib",
-    "getopt", "gettext", "glob", "graphlib", "hmac", "html.parser", "http.cookiejar", "http.cookies", "imaplib",
-    "io", "json.decoder", "locale", "lzma", "math", "mimetypes", "numbers", "operator", "optparse", "os.path",
-    "pickletools", "pkgutil", "plistlib", "pstats", "pydoc", "quopri", "reprlib", "runpy", "shelve", "shlex",
-    "site", "smtplib", "socketserver", "ssl", "stat", "string", "symtable", "sysconfig", "tabnanny", "telnetlib",
-    "test.support", "token", "tomllib", "trace", "tracemalloc", "types", "unittest.mock", "urllib.error",
-    "urllib.robotparser", "uu", "venv", "warnings", "wsgiref.simple_server", "xml.sax", "xmlrpc.client",
-    "xmlrpc.server", "zipapp", "zipimport", "zlib",
-)  # fmt: skip
+# The modules whose docstrings make the corpus, in the order their text is laid out (repeats kept).
+_MODULE_NAMES = """
+    argparse asyncio collections concurrent.futures contextlib csv dataclasses datetime decimal difflib
+    email enum fractions ftplib functools gzip hashlib heapq html http.client http.server imaplib importlib
+    inspect ipaddress itertools json logging mailbox multiprocessing os pathlib pickle pdb platform poplib
+    pprint queue random re sched secrets selectors shutil signal smtplib socket sqlite3 statistics string
+    struct subprocess tarfile tempfile textwrap threading timeit tokenize traceback typing unittest
+    urllib.parse urllib.request uuid wave weakref xml.dom.minidom xml.etree.ElementTree zipfile zoneinfo abc
+    ast base64 bdb binascii bisect bz2 calendar cmath cmd code codecs colorsys configparser contextvars copy
+    ctypes dbm dis doctest email.message email.utils filecmp fileinput fnmatch ftplib getopt gettext glob
+    graphlib hmac html.parser http.cookiejar http.cookies imaplib io json.decoder locale lzma math mimetypes
+    numbers operator optparse os.path pickletools pkgutil plistlib pstats pydoc quopri reprlib runpy shelve
+    shlex site smtplib socketserver ssl stat string symtable sysconfig tabnanny telnetlib test.support token
+    tomllib trace tracemalloc types unittest.mock urllib.error urllib.robotparser uu venv warnings
+    wsgiref.simple_server xml.sax xmlrpc.client xmlrpc.server zipapp zipimport zlib
+"""
+CORPUS_MODULES = tuple(_MODULE_NAMES.split())
 PREAMBLE = "Reference material (background only; the task follows after it):\n\n"
 TOLERANCE_TOKENS = 16
 MAX_ROUNDS = 5

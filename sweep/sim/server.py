@@ -184,13 +184,17 @@ class Simulator:
         if n >= ctx:
             return f"The input ({n} tokens) is longer than the model's context length ({ctx} tokens)."
         if n + max_new > ctx:
-            return (f"Requested token count exceeds the model's maximum context length of {ctx} tokens. You requested a "
-                    f"total of {n + max_new} tokens: {n} tokens from the input messages and {max_new} tokens for the "
-                    "completion. Please reduce the number of tokens in the input messages or the completion to fit "
-                    "within the limit.")  # fmt: skip
+            return (
+                f"Requested token count exceeds the model's maximum context length of {ctx} tokens. You requested a "
+                f"total of {n + max_new} tokens: {n} tokens from the input messages and {max_new} tokens for the "
+                "completion. Please reduce the number of tokens in the input messages or the completion to fit "
+                "within the limit."
+            )
         if n >= self.plan.max_req_input_len:
-            return (f"Input length ({n} tokens) exceeds the maximum allowed length ({self.plan.max_req_input_len} "
-                    "tokens). Use a shorter input or enable --allow-auto-truncate.")  # fmt: skip
+            return (
+                f"Input length ({n} tokens) exceeds the maximum allowed length ({self.plan.max_req_input_len} "
+                "tokens). Use a shorter input or enable --allow-auto-truncate."
+            )
         return None
 
     def generate(self, prompt: str, max_new: int) -> Iterator[tuple[str, dict[str, Any] | None]]:
@@ -243,8 +247,12 @@ class Simulator:
             finally:
                 with self.lock:
                     self.running -= 1
-        times = {"queue_time": queued, "first_token_latency": queued + ttft, "e2e_latency": queued + ttft + decode,
-                 "decode_throughput": (produced - 1) / decode if decode else 0.0}  # fmt: skip
+        times = {
+            "queue_time": queued,
+            "first_token_latency": queued + ttft,
+            "e2e_latency": queued + ttft + decode,
+            "decode_throughput": (produced - 1) / decode if decode else 0.0,
+        }
         yield "", self._meta(len(tokens), produced, cached, (verify, correct, proposed), times)
 
     def _count_positions(self, accepted: int) -> None:
@@ -273,21 +281,26 @@ class Simulator:
                 ("cached_tokens", cached),
                 ("num_requests", 1),
             ):
-                self.counters[key] += value  # fmt: skip
+                self.counters[key] += value
             if verify:
                 self.accept_window.append((completion - 1, verify))
         meta: dict[str, Any] = {
-            "prompt_tokens": prompt, "completion_tokens": completion, "cached_tokens": cached,
-            "finish_reason": {"type": "length", "length": completion}, "e2e_latency": times["e2e_latency"],
-        }  # fmt: skip
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "cached_tokens": cached,
+            "finish_reason": {"type": "length", "length": completion},
+            "e2e_latency": times["e2e_latency"],
+        }
         if self.args.enable_metrics:  # as in SGLang: request timing fields only with --enable-metrics
             meta |= {k: v for k, v in times.items() if k != "e2e_latency"}
         if self.resolved.speculative and verify:
             meta |= {
-                "spec_verify_ct": verify, "spec_accept_length": completion / verify,
-                "spec_accept_rate": correct / proposed, "spec_num_correct_drafts": correct,
+                "spec_verify_ct": verify,
+                "spec_accept_length": completion / verify,
+                "spec_accept_rate": correct / proposed,
+                "spec_num_correct_drafts": correct,
                 "spec_num_proposed_drafts": proposed,
-            }  # fmt: skip
+            }
         return meta
 
     def server_info(self) -> dict[str, Any]:
@@ -295,24 +308,36 @@ class Simulator:
         args = {k: v for k, v in vars(self.args).items() if not k.startswith("sim_")}
         state: dict[str, Any] = {
             "effective_max_running_requests_per_dp": p.effective_max_running,
-            "memory_usage": {"weight": self.profile.model.weight_gb, "kv_cache": round(p.pool_gb, 2),
-                             "graph": round(p.decode_graph_gb + p.prefill_graph_gb, 2), "token_capacity": p.pool_tokens},
-        }  # fmt: skip
+            "memory_usage": {
+                "weight": self.profile.model.weight_gb,
+                "kv_cache": round(p.pool_gb, 2),
+                "graph": round(p.decode_graph_gb + p.prefill_graph_gb, 2),
+                "token_capacity": p.pool_tokens,
+            },
+        }
         with self.lock:
             if self.accept_window:
                 state["avg_spec_accept_length"] = 1 + sum(a for a, _ in self.accept_window) / sum(
                     v for _, v in self.accept_window
                 )
         return args | {
-            "speculative_algorithm": r.algorithm, "speculative_num_steps": r.steps or None,
-            "speculative_eagle_topk": r.topk or None, "speculative_num_draft_tokens": r.draft_tokens or None,
-            "max_running_requests": r.max_running_requests or None, "chunked_prefill_size": r.chunked_prefill_size,
+            "speculative_algorithm": r.algorithm,
+            "speculative_num_steps": r.steps or None,
+            "speculative_eagle_topk": r.topk or None,
+            "speculative_num_draft_tokens": r.draft_tokens or None,
+            "max_running_requests": r.max_running_requests or None,
+            "chunked_prefill_size": r.chunked_prefill_size,
             "mem_fraction_static": r.mem_fraction_static,
-            "cuda_graph_config": {"decode": {"max_bs": r.max_bs_decode}, "prefill": {"max_bs": r.max_bs_prefill}},
-            "max_total_num_tokens": p.pool_tokens, "max_req_input_len": p.max_req_input_len,
-            "version": self.profile.sglang_version, "status": "Up" if self.ready else "Starting",
+            "cuda_graph_config": {
+                "decode": {"max_bs": r.max_bs_decode},
+                "prefill": {"max_bs": r.max_bs_prefill},
+            },
+            "max_total_num_tokens": p.pool_tokens,
+            "max_req_input_len": p.max_req_input_len,
+            "version": self.profile.sglang_version,
+            "status": "Up" if self.ready else "Starting",
             "internal_states": [state],
-        }  # fmt: skip
+        }
 
     def flush(self) -> bool:
         with self.lock:
@@ -360,8 +385,14 @@ class Handler(BaseHTTPRequestHandler):
         elif path in ("/server_info", "/get_server_info"):
             self._send(200, sim.server_info())
         elif path in ("/model_info", "/get_model_info"):
-            self._send(200, {"model_path": sim.args.model_path, "is_generation": True,
-                             "architectures": [sim.profile.model.architecture]})  # fmt: skip
+            self._send(
+                200,
+                {
+                    "model_path": sim.args.model_path,
+                    "is_generation": True,
+                    "architectures": [sim.profile.model.architecture],
+                },
+            )
         elif path == "/v1/models":
             name = sim.args.served_model_name or sim.args.model_path
             self._send(
@@ -517,10 +548,13 @@ class Handler(BaseHTTPRequestHandler):
             return
         text, meta = done
         usage = {
-            "prompt_tokens": meta["prompt_tokens"], "completion_tokens": meta["completion_tokens"],
+            "prompt_tokens": meta["prompt_tokens"],
+            "completion_tokens": meta["completion_tokens"],
             "total_tokens": meta["prompt_tokens"] + meta["completion_tokens"],
-            "prompt_tokens_details": {"cached_tokens": meta["cached_tokens"]} if self.sim.args.enable_cache_report else None,
-        }  # fmt: skip
+            "prompt_tokens_details": {"cached_tokens": meta["cached_tokens"]}
+            if self.sim.args.enable_cache_report
+            else None,
+        }
         extra: dict[str, Any] = {}
         if body.get("return_spec_tokens_details") and "spec_verify_ct" in meta:
             extra["sglext"] = {
@@ -569,8 +603,11 @@ def start_up(args: argparse.Namespace, profile: Profile) -> Simulator:
     speed, m = profile.speed, profile.model
     log(f"Load weight begin. avail mem={profile.gpu.memory_gb - 0.5:.2f} GB", scheduler=True)
     time.sleep(speed.startup_s * startup_scale(args))
-    log(f"Load weight end. elapsed={speed.startup_s:.2f} s, type={m.architecture}, avail mem="
-        f"{profile.gpu.memory_gb - 0.5 - m.weight_gb:.2f} GB, mem usage={m.weight_gb:.2f} GB.", scheduler=True)  # fmt: skip
+    log(
+        f"Load weight end. elapsed={speed.startup_s:.2f} s, type={m.architecture}, avail mem="
+        f"{profile.gpu.memory_gb - 0.5 - m.weight_gb:.2f} GB, mem usage={m.weight_gb:.2f} GB.",
+        scheduler=True,
+    )
     plan = plan_memory(resolved, args, profile)
     dtype = "torch.float8_e4m3fn" if resolved.kv_bytes == 1 else "torch.bfloat16"
     half = plan.pool_gb / 2
@@ -592,9 +629,12 @@ def start_up(args: argparse.Namespace, profile: Profile) -> Simulator:
     for line in plan.log:
         log(line, scheduler=True)
     _capture_graphs(resolved, plan, profile, args)
-    log(f"max_total_num_tokens={plan.pool_tokens}, chunked_prefill_size={resolved.chunked_prefill_size}, "
+    log(
+        f"max_total_num_tokens={plan.pool_tokens}, chunked_prefill_size={resolved.chunked_prefill_size}, "
         f"max_prefill_tokens={args.max_prefill_tokens}, max_running_requests={plan.effective_max_running}, "
-        f"context_len={resolved.context_length}, available_gpu_mem={plan.free_after_graphs_gb:.2f} GB", scheduler=True)  # fmt: skip
+        f"context_len={resolved.context_length}, available_gpu_mem={plan.free_after_graphs_gb:.2f} GB",
+        scheduler=True,
+    )
     return Simulator(args, profile, resolved, plan)
 
 
