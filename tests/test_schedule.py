@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sweep.analysis import trial_views
+from sweep.analysis import Study, trial_views
+from sweep.cli.export import no_schedule_note, schedule_document
 from sweep.cli.shared import load
 from sweep.engines.schedules import sglang_adaptive_config, trtllm_speculative_config, vllm_speculative_config
 from sweep.preflight import build_engine
@@ -68,6 +69,20 @@ def test_native_forms() -> None:
     }
     trt, notes = trtllm_speculative_config([(1, 3), (8, 5)])
     assert trt == {"max_draft_len": 3, "draft_len_schedule": {"1": 3, "8": 3}} and "capped to 3" in notes[0]
+
+
+def test_a_schedule_that_never_drafts_exports_no_engine_form(tmp_path: Path) -> None:
+    """The baseline fastest at every concurrency: both vLLM and TensorRT-LLM want a largest length above 0, so
+    neither gets a config, and the note says to run without speculation."""
+    space = parse_space(yaml.safe_load(SPACE.replace("{python}", sys.executable)), tmp_path)
+    steps = _bounded([ScheduleStep(n, f"code/{n}streams", 0, 0, 10.0, 10.0, float(n)) for n in (1, 4, 16)])
+    schedule = DepthSchedule("code", "NEXTN", {}, steps)
+    depths = [(s.from_batch, s.depth) for s in steps]
+    document = schedule_document(schedule, depths, space.workloads, Study([], []))
+    assert document["vllm"]["speculative_config"] is None
+    assert document["tensorrt_llm"]["speculative_config"] is None
+    assert "run without it" in no_schedule_note("vllm", depths)
+    assert "usual concurrency" in no_schedule_note("llamacpp", [(1, 3), (4, 0)])
 
 
 @pytest.fixture(scope="module")

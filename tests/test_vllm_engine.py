@@ -16,7 +16,7 @@ from sweep.cli import main
 from sweep.engines import ServerSetup
 from sweep.engines.base import prometheus_by_label
 from sweep.engines.vllm import VLLMEngine, facts_from_log
-from sweep.errors import UserError
+from sweep.errors import LaunchError, UserError
 from sweep.server import ServerProcess, free_port
 
 SIM = [sys.executable, "-m", "sweep.sim", "vllm"]
@@ -167,6 +167,30 @@ def test_a_vllm_study_against_the_simulator(tmp_path: Path, capsys: pytest.Captu
     assert " vllm serve /models/q --max-model-len 65536 " in command and "--port 8000" in command
 
 
+def test_a_vllm_schedule_export_is_flags_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """vLLM takes its schedule inside `--speculative-config`: the export names no config file and writes none."""
+    run_space(tmp_path, SPACE.replace("[{class: code}, {class: prose}]", "[{class: code, streams: [1, 2]}]"))
+    out = tmp_path / "schedule"
+    capsys.readouterr()
+    argv = [
+        "export",
+        "--study",
+        "s",
+        "--runs",
+        str(tmp_path / "runs"),
+        "--format",
+        "schedule",
+        "--out",
+        str(out),
+    ]
+    assert main(argv) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["vllm"]["file"] is None and document["vllm"]["params"] is not None
+    rows = document["vllm"]["params"]["speculative-config.num_speculative_tokens_per_batch_size"]
+    assert [r[2] for r in rows] == [step["depth"] for step in document["by_concurrency"]]
+    assert sorted(p.name for p in out.iterdir()) == ["code-schedule.json"]
+
+
 def test_a_baseline_that_cannot_hold_one_request_stops_the_study_with_vllms_reason(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -215,3 +239,36 @@ def test_an_exported_depth_schedule_launches_and_runs_its_depth_per_batch_size(
             client.get("/metrics").text, "vllm:spec_decode_num_accepted_tokens_per_pos_total", "position"
         )
     assert max(int(p) for p in positions) == 4  # positions 0..4: the batch-1 depth of 5
+
+
+def test_a_schedule_may_draft_nothing_at_large_batches_and_vllms_rules_hold(
+    engine: VLLMEngine, tmp_path: Path
+) -> None:
+    """vLLM takes k = 0 for a batch-size range (speculation off there): a schedule whose best depth at 16 streams
+    is none exports and launches. A schedule with no depth above 0 is no speculation at all; one whose first range
+    does not start at batch size 1 is refused at start, as vLLM's `validate_and_normalize_dynamic_sd_schedule`
+    refuses it."""
+    base = {"max-model-len": 65536, "kv-cache-dtype": "fp8", "max-num-seqs": 16, SPEC + "method": "mtp"}
+    assert engine.schedule_params(base, [(1, 0), (4, 0)], "") is None
+    params = engine.schedule_params(base, [(1, 4), (2, 0)], "")
+    assert params is not None
+    config = json.loads((argv := engine.argv(params, 0))[argv.index("--speculative-config") + 1])
+    assert config["num_speculative_tokens"] == 4
+    assert config["num_speculative_tokens_per_batch_size"] == [[1, 1, 4], [2, 16, 0]]
+    port = free_port()
+    server = ServerProcess(
+        engine.argv(params, port), tmp_path / "server.log", engine.env(), engine.exit_reason
+    )
+    with server, httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as client:
+        server.wait_ready(f"http://127.0.0.1:{port}/health", timeout_s=60)
+        body = {"prompt": "Write a python function that parses a config file.", "max_tokens": 48}
+        assert client.post("/v1/completions", json=body).status_code == 200
+        positions = prometheus_by_label(
+            client.get("/metrics").text, "vllm:spec_decode_num_accepted_tokens_per_pos_total", "position"
+        )
+    assert max(int(p) for p in positions) == 3  # one request alone: the batch-1 depth of 4
+    late = dict(params) | {SPEC + "num_speculative_tokens_per_batch_size": [[2, 16, 3]]}
+    port = free_port()
+    refused = ServerProcess(engine.argv(late, port), tmp_path / "late.log", engine.env(), engine.exit_reason)
+    with refused, pytest.raises(LaunchError, match="first batch-size range must start at 1"):
+        refused.wait_ready(f"http://127.0.0.1:{port}/health", timeout_s=60)

@@ -125,9 +125,9 @@ def export_schedule(args: argparse.Namespace, study: optuna.Study, found: Study)
     for schedule in schedules:
         depths = [(step.from_batch, step.depth) for step in schedule.steps]
         config = f"{schedule.family}-adaptive.json"
+        native = engine.schedule_file(depths)  # None: the engine takes its schedule in its flags
         if args.out:
             config = str((args.out / config).resolve())
-            native = engine.schedule_file(depths)
             if native is not None:
                 write_atomic(Path(config), json.dumps(native, indent=2) + "\n")
         launch = engine.schedule_params(schedule.params, depths, config)
@@ -136,16 +136,20 @@ def export_schedule(args: argparse.Namespace, study: optuna.Study, found: Study)
         document[engine.name] = {
             "params": launch,
             "argv": engine.argv(launch, port) if launch else None,
-            "file": {"path": config, "content": engine.schedule_file(depths)} if launch else None,
-            "note": None
-            if launch
-            else f"{engine.name} takes no depth schedule: run the depth of your usual concurrency",
+            "file": {"path": config, "content": native} if launch and native is not None else None,
+            "note": None if launch else no_schedule_note(engine.name, depths),
         }
         documents.append(document)
         if args.out:
             write_atomic(args.out / f"{schedule.family}-schedule.json", json.dumps(document, indent=2) + "\n")
     print(json.dumps(documents if len(documents) > 1 else documents[0], indent=2))
     return 0
+
+
+def no_schedule_note(engine: str, depths: list[tuple[int, int]]) -> str:
+    if not any(depth > 0 for _, depth in depths):
+        return "speculation is slower than none at every concurrency measured: run without it"
+    return f"{engine} takes no depth schedule for this method: run the depth of your usual concurrency"
 
 
 def schedule_document(
@@ -158,6 +162,7 @@ def schedule_document(
         if v.record and v.record.facts.max_running_requests and v.number == schedule.steps[0].trial
     ]
     tensorrt, capped = trtllm_speculative_config(depths)
+    drafts = any(depth > 0 for _, depth in depths)
     return {
         "workload": schedule.family,
         "method": schedule.method,
@@ -174,12 +179,15 @@ def schedule_document(
             }
             for s in schedule.steps
         ],
+        # No depth above 0: nothing to schedule (both engines want a largest draft length above 0).
         "vllm": {
             "speculative_config": vllm_speculative_config(
                 schedule.method, depths, running[0] if running else largest
             )
+            if drafts
+            else None
         },
-        "tensorrt_llm": {"speculative_config": tensorrt, "notes": capped},
+        "tensorrt_llm": {"speculative_config": tensorrt if drafts else None, "notes": capped},
         "notes": [
             "depths are the search's single launches at each concurrency; launch the schedule and measure it "
             "(or `specsweep confirm` the per-concurrency picks) before relying on it"

@@ -59,6 +59,9 @@ VALUE_RANGES: dict[str, tuple[type, float, float]] = {
     "max-cudagraph-capture-size": (int, 1, 1 << 16),
     "block-size": (int, 1, 1024),
 }
+# The last batch-size range of a schedule reaches the server's running limit; without --max-num-seqs, the
+# largest default vLLM picks by GPU memory (1024; 256 on smaller cards), so no batch falls outside it.
+DEFAULT_MAX_NUM_SEQS_CEILING = 1024
 # Flags specsweep sets itself on every launch.
 MANAGED = {"host", "port", "help", "speculative-config", "enable-prompt-tokens-details", "model"}
 NUM = r"([\d,]+)"
@@ -225,12 +228,15 @@ class VLLMEngine(Engine):
     def schedule_params(
         self, params: Params, depths: list[tuple[int, int]], config: str
     ) -> dict[str, Any] | None:
-        """`num_speculative_tokens_per_batch_size` inside the speculative config (chains only)."""
+        """`num_speculative_tokens_per_batch_size` inside the speculative config (chains only). A k of 0 drafts
+        nothing at those batch sizes (vLLM takes k >= 0); a schedule with no depth above 0 is no speculation."""
         chosen = method(params)
-        if chosen is None or not all(depth > 0 for _, depth in depths):
+        if chosen is None or not any(depth > 0 for _, depth in depths):
             return None
         limit = self.running_limit(params)
-        schedule = vllm_speculative_config(chosen, depths, limit.requests if limit else 1024)
+        schedule = vllm_speculative_config(
+            chosen, depths, limit.requests if limit else DEFAULT_MAX_NUM_SEQS_CEILING
+        )
         return {
             **params,
             SPEC + "num_speculative_tokens": schedule["num_speculative_tokens"],

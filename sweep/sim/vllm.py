@@ -9,12 +9,15 @@ methods ngram / eagle / eagle3 / mtp / draft_model (legacy `*_mtp` names map to 
 when unset, one copies the other, min <= max; `num_speculative_tokens_per_batch_size` is a list of [low, high,
 k]; acceptance length is `1 + accepted / drafts`; KV token counts are logged with thousands separators;
 `/health` answers only once the engine is up (the API server starts after it). What the reference does not
-give (the exact wording of some errors, the default `max_num_seqs`) is modelled and named so here.
+give (the exact wording of some errors, the default `max_num_seqs`) is modelled and named so here. The schedule's
+rules (k >= 0, ranges from batch size 1, a k above the maximum cut to it) are read from vLLM's own
+`v1/spec_decode/dynamic/utils.py`, where the reference gives only the form.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import os
@@ -215,19 +218,33 @@ def _lookup_bounds(fields: dict[str, Any]) -> None:
 
 
 def _batch_schedule(ranges: Any, k: int) -> dict[int, dict[str, Any]]:
-    """[[low, high, k], ...] as the model's per-batch-size slots (one depth per slot: a fixed schedule)."""
+    """[[low, high, k], ...] as the model's per-batch-size slots (one depth per slot: a fixed schedule), checked
+    as vLLM's `validate_and_normalize_dynamic_sd_schedule` checks it: positive, sorted, non-overlapping ranges from
+    batch size 1, each k >= 0 (0: no drafts for those batches), and a k above num_speculative_tokens cut to it."""
     try:
         parsed = sorted((int(low), int(high), int(depth)) for low, high, depth in ranges)
     except (TypeError, ValueError):
         raise StartupFailure(
-            f"ValueError: num_speculative_tokens_per_batch_size must be [low, high, k] triples, got {ranges!r}"
+            "ValueError: Each speculative_token_schedule entry must be a 3-item sequence "
+            f"(bs_lo, bs_hi, num_speculative_tokens), got {ranges!r}"
         ) from None
-    if any(depth > k or low > high for low, high, depth in parsed):
+    if not parsed:
+        raise StartupFailure("ValueError: speculative_token_schedule must not be empty.")
+    for low, high, depth in parsed:
+        if low <= 0 or high <= 0 or low > high:
+            raise StartupFailure(
+                f"ValueError: Batch-size range ({low}, {high}) must be positive, start <= end."
+            )
+        if depth < 0:
+            raise StartupFailure("ValueError: speculative_token_schedule K values must be >= 0.")
+    if any(low <= previous[1] for previous, (low, _, _) in itertools.pairwise(parsed)):
+        raise StartupFailure("ValueError: Batch-size ranges must be non-overlapping and sorted.")
+    if parsed[0][0] != 1:
         raise StartupFailure(
-            "ValueError: each k in num_speculative_tokens_per_batch_size must be <= num_speculative_tokens "
-            f"({k}) and each range low <= high"
+            "ValueError: The first batch-size range must start at 1 so every runtime batch size has a defined "
+            "schedule."
         )
-    return {low: {"candidate_steps": [depth]} for low, _, depth in parsed}
+    return {low: {"candidate_steps": [min(depth, k)]} for low, _, depth in parsed}
 
 
 def plan_memory(r: Resolved, args: argparse.Namespace, profile: Profile) -> MemoryPlan:
