@@ -165,6 +165,10 @@ def test_a_vllm_study_against_the_simulator(tmp_path: Path, capsys: pytest.Captu
     assert main(["export", "--study", "s", "--runs", str(tmp_path / "runs"), "--workload", "code"]) == 0
     command = capsys.readouterr().out
     assert " vllm serve /models/q --max-model-len 65536 " in command and "--port 8000" in command
+    # No workload measured at several stream counts: no schedule, and the line says what to add.
+    assert main(["export", "--study", "s", "--runs", str(tmp_path / "runs"), "--format", "schedule"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "two or more stream counts" in err[0] and "streams: [1, 2, 4, 8]" in err[0]
 
 
 def test_a_vllm_schedule_export_is_flags_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -189,6 +193,11 @@ def test_a_vllm_schedule_export_is_flags_only(tmp_path: Path, capsys: pytest.Cap
     rows = document["vllm"]["params"]["speculative-config.num_speculative_tokens_per_batch_size"]
     assert [r[2] for r in rows] == [step["depth"] for step in document["by_concurrency"]]
     assert sorted(p.name for p in out.iterdir()) == ["code-schedule.json"]
+    assert main([*argv, "--workload", "cod"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "specsweep: error: study 's' has no workload 'cod'; fix: pass --workload one of: code "
+        "(or leave it out for every workload)"
+    )
 
 
 def test_a_baseline_that_cannot_hold_one_request_stops_the_study_with_vllms_reason(

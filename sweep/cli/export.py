@@ -113,8 +113,13 @@ def export_schedule(args: argparse.Namespace, study: optuna.Study, found: Study)
     schedules = [
         s for s in depth_schedules(found.search, space.workloads) if args.workload in (None, s.family)
     ]
+    families = sorted({w.family for w in space.workloads})
+    if args.workload is not None and args.workload not in families:
+        raise UserError(
+            f"study '{args.study}' has no workload '{args.workload}'",
+            f"pass --workload one of: {', '.join(families)} (or leave it out for every workload)",
+        )
     if not schedules:
-        families = sorted({w.family for w in space.workloads})
         raise UserError(
             f"study '{args.study}' has no {'workload ' + repr(args.workload) + ' ' if args.workload else 'workload '}"
             "measured at two or more stream counts with a speculative chain",
