@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +26,11 @@ def llama_server() -> Path:
 @pytest.fixture(scope="session")
 def gemma() -> Path:
     return gemma_model()
+
+
+def specsweep_argv(*args: str) -> list[str]:
+    """`specsweep ARGS` as a child process of this interpreter (its own process, as a user runs it)."""
+    return [sys.executable, "-m", "sweep", *args]
 
 
 def server_processes(marker: str) -> list[int]:

@@ -25,6 +25,7 @@ from sweep.sim.profile import DEFAULT_PROFILE, Profile
 from sweep.space import parse_space
 from sweep.store import StudyPaths
 from sweep.study import Sweep
+from tests.conftest import specsweep_argv
 
 SPACE = """
 engine: sglang
@@ -89,18 +90,9 @@ def test_a_schedule_that_never_drafts_exports_no_engine_form(tmp_path: Path) -> 
 def swept(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("schedule")
     (root / "space.yaml").write_text(SPACE)
-    argv = [
-        sys.executable,
-        "-m",
-        "sweep",
-        "run",
-        "--space",
-        str(root / "space.yaml"),
-        "--study",
-        "s",
-        "--runs",
-        str(root / "runs"),
-    ]
+    argv = specsweep_argv(
+        "run", "--space", str(root / "space.yaml"), "--study", "s", "--runs", str(root / "runs")
+    )
     done = subprocess.run(argv, capture_output=True, text=True, timeout=900, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     return root
@@ -108,20 +100,9 @@ def swept(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_the_exported_schedule_launches_and_keeps_each_concurrencys_best(swept: Path) -> None:
     out = swept / "schedule"
-    argv = [
-        sys.executable,
-        "-m",
-        "sweep",
-        "export",
-        "--study",
-        "s",
-        "--runs",
-        str(swept / "runs"),
-        "--format",
-        "schedule",
-        "--out",
-        str(out),
-    ]
+    argv = specsweep_argv(
+        "export", "--study", "s", "--runs", str(swept / "runs"), "--format", "schedule", "--out", str(out)
+    )
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     document = json.loads(done.stdout)

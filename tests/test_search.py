@@ -22,6 +22,7 @@ from sweep.sim.profile import PROFILES
 from sweep.space import SearchKind, Space, parse_space
 from sweep.store import StudyPaths, launched, make_storage
 from sweep.study import Sweep
+from tests.conftest import specsweep_argv
 
 SIM = [sys.executable, "-m", "sweep.sim"]
 SPACE = """
@@ -165,10 +166,7 @@ def test_the_models_favourite_is_a_launched_configuration_it_rates_fastest(engin
 
 def run(tmp_path: Path, text: str, *extra: str) -> subprocess.CompletedProcess[str]:
     (tmp_path / "space.yaml").write_text(text)
-    argv = [
-        sys.executable,
-        "-m",
-        "sweep",
+    argv = specsweep_argv(
         "run",
         "--space",
         str(tmp_path / "space.yaml"),
@@ -177,7 +175,7 @@ def run(tmp_path: Path, text: str, *extra: str) -> subprocess.CompletedProcess[s
         "--runs",
         str(tmp_path / "runs"),
         *extra,
-    ]
+    )
     return subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
 
 
@@ -272,18 +270,9 @@ def test_an_unknown_search_is_refused(tmp_path: Path) -> None:
 
 def test_plan_counts_the_space_after_the_engines_rules_and_prices_the_night(tmp_path: Path) -> None:
     (tmp_path / "space.yaml").write_text(SPACE.replace("trials: 30", "trials: 10"))
-    argv = [
-        sys.executable,
-        "-m",
-        "sweep",
-        "plan",
-        "--space",
-        str(tmp_path / "space.yaml"),
-        "--study",
-        "s",
-        "--runs",
-        str(tmp_path / "runs"),
-    ]
+    argv = specsweep_argv(
+        "plan", "--space", str(tmp_path / "space.yaml"), "--study", "s", "--runs", str(tmp_path / "runs")
+    )
     before = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=True).stdout
     assert (
         "56 grid points; 26 launchable after the engine's rules (6 infeasible, 0 invalid, 24 the same"

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import optuna
 
 from sweep.store import launched, make_storage
+from tests.conftest import specsweep_argv
 
 SPACE = """
 engine: sglang
@@ -25,10 +25,7 @@ trials: 6
 
 def test_two_workers_share_a_study(tmp_path: Path, postgres_url: str) -> None:
     (tmp_path / "space.yaml").write_text(SPACE)
-    argv = [
-        sys.executable,
-        "-m",
-        "sweep",
+    argv = specsweep_argv(
         "run",
         "--space",
         str(tmp_path / "space.yaml"),
@@ -38,7 +35,7 @@ def test_two_workers_share_a_study(tmp_path: Path, postgres_url: str) -> None:
         postgres_url,
         "--runs",
         str(tmp_path / "runs"),
-    ]
+    )
     workers = [
         subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)
     ]

@@ -225,6 +225,20 @@ def test_demo_engine_vllm_sim(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert "GPU KV cache size: " in log and "Starting vLLM API server" in log
 
 
+def deepest_position(engine: VLLMEngine, params: dict[str, Any], folder: Path) -> int:
+    """Launch `params`, send one request alone, and read the deepest position vLLM's counters drafted."""
+    port = free_port()
+    server = ServerProcess(engine.argv(params, port), folder / "server.log", engine.env(), engine.exit_reason)
+    with server, httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as client:
+        server.wait_ready(f"http://127.0.0.1:{port}/health", timeout_s=60)
+        body = {"prompt": "Write a python function that parses a config file.", "max_tokens": 48}
+        assert client.post("/v1/completions", json=body).status_code == 200
+        positions = prometheus_by_label(
+            client.get("/metrics").text, "vllm:spec_decode_num_accepted_tokens_per_pos_total", "position"
+        )
+    return max(int(p) for p in positions)
+
+
 def test_an_exported_depth_schedule_launches_and_runs_its_depth_per_batch_size(
     engine: VLLMEngine, tmp_path: Path
 ) -> None:
@@ -236,18 +250,7 @@ def test_an_exported_depth_schedule_launches_and_runs_its_depth_per_batch_size(
     config = json.loads((argv := engine.argv(params, 0))[argv.index("--speculative-config") + 1])
     assert config["num_speculative_tokens"] == 5
     assert config["num_speculative_tokens_per_batch_size"] == [[1, 1, 5], [2, 7, 3], [8, 16, 1]]
-    port = free_port()
-    server = ServerProcess(
-        engine.argv(params, port), tmp_path / "server.log", engine.env(), engine.exit_reason
-    )
-    with server, httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as client:
-        server.wait_ready(f"http://127.0.0.1:{port}/health", timeout_s=60)
-        body = {"prompt": "Write a python function that parses a config file.", "max_tokens": 48}
-        assert client.post("/v1/completions", json=body).status_code == 200
-        positions = prometheus_by_label(
-            client.get("/metrics").text, "vllm:spec_decode_num_accepted_tokens_per_pos_total", "position"
-        )
-    assert max(int(p) for p in positions) == 4  # positions 0..4: the batch-1 depth of 5
+    assert deepest_position(engine, params, tmp_path) == 4  # positions 0..4: the batch-1 depth of 5
 
 
 def test_a_schedule_may_draft_nothing_at_large_batches_and_vllms_rules_hold(
@@ -264,18 +267,7 @@ def test_a_schedule_may_draft_nothing_at_large_batches_and_vllms_rules_hold(
     config = json.loads((argv := engine.argv(params, 0))[argv.index("--speculative-config") + 1])
     assert config["num_speculative_tokens"] == 4
     assert config["num_speculative_tokens_per_batch_size"] == [[1, 1, 4], [2, 16, 0]]
-    port = free_port()
-    server = ServerProcess(
-        engine.argv(params, port), tmp_path / "server.log", engine.env(), engine.exit_reason
-    )
-    with server, httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as client:
-        server.wait_ready(f"http://127.0.0.1:{port}/health", timeout_s=60)
-        body = {"prompt": "Write a python function that parses a config file.", "max_tokens": 48}
-        assert client.post("/v1/completions", json=body).status_code == 200
-        positions = prometheus_by_label(
-            client.get("/metrics").text, "vllm:spec_decode_num_accepted_tokens_per_pos_total", "position"
-        )
-    assert max(int(p) for p in positions) == 3  # one request alone: the batch-1 depth of 4
+    assert deepest_position(engine, params, tmp_path) == 3  # one request alone: the batch-1 depth of 4
     late = dict(params) | {SPEC + "num_speculative_tokens_per_batch_size": [[2, 16, 3]]}
     port = free_port()
     refused = ServerProcess(engine.argv(late, port), tmp_path / "late.log", engine.env(), engine.exit_reason)

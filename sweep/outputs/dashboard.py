@@ -394,33 +394,18 @@ def context_panel(
         rows = ok[(ok["trial"] == trial) & (ok["cls"] == cls)].sort_values("prompt_tokens")
         name = f"{cls}, trial {trial}" + (" (no speculation)" if rows["role"].iloc[0] == "baseline" else "")
         hover = _flags(views[trial])
-        fig.add_trace(
-            go.Scatter(
+        for col, metric in enumerate(("decode_tps", "acceptance_length"), start=1):
+            trace = go.Scatter(
                 x=rows["prompt_tokens"],
-                y=rows["decode_tps"],
+                y=rows[metric],
                 mode="markers+lines",
                 name=name,
                 legendgroup=name,
+                showlegend=col == 1,  # one legend entry for the pair
                 hovertext=hover,
                 text=rows["workload"],
-            ),
-            row=1,
-            col=1,
-        )
-        fig.add_trace(
-            go.Scatter(
-                x=rows["prompt_tokens"],
-                y=rows["acceptance_length"],
-                mode="markers+lines",
-                name=name,
-                legendgroup=name,
-                showlegend=False,
-                hovertext=hover,
-                text=rows["workload"],
-            ),
-            row=1,
-            col=2,
-        )
+            )
+            fig.add_trace(trace, row=1, col=col)
     for curve in curves:
         _context_curve_traces(fig, curve)
     fig.update_xaxes(title_text="prompt tokens (median)", type="log")
