@@ -22,6 +22,7 @@ from sweep.engines import SGLangEngine
 from sweep.engines.sglang import facts_from_log
 from sweep.server import ServerProcess, free_port
 from sweep.sim.profile import PROFILES
+from tests.test_sim_model import PINNED_GRAPHS
 
 HIDDEN, VOCAB, KV_HEADS, HEAD_DIM = 5120, 248320, 4, 256
 LAYER_TYPES = ["linear_attention" if (i + 1) % 4 else "full_attention" for i in range(64)]
@@ -305,18 +306,7 @@ def test_report_004_the_defaults_against_pinned_flags(
     the same server but for 0.56 GB of prefill graph, about 18K tokens of context at 32 KB per token (16
     full-attention layers x 2 x 2 KV heads per GPU x 256 x 2 bytes)."""
     defaults = launch_log(tmp_path, "defaults", [])
-    pinned = launch_log(
-        tmp_path,
-        "pinned",
-        [
-            "--chunked-prefill-size",
-            "2048",
-            "--cuda-graph-max-bs-prefill",
-            "2048",
-            "--cuda-graph-max-bs-decode",
-            "24",
-        ],
-    )
+    pinned = launch_log(tmp_path, "pinned", list(PINNED_GRAPHS))
     argv = ["doctor", str(qwen_folder), "--log", str(defaults), "--against", str(pinned), "--tp", "2"]
     assert main([*argv, "--json"]) == 0
     found = json.loads(capsys.readouterr().out)
