@@ -4,6 +4,7 @@ best fixed depth."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import statistics
@@ -17,7 +18,12 @@ import yaml
 from sweep.analysis import Study, trial_views
 from sweep.cli.export import no_schedule_note, schedule_document
 from sweep.cli.shared import load
-from sweep.engines.schedules import sglang_adaptive_config, trtllm_speculative_config, vllm_speculative_config
+from sweep.engines.schedules import (
+    sglang_adaptive_config,
+    trtllm_speculative_config,
+    vllm_method,
+    vllm_speculative_config,
+)
 from sweep.preflight import build_engine
 from sweep.results import TrialRecord
 from sweep.schedule import DepthSchedule, ScheduleStep, _bounded, depth_schedules
@@ -72,9 +78,10 @@ def test_native_forms() -> None:
     assert trt == {"max_draft_len": 3, "draft_len_schedule": {"1": 3, "8": 3}} and "capped to 3" in notes[0]
 
 
-def test_a_schedule_that_never_drafts_exports_no_engine_form(tmp_path: Path) -> None:
+def test_schedules_without_a_counterpart_export_no_engine_form(tmp_path: Path) -> None:
     """The baseline fastest at every concurrency: both vLLM and TensorRT-LLM want a largest length above 0, so
-    neither gets a config, and the note says to run without speculation."""
+    neither gets a config, and the note says to run without speculation. A llama.cpp lookup's schedule has no
+    counterpart there either."""
     space = parse_space(yaml.safe_load(SPACE.replace("{python}", sys.executable)), tmp_path)
     steps = _bounded([ScheduleStep(n, f"code/{n}streams", 0, 0, 10.0, 10.0, float(n)) for n in (1, 4, 16)])
     schedule = DepthSchedule("code", "NEXTN", {}, steps)
@@ -83,6 +90,21 @@ def test_a_schedule_that_never_drafts_exports_no_engine_form(tmp_path: Path) -> 
     assert document["vllm"]["speculative_config"] is None
     assert document["tensorrt_llm"]["speculative_config"] is None
     assert "run without it" in no_schedule_note("vllm", depths)
+    # A llama.cpp lookup drafts up to a limit with its n-gram sizes beside it: no counterpart elsewhere.
+    lookup = DepthSchedule(
+        "code", "ngram-simple", {}, _bounded([dataclasses.replace(s, depth=48) for s in steps])
+    )
+    document = schedule_document(lookup, [(1, 48), (2, 48), (8, 48)], space.workloads, Study([], []))
+    assert document["vllm"]["speculative_config"] is None
+    assert document["tensorrt_llm"]["speculative_config"] is None
+    assert "ngram-simple has no counterpart in vLLM or TensorRT-LLM" in document["notes"][-1]
+    assert [vllm_method(m) for m in ("NEXTN", "EAGLE3", "mtp", "ngram", "ngram-simple")] == [
+        "mtp",
+        "eagle3",
+        "mtp",
+        "ngram",
+        None,
+    ]
     assert "usual concurrency" in no_schedule_note("llamacpp", [(1, 3), (4, 0)])
 
 

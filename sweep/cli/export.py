@@ -14,7 +14,7 @@ import optuna
 from sweep.analysis import Study, output_check, overall_recommendation, recommendations, study_engine
 from sweep.cli.shared import add_study_options, load, results, stored_space
 from sweep.engines import engine_class
-from sweep.engines.schedules import trtllm_speculative_config, vllm_speculative_config
+from sweep.engines.schedules import trtllm_speculative_config, vllm_method, vllm_speculative_config
 from sweep.errors import UserError
 from sweep.files import write_atomic
 from sweep.outputs.export import FORMATS, Export, render, with_port
@@ -154,7 +154,10 @@ def export_schedule(args: argparse.Namespace, study: optuna.Study, found: Study)
 def no_schedule_note(engine: str, depths: list[tuple[int, int]]) -> str:
     if not any(depth > 0 for _, depth in depths):
         return "speculation is slower than none at every concurrency measured: run without it"
-    return f"{engine} takes no depth schedule for this method: run the depth of your usual concurrency"
+    return (
+        f"{engine} takes no depth schedule for this method: run the configuration measured best at your usual "
+        "concurrency (by_concurrency names its trial)"
+    )
 
 
 def schedule_document(
@@ -167,7 +170,9 @@ def schedule_document(
         if v.record and v.record.facts.max_running_requests and v.number == schedule.steps[0].trial
     ]
     tensorrt, capped = trtllm_speculative_config(depths)
-    drafts = any(depth > 0 for _, depth in depths)
+    # Both want a largest length above 0, and a method they run too (the same model's heads, a draft model, a
+    # chain): a llama.cpp lookup's schedule has no counterpart there.
+    translatable = any(depth > 0 for _, depth in depths) and vllm_method(schedule.method) is not None
     return {
         "workload": schedule.family,
         "method": schedule.method,
@@ -184,17 +189,23 @@ def schedule_document(
             }
             for s in schedule.steps
         ],
-        # No depth above 0: nothing to schedule (both engines want a largest draft length above 0).
         "vllm": {
             "speculative_config": vllm_speculative_config(
                 schedule.method, depths, running[0] if running else largest
             )
-            if drafts
+            if translatable
             else None
         },
-        "tensorrt_llm": {"speculative_config": tensorrt if drafts else None, "notes": capped},
+        "tensorrt_llm": {"speculative_config": tensorrt if translatable else None, "notes": capped},
         "notes": [
             "depths are the search's single launches at each concurrency; launch the schedule and measure it "
-            "(or `specsweep confirm` the per-concurrency picks) before relying on it"
+            "(or `specsweep confirm` the per-concurrency picks) before relying on it",
+            *(
+                []
+                if vllm_method(schedule.method) is not None
+                else [
+                    f"{schedule.method} has no counterpart in vLLM or TensorRT-LLM: no schedule in their forms"
+                ]
+            ),
         ],
     }

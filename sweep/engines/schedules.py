@@ -27,6 +27,13 @@ VLLM_METHODS = {
 }
 
 
+def vllm_method(method: str) -> str | None:
+    """vLLM's name for a speculative method measured on any engine, or None where vLLM has no counterpart (llama.cpp's
+    n-gram lookups: their depth is a draft limit with other knobs beside it, not a chain's length)."""
+    named = VLLM_METHODS.get(method.upper())
+    return named or (method if method in VLLM_METHODS.values() else None)
+
+
 def sglang_adaptive_config(depths: Depths) -> dict[str, dict[str, Any]]:
     return {str(batch): {"candidate_steps": [depth]} for batch, depth in depths}
 
@@ -37,7 +44,7 @@ def vllm_speculative_config(method: str, depths: Depths, max_batch: int) -> dict
         high = depths[index + 1][0] - 1 if index + 1 < len(depths) else max_batch
         ranges.append([batch, max(batch, high), depth])
     return {
-        "method": VLLM_METHODS.get(method.upper(), method.lower()),
+        "method": vllm_method(method) or method,
         "num_speculative_tokens": max(depth for _, depth in depths),
         "num_speculative_tokens_per_batch_size": ranges,
     }
