@@ -172,7 +172,8 @@ def schedule_document(
     tensorrt, capped = trtllm_speculative_config(depths)
     # Both want a largest length above 0, and a method they run too (the same model's heads, a draft model, a
     # chain): a llama.cpp lookup's schedule has no counterpart there.
-    translatable = any(depth > 0 for _, depth in depths) and vllm_method(schedule.method) is not None
+    counterpart = vllm_method(schedule.method) is not None
+    translatable = counterpart and any(depth > 0 for _, depth in depths)
     return {
         "workload": schedule.family,
         "method": schedule.method,
@@ -202,7 +203,7 @@ def schedule_document(
             "(or `specsweep confirm` the per-concurrency picks) before relying on it",
             *(
                 []
-                if vllm_method(schedule.method) is not None
+                if counterpart
                 else [
                     f"{schedule.method} has no counterpart in vLLM or TensorRT-LLM: no schedule in their forms"
                 ]
