@@ -604,7 +604,8 @@ def _what_to_run(
             Verdict.UNCONFIRMED: "the best measured changes the output or exceeds the latency limits",
             Verdict.WITHIN_NOISE: "the best gain is within noise: no speculation costs less (memory, draft work)",
             Verdict.SLOWER: "every candidate is slower than no speculation",
-            Verdict.UNRELIABLE: "the measurements are unreliable (see the warnings): keep speculation off",
+            # The verdict's own reason: the warnings (a busy or drifting host) or the noise against the effect.
+            Verdict.UNRELIABLE: f"unreliable, {rec.why_verdict}: keep speculation off",
         }.get(rec.verdict, "no verdict")
         return _baseline_run(rec, baseline, why)
     intact = [

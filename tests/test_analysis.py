@@ -199,7 +199,23 @@ def test_a_busy_host_makes_the_verdicts_it_touched_unreliable() -> None:
     assert any("host busy during confirmation launch" in m and "60%" in m for m in warnings.messages)
     recs = {r.workload: r for r in recommendations(study, warnings)}
     assert recs["prose"].verdict == Verdict.UNRELIABLE  # only trial 2 was confirmed on prose
-    assert recs["prose"].recommended_trial == 0
+    assert recs["prose"].recommended_trial == 0 and "see the warnings" in recs["prose"].why
+
+
+def test_an_effect_the_noise_dwarfs_says_so_where_no_warning_does() -> None:
+    """Quiet launches that differ by 10% round to round, trial 1 ahead by 1%: unreliable for the noise, and the
+    recommendation gives that reason rather than pointing at warnings that do not name the workload."""
+    views = []
+    for r, (base, fast) in enumerate(((40.0, 36.6), (44.0, 47.5), (36.0, 38.0))):
+        for number, (label, params, tps) in enumerate(((BASELINE, BASE, base), ("trial 1", DEEP, fast))):
+            views.append(
+                view(2 * r + number, params, {"code": tps}, phase=Phase.CONFIRM, label=label, round_=r)
+            )
+    study = Study(search(), views)
+    warnings = study_warnings(study.search, study.confirm, study.keys)
+    recs = {r.workload: r for r in recommendations(study, warnings)}
+    assert recs["code"].verdict == Verdict.UNRELIABLE and "dwarfs" in recs["code"].why
+    assert "see the warnings" not in recs["code"].why and recs["code"].recommended_trial == 0
 
 
 def test_a_busy_round_is_left_out_where_enough_quiet_ones_remain() -> None:
