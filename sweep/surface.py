@@ -247,7 +247,12 @@ class MethodFit:
         return self.variants.get(variant, self.accept)
 
     def copies_for(self, variant: str) -> bool:
-        return self.copies and variant not in self.geometric
+        return _copied_runs(self.copies, self.geometric, variant)
+
+
+def _copied_runs(copies: bool, geometric: frozenset[str], variant: str) -> bool:
+    """Whether a variant's drafts are fitted as copied runs: a lookup's are, unless its launches chose otherwise."""
+    return copies and variant not in geometric
 
 
 def _fit_acceptance(
@@ -405,7 +410,7 @@ class WorkloadSurface:
             variant: self._fit_by_context(
                 [(o, s, n) for o, s, n in measured if s.variant == variant],
                 gain,
-                copies and variant not in geometric,
+                _copied_runs(copies, geometric, variant),
             )
             for variant in by_variant
         }
