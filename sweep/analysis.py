@@ -660,10 +660,10 @@ class OverallRecommendation:
 
 
 def search_overall(
-    views: list[TrialView], min_gain: float = stats.MIN_GAIN, limits: dict[str, float] | None = None
-) -> TrialView | None:
-    """The search's best worst-case configuration within the latency limits (the confirmation checks it on
-    every workload)."""
+    views: list[TrialView], limits: dict[str, float] | None = None
+) -> tuple[float, TrialView] | None:
+    """The search's best worst-case configuration within the latency limits, with that worst-case gain (the
+    confirmation checks it on every workload)."""
     baseline = baseline_view(views)
     if baseline is None or baseline.record is None:
         return None
@@ -682,8 +682,7 @@ def search_overall(
             scored.append((worst, view))
     if not scored:
         return None
-    worst, view = max(scored, key=lambda item: (item[0], [-c for c in cost(item[1])]))
-    return view if worst >= min_gain else None
+    return max(scored, key=lambda item: (item[0], [-c for c in cost(item[1])]))
 
 
 def overall_recommendation(
@@ -785,13 +784,13 @@ def confirmation_plan(
         for view in order[:top]:
             assert view.record is not None
             chosen.setdefault(view.label, (view.record.params, set()))[1].add(key)
-    pick = search_overall(views, min_gain, limits)
-    if pick is None and (near := search_overall(views, -math.inf, limits)) and near.label in chosen:
-        # Nothing led every workload in the search's single launches, too noisy to rule one server out: the
-        # nearest is measured on all of them where it is launched again anyway (probes, no extra launch).
-        pick = near
-    if pick is not None and pick.record is not None:
-        chosen.setdefault(pick.label, (pick.record.params, set()))[1].update(keys)
+    # The best worst case, where it gains on every workload; where nothing did in the search's single launches
+    # (too noisy to rule one server out), the nearest too, if it is launched again anyway: it is measured on
+    # every workload (probes, no extra launch).
+    if (overall := search_overall(views, limits)) is not None:
+        worst, pick = overall
+        if pick.record is not None and (worst >= min_gain or pick.label in chosen):
+            chosen.setdefault(pick.label, (pick.record.params, set()))[1].update(keys)
     if not chosen:
         return []
     measured = sorted({k for _, ws in chosen.values() for k in ws}, key=keys.index)

@@ -14,7 +14,12 @@ import optuna
 from sweep.analysis import Study, output_check, overall_recommendation, recommendations, study_engine
 from sweep.cli.shared import add_study_options, load, results, stored_space
 from sweep.engines import engine_class
-from sweep.engines.schedules import trtllm_speculative_config, vllm_method, vllm_speculative_config
+from sweep.engines.schedules import (
+    drafts_somewhere,
+    trtllm_speculative_config,
+    vllm_method,
+    vllm_speculative_config,
+)
 from sweep.errors import UserError
 from sweep.files import write_atomic
 from sweep.outputs.export import FORMATS, Export, render, with_port
@@ -152,7 +157,7 @@ def export_schedule(args: argparse.Namespace, study: optuna.Study, found: Study)
 
 
 def no_schedule_note(engine: str, depths: list[tuple[int, int]]) -> str:
-    if not any(depth > 0 for _, depth in depths):
+    if not drafts_somewhere(depths):
         return "speculation is slower than none at every concurrency measured: run without it"
     return (
         f"{engine} takes no depth schedule for this method: run the configuration measured best at your usual "
@@ -173,7 +178,7 @@ def schedule_document(
     # Both want a largest length above 0, and a method they run too (the same model's heads, a draft model, a
     # chain): a llama.cpp lookup's schedule has no counterpart there.
     counterpart = vllm_method(schedule.method) is not None
-    translatable = counterpart and any(depth > 0 for _, depth in depths)
+    translatable = counterpart and drafts_somewhere(depths)
     return {
         "workload": schedule.family,
         "method": schedule.method,

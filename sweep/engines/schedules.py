@@ -27,6 +27,11 @@ VLLM_METHODS = {
 }
 
 
+def drafts_somewhere(depths: Depths) -> bool:
+    """Whether the schedule speculates at any batch size (all 0: it is no speculation at all)."""
+    return any(depth > 0 for _, depth in depths)
+
+
 def vllm_method(method: str) -> str | None:
     """vLLM's name for a speculative method measured on any engine, or None where vLLM has no counterpart (llama.cpp's
     n-gram lookups: their depth is a draft limit with other knobs beside it, not a chain's length)."""

@@ -28,7 +28,7 @@ from sweep.engines.base import (
     parse_prometheus,
     prometheus_by_label,
 )
-from sweep.engines.schedules import vllm_speculative_config
+from sweep.engines.schedules import drafts_somewhere, vllm_speculative_config
 from sweep.errors import SpeculationInactive, UserError
 from sweep.results import LaunchFacts, RequestStatus, SpecShape
 from sweep.server import ExitPatterns
@@ -231,7 +231,7 @@ class VLLMEngine(Engine):
         """`num_speculative_tokens_per_batch_size` inside the speculative config (chains only). A k of 0 drafts
         nothing at those batch sizes (vLLM takes k >= 0); a schedule with no depth above 0 is no speculation."""
         chosen = method(params)
-        if chosen is None or not any(depth > 0 for _, depth in depths):
+        if chosen is None or not drafts_somewhere(depths):
             return None
         limit = self.running_limit(params)
         schedule = vllm_speculative_config(

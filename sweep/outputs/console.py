@@ -104,7 +104,8 @@ def report_text(
     lines.append("")
     for r in recs:
         # Unconfirmed verdicts give the noise as their reason ("launch-to-launch noise not measured ..."): once.
-        noise = "" if r.noise.describe() in r.why_verdict else f"; noise {r.noise.describe()}"
+        described = r.noise.describe()
+        noise = "" if described in r.why_verdict else f"; noise {described}"
         lines.append(f"{r.workload}: {r.why_verdict}{noise}")
         if r.output is not None:
             flag = "CHANGES THE MODEL'S OUTPUT: " if r.output.changed else ""
