@@ -24,7 +24,8 @@ import optuna
 import pandas as pd
 from optuna.trial import TrialState
 
-from sweep import fidelity, stats
+from sweep import fidelity, health, stats
+from sweep.health import OutputHealth
 from sweep.results import Spread, TrialRecord, WorkloadSummary
 from sweep.stats import Comparison, Launch, Noise, Verdict
 from sweep.store import INTERRUPTED, RECORD_ATTR, ROLE_ATTR
@@ -179,6 +180,14 @@ def decode_median(view: TrialView, workload: str) -> float | None:
     return summary.decode_tps.median if summary and summary.decode_tps else None
 
 
+def baseline_health(views: list[TrialView], workload: str) -> tuple[OutputHealth | None, str]:
+    """The answers of every launch without speculation on the workload, added up, and the form they were
+    sent in: whether acceptance measured on this workload speaks for real text."""
+    found = [s for v in views if v.label == BASELINE and v.complete and (s := ok_summary(v, workload))]
+    form = next((f"{s.form} form ({s.form_reason})" for s in found if s.form), "")
+    return health.total(s.output_health for s in found), form
+
+
 def cost(view: TrialView) -> tuple[bool, float, float]:
     """Cheaper first: speculation off, then less draft work per step (the engine's reading of the
     configuration, `shape`), then less KV."""
@@ -222,6 +231,8 @@ class StudyWarnings:
     messages: list[str] = field(default_factory=list)
     busy: set[tuple[Phase, int, str]] = field(default_factory=set)  # (phase, launch, workload) on a busy host
     unreliable_workloads: set[str] = field(default_factory=set)
+    # Workloads whose baseline answers are not text (loops, echoes, template tokens): no verdict speaks for them.
+    not_representative: set[str] = field(default_factory=set)
 
 
 def sizing_messages(views: list[TrialView]) -> list[str]:
@@ -268,6 +279,13 @@ def study_warnings(search: list[TrialView], confirm: list[TrialView], keys: list
                 warnings.messages.append(f"host busy during {name}, {key}: {summary.host.describe()}")
     warnings.messages.extend(sizing_messages([*search, *confirm]))
     for key in keys:
+        found, form = baseline_health([*search, *confirm], key)
+        if found is not None and not found.healthy:
+            warnings.not_representative.add(key)
+            warnings.messages.append(
+                f"{key}: {found.describe()} with speculation off, sent in the {form}: {health.NOT_REPRESENTATIVE}, "
+                "so its verdict is not representative"
+            )
         # Quiet launches only: a busy one moved for a reason already named above, not because the host drifted.
         first = launches(quiet_only(search, key), BASELINE, key)
         later = launches(quiet_only(confirm, key), BASELINE, key)
@@ -322,6 +340,18 @@ class Recommendation:
     output: fidelity.OutputCheck | None = None
     confirmed_tps: float | None = None  # mean over the confirmation launches (geometric)
     confirmed_baseline_tps: float | None = None
+    # The baseline's answers on this workload (every launch without speculation) and the form they were sent in.
+    health: OutputHealth | None = None
+    form: str = ""
+
+    @property
+    def representative(self) -> bool:
+        """Whether the baseline's answers read as text (acceptance measured on loops says nothing real)."""
+        return self.health is None or self.health.healthy
+
+    @property
+    def verdict_text(self) -> str:
+        return str(self.verdict) + ("" if self.representative else ", not representative")
 
     @property
     def trial_label(self) -> str:
@@ -365,6 +395,9 @@ class Recommendation:
             "recommended_params": self.recommended_params,
             "why": self.why,
             "output": self.output.to_dict() if self.output else None,
+            "representative": self.representative,
+            "baseline_output_health": self.health.to_dict() if self.health else None,
+            "form": self.form,
             "acceptance_rate": dataclasses.asdict(self.summary.acceptance_rate)
             if self.summary.acceptance_rate
             else None,
@@ -557,7 +590,22 @@ def recommendations(study: Study, warnings: StudyWarnings | None = None) -> list
             confirmed_baseline_tps=_geo_mean(launches(views, BASELINE, key)) if confirmed else None,
         )
         out.append(_what_to_run(rec, scored, search_by_label, baseline, study, views, noise, key))
-    return out
+    return [_with_health(rec, study) for rec in out]
+
+
+def _with_health(rec: Recommendation, study: Study) -> Recommendation:
+    """The baseline's answers beside the verdict; where they are not text, speculation stays off, as no
+    measurement here speaks for real text."""
+    found, form = baseline_health(study.views, rec.workload)
+    rec = dataclasses.replace(rec, health=found, form=form)
+    if rec.representative:
+        return rec
+    baseline = baseline_view(study.search)
+    why = (
+        f"not representative: speculation off answered with degenerate output ({found.describe() if found else ''}), "
+        f"and {health.NOT_REPRESENTATIVE}: keep speculation off, and measure prompts the model answers with text"
+    )
+    return _baseline_run(rec, baseline, why)
 
 
 def _geo_mean(found: list[Launch]) -> float | None:
@@ -588,6 +636,9 @@ def _what_to_run(
     acceptable = within_limits(views, rec.trial_label, key, study.latency_limits) and not (
         rec.output is not None and rec.output.changed
     )
+    if rec.verdict == Verdict.UNCONFIRMED and acceptable and (rec.gain or 0.0) <= 0:
+        why = f"the best measured was slower than no speculation ({rec.gain:+.0%}, one launch each)"
+        return _baseline_run(rec, baseline, why)
     if rec.verdict == Verdict.UNCONFIRMED and acceptable:
         why = "unconfirmed: one launch each; run `specsweep confirm` before acting on it"
         return dataclasses.replace(rec, recommended_trial=rec.trial, recommended_params=rec.params, why=why)
@@ -692,7 +743,10 @@ def overall_recommendation(
     if baseline is None or baseline.record is None:
         return None
     warnings = warnings or study_warnings(study.search, study.confirm, study.keys)
-    keys = [k for k in baseline.record.workloads if decode_median(baseline, k)]
+    measured = [k for k in baseline.record.workloads if decode_median(baseline, k)]
+    # Workloads whose baseline answers are not text say nothing about real gains: the headline leaves them out.
+    keys = [k for k in measured if k not in warnings.not_representative]
+    left_out = [k for k in measured if k in warnings.not_representative]
     confirm = latest_plan(study.confirm)
     by_label = study.by_label()
     evidence, confirmed = (confirm, True) if confirm else (study.search, False)
@@ -710,13 +764,17 @@ def overall_recommendation(
             limited = all(within_limits(evidence, label, k, study.latency_limits) for k in keys)
             if sure and limited and not any((c := output_check(study, label, k)) and c.changed for k in keys):
                 scored.append((min(c.gain for c in done.values()), by_label[label], done))
+    aside = (
+        f"; {', '.join(left_out)} left out (its baseline output is degenerate: not representative)"
+        if left_out
+        else ""
+    )
     if not scored or max(item[0] for item in scored) < study.min_gain:
-        return OverallRecommendation(
-            baseline.number, baseline.record.params, 0.0, {}, _no_one_server(compared, confirmed), confirmed
-        )
+        why = _no_one_server(compared, confirmed) + aside
+        return OverallRecommendation(baseline.number, baseline.record.params, 0.0, {}, why, confirmed)
     worst, view, chosen = max(scored, key=lambda item: (item[0], [-c for c in cost(item[1])]))
     assert view.record is not None
-    why = "best worst-case gain across workloads" + ("" if confirmed else " (unconfirmed)")
+    why = "best worst-case gain across workloads" + ("" if confirmed else " (unconfirmed)") + aside
     return OverallRecommendation(
         view.number, view.record.params, worst, {k: c.gain for k, c in chosen.items()}, why, confirmed
     )

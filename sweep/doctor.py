@@ -17,15 +17,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import re
-import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 from sweep.errors import UserError
+from sweep.modelfiles import gguf_metadata, read_config, safetensors_header
 from sweep.results import LaunchFacts
 
 GIB = 1024**3
@@ -115,31 +114,6 @@ class Geometry:
 
 
 # --- reading the files --------------------------------------------------------------------------------------
-
-
-def safetensors_header(path: Path) -> dict[str, Any]:
-    with path.open("rb") as file:
-        (length,) = struct.unpack("<Q", _exactly(file, 8, path))
-        header: dict[str, Any] = json.loads(_exactly(file, length, path))
-    header.pop("__metadata__", None)
-    return header
-
-
-def _exactly(file: BinaryIO, n: int, path: Path) -> bytes:
-    data = file.read(n)
-    if len(data) != n:
-        raise UserError(f"{path} is cut short (not a safetensors or GGUF file?)", "check the model folder")
-    return data
-
-
-def read_config(folder: Path) -> tuple[dict[str, Any], str]:
-    """config.json with `text_config` (multimodal wrappers) laid over the top level: what the text model uses."""
-    path = folder / "config.json"
-    if not path.is_file():
-        return {}, ""
-    top = json.loads(path.read_text(encoding="utf-8"))
-    text = top.get("text_config")
-    return ({**top, **text}, "text_config.") if isinstance(text, dict) else (top, "")
 
 
 def geometry_of(model: Path) -> Geometry:
@@ -252,51 +226,6 @@ def _from_tensors(g: Geometry, tensors: Mapping[str, tuple[Path, Mapping[str, An
             f"config.json names no draft depth ({', '.join(DRAFT_DEPTH_KEYS)}); the tensors hold {len(mtp)} MTP "
             "layers (an engine that falls back to num_hidden_layers over-counts the draft's KV)"
         )
-
-
-GGUF_SCALARS = {
-    0: "<B",
-    1: "<b",
-    2: "<H",
-    3: "<h",
-    4: "<I",
-    5: "<i",
-    6: "<f",
-    7: "<?",
-    10: "<Q",
-    11: "<q",
-    12: "<d",
-}
-
-
-def gguf_metadata(path: Path) -> dict[str, Any]:
-    """The key/value metadata of a GGUF file (v2/v3), arrays of strings and numbers included."""
-    with path.open("rb") as file:
-        if _exactly(file, 4, path) != b"GGUF":
-            raise UserError(f"{path} is not a GGUF file", "give the model's .gguf file")
-        version, _tensors, count = struct.unpack("<IQQ", _exactly(file, 20, path))
-        if version < 2:
-            raise UserError(f"{path} is GGUF version {version}", "convert it with a current llama.cpp")
-        return {_gguf_string(file, path): _gguf_value(file, path) for _ in range(count)}
-
-
-def _gguf_string(file: BinaryIO, path: Path) -> str:
-    (length,) = struct.unpack("<Q", _exactly(file, 8, path))
-    return _exactly(file, length, path).decode("utf-8", errors="replace")
-
-
-def _gguf_value(file: BinaryIO, path: Path, kind: int | None = None) -> Any:
-    if kind is None:
-        (kind,) = struct.unpack("<I", _exactly(file, 4, path))
-    if kind == 8:
-        return _gguf_string(file, path)
-    if kind == 9:
-        item, n = struct.unpack("<IQ", _exactly(file, 12, path))
-        return [_gguf_value(file, path, item) for _ in range(n)]
-    if kind not in GGUF_SCALARS:
-        raise UserError(f"{path}: unknown GGUF value type {kind}", "convert it with a current llama.cpp")
-    fmt = GGUF_SCALARS[kind]
-    return struct.unpack(fmt, _exactly(file, struct.calcsize(fmt), path))[0]
 
 
 def _gguf_geometry(path: Path) -> Geometry:

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal, Self
 
+from sweep.health import OutputHealth
+
 # "stalled": the server stopped sending (or the request passed its deadline): the trial ends there.
 RequestStatus = Literal["ok", "invalid", "does_not_fit", "error", "stalled"]
 # A latency limit's name: what (time to first token, inter-token gap, time per output token, end to end) and
@@ -51,6 +53,12 @@ class RequestMeasurement:
     # server's per-position counters where it has them: vLLM).
     position_acceptance: tuple[float, ...] = ()
     wall_s: float = 0.0
+    finish: str = (
+        ""  # why the server ended the answer: "stop" (end of text, a stop word), "length" (max_tokens)
+    )
+    health: tuple[
+        str, ...
+    ] = ()  # what is wrong with the text (sweep/health.py's symptoms); empty: it reads as text
 
     @property
     def decode_tps(self) -> float | None:
@@ -66,6 +74,7 @@ class RequestMeasurement:
         values = {k: v for k, v in data.items() if k in names}
         values["itl_s"] = tuple(values.get("itl_s", ()))
         values["position_acceptance"] = tuple(values.get("position_acceptance", ()))
+        values["health"] = tuple(values.get("health", ()))
         return cls(**values)
 
 
@@ -158,6 +167,14 @@ class WorkloadSummary:
     # The generated texts in prompt order (the same order as decode_tps.values).
     outputs: tuple[str, ...] = ()
     host: HostLoad | None = None  # what the rest of the machine did while this workload was measured
+    # How the prompts were sent ("chat": through the model's chat template; "completion": as text to continue)
+    # and why, and whether the answers read as text (acceptance measured on loops overstates real gains).
+    form: str = ""
+    form_reason: str = ""
+    output_health: OutputHealth | None = None
+    # Tokens the chat template put before every message (the same in each request): a prefix cache may serve
+    # them, and a request stays cold while its cached count is no more than this.
+    template_tokens: int = 0
 
     @property
     def series(self) -> str:
@@ -184,6 +201,7 @@ class WorkloadSummary:
             "outputs": tuple(data.get("outputs", ())),
             "position_acceptance": tuple(data.get("position_acceptance", ())),
             "host": host,
+            "output_health": OutputHealth.from_dict(data.get("output_health")),
         }
         spreads = {
             f.name: Spread(**{**data[f.name], "values": tuple(data[f.name].get("values", ()))})
@@ -221,6 +239,9 @@ class LaunchFacts:
     speculation_requested: bool = False
     speculation_active: bool | None = None
     speculation_problem: str = ""
+    # Whether the served model has a chat template (None: the engine cannot tell), and where that was read.
+    chat_template: bool | None = None
+    chat_template_source: str = ""
     startup_s: float | None = None
     # Written by the engine at launch, so readers of records need no engine knowledge (which argv flag names
     # the model, what a GGUF file weighs).

@@ -35,11 +35,17 @@ from typing import Any
 import optuna
 import yaml
 
-from sweep.engines.base import RequestSettings
+from sweep.engines.base import PromptForm, RequestSettings
 from sweep.errors import UserError
 from sweep.files import read_text
 from sweep.probes.runner import ProbeSettings
-from sweep.probes.workloads import BUILTIN_CLASSES, BUILTIN_PROMPTS, Workload, load_prompts
+from sweep.probes.workloads import (
+    BUILTIN_CLASSES,
+    BUILTIN_CONTINUATIONS,
+    BUILTIN_PROMPTS,
+    Workload,
+    load_prompts,
+)
 from sweep.results import LATENCY_LIMIT
 
 TOP_KEYS = {
@@ -374,8 +380,21 @@ def _workloads(raw: Any, base: Path) -> tuple[Workload, ...]:
     for i, item in enumerate(raw):
         where = f"workloads[{i}]"
         item = {"class": item} if isinstance(item, str) else _mapping(item, where)
-        _unknown_keys(item, {"name", "class", "file", "prompts", "context", "streams"}, where)
+        _unknown_keys(
+            item, {"name", "class", "file", "prompts", "context", "streams", "form", "stops"}, where
+        )
         name, prompts = _workload_prompts(item, base, where)
+        continued = tuple(BUILTIN_CONTINUATIONS[item["class"]]) if "class" in item else ()
+        form = item.get("form")
+        if form is not None and form not in {f.value for f in PromptForm}:
+            raise _fail(
+                f"{where}.form",
+                f"cannot be {form!r}",
+                "use `form: chat` (instructions through the model's chat template) or `form: completion` "
+                "(text a base model continues); leave it out to follow the model",
+            )
+        if not isinstance(item.get("stops", False), bool):
+            raise _fail(f"{where}.stops", f"{item['stops']!r} is not true or false", "e.g. `stops: true`")
         contexts = [
             None if c is None else _number(c, f"{where}.context", "context: [2048, 8192]", 1, 1 << 24)
             for c in _as_tuple(item.get("context", [None]))
@@ -384,7 +403,19 @@ def _workloads(raw: Any, base: Path) -> tuple[Workload, ...]:
             _number(n, f"{where}.streams", "streams: [1, 2, 4]", 1, 4096)
             for n in _as_tuple(item.get("streams", [1]))
         ]
-        out += [Workload(name, prompts, ctx, n) for ctx in contexts for n in streams]
+        out += [
+            Workload(
+                name,
+                prompts,
+                ctx,
+                n,
+                continuations=continued,
+                form=PromptForm(form) if form else None,
+                stops=bool(item.get("stops", False)),
+            )
+            for ctx in contexts
+            for n in streams
+        ]
     keys = [w.key for w in out]
     if len(set(keys)) != len(keys):
         raise _fail("workloads", f"two workloads are both named '{keys[0]}'", "give each a different `name:`")
@@ -418,10 +449,10 @@ def _assign_prompts(workloads: tuple[Workload, ...], repeats: int) -> tuple[Work
     out = []
     for i, workload in enumerate(workloads):
         needed = workload.prompts_needed(repeats)
-        if needed > len(workload.prompts):
+        if needed > workload.prompt_count:
             raise _fail(
                 f"workloads[{i}] ({workload.key})",
-                f"needs {needed} different prompts (repeats x streams) but has {len(workload.prompts)}",
+                f"needs {needed} different prompts (repeats x streams) but has {workload.prompt_count}",
                 "lower probe.repeats or streams, or give more prompts (file: or prompts:)",
             )
         out.append(dataclasses.replace(workload, first_prompt=used.get(workload.prompts, 0)))

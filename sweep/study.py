@@ -30,7 +30,8 @@ from sweep.errors import (
     interrupted_how,
 )
 from sweep.files import write_atomic, write_error
-from sweep.probes.runner import probe
+from sweep.health import NOT_REPRESENTATIVE
+from sweep.probes.runner import Served, probe
 from sweep.probes.workloads import Workload
 from sweep.recovery import driver_identity, recover
 from sweep.results import HostLoad, RequestMeasurement, Stage, TrialRecord
@@ -167,6 +168,7 @@ class Sweep:
         self._idle = 0  # suggestions in a row that were not launched
         self._deadline: float | None = None  # the running trial's end, whatever happens (monotonic)
         self.write_error: UserError | None = None  # a file a trial wrote could not be written: stop after it
+        self._told_degenerate: set[str] = set()  # workloads whose degenerate output was already announced
 
     def run(self, trials: int | None = None) -> optuna.Study:
         self._target = trials or self.space.trials
@@ -399,12 +401,26 @@ class Sweep:
             "".join(json.dumps(r.to_dict(), ensure_ascii=False) + "\n" for r in rows),
         )
         record.host = host.combine(loads)
+        self._tell_degenerate(record, say)
         if not record.failed and not any(s.status == "ok" for s in record.workloads.values()):
             # No workload has a number: a trial at 0 t/s would teach the sampler a speed nobody measured.
             first = next(iter(record.workloads.values()), None)
             reason = f"{first.workload}: {first.reason}" if first else "nothing was measured"
             record.failure, record.stage = f"no workload was measured ({reason})", Stage.PROBE
         return record
+
+    def _tell_degenerate(self, record: TrialRecord, say: Progress) -> None:
+        """Say at once, not in the morning, where a workload's answers are not text (first launch only)."""
+        for key, summary in record.workloads.items():
+            health = summary.output_health
+            if health is None or health.healthy or key in self._told_degenerate:
+                continue
+            self._told_degenerate.add(key)
+            who = "speculation off" if not self.engine.wants_speculation(record.params) else "this launch"
+            say(
+                f"WARNING {key} ({summary.form} form): {health.describe()} with {who}: {NOT_REPRESENTATIVE}; "
+                "its verdict will be marked not representative (see requests.jsonl)"
+            )
 
     def _launch_and_probe(
         self,
@@ -493,6 +509,7 @@ class Sweep:
                         say,
                         watch=host.watcher(server.pid),
                         deadline=self._deadline,
+                        served=Served(facts.chat_template, facts.chat_template_source),
                     )
                 )
             except httpx.HTTPError as exc:

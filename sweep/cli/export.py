@@ -11,7 +11,14 @@ from typing import Any
 
 import optuna
 
-from sweep.analysis import Study, output_check, overall_recommendation, recommendations, study_engine
+from sweep.analysis import (
+    Study,
+    baseline_health,
+    output_check,
+    overall_recommendation,
+    recommendations,
+    study_engine,
+)
 from sweep.cli.shared import add_study_options, load, results, stored_space
 from sweep.engines import engine_class
 from sweep.engines.schedules import (
@@ -22,6 +29,7 @@ from sweep.engines.schedules import (
 )
 from sweep.errors import UserError
 from sweep.files import write_atomic
+from sweep.health import NOT_REPRESENTATIVE
 from sweep.outputs.export import FORMATS, Export, render, with_port
 from sweep.preflight import build_engine
 from sweep.probes.workloads import Workload
@@ -66,7 +74,7 @@ def main(args: argparse.Namespace) -> int:
             )
         rec = recs[args.workload]
         trial, params = rec.recommended_trial, rec.recommended_params
-        notes = [f"{rec.verdict} ({rec.why_verdict}); {rec.why}"]
+        notes = [f"{rec.verdict_text} ({rec.why_verdict}); {rec.why}"]
         keys = [args.workload]
     else:
         overall = overall_recommendation(found)
@@ -81,6 +89,12 @@ def main(args: argparse.Namespace) -> int:
     for key in keys:
         if (check := output_check(found, f"trial {trial}", key)) is not None and check.changed:
             notes.append(f"{key}: CHANGES THE MODEL'S OUTPUT: {check.describe()}")
+        answers, form = baseline_health(found.views, key)
+        if answers is not None and not answers.healthy:
+            notes.append(
+                f"{key}: not representative: without speculation {answers.describe()} (sent in the {form}); "
+                f"{NOT_REPRESENTATIVE}"
+            )
     record = next(v.record for v in views if v.number == trial)
     assert record is not None
     engine = study_engine(study, views)

@@ -8,6 +8,7 @@ import subprocess
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, ClassVar
 
 import httpx
@@ -50,6 +51,44 @@ def prometheus_by_label(text: str, name: str, label: str) -> dict[str, float]:
         if label in labels:
             found[labels[label]] = found.get(labels[label], 0.0) + float(match.group(2))
     return found
+
+
+# What a chat template is asked to render to tell whether the server has one (and how long its header is).
+TEMPLATE_PROBES = ("alpha", "omega")
+
+
+def _chat_tokenize(content: str) -> dict[str, Any]:
+    return {"messages": [{"role": "user", "content": content}]}
+
+
+def renders_chat(client: httpx.Client) -> tuple[bool, str]:
+    """Whether a server renders chat messages with a template (`/tokenize` with `messages`, as SGLang and vLLM
+    take it: an error where the model has no chat template), and the server's word on it."""
+    response = client.post("/tokenize", json=_chat_tokenize(TEMPLATE_PROBES[0]))
+    if response.status_code == 200:
+        return True, "the server renders chat messages (/tokenize with messages)"
+    said = (response.text.strip().splitlines() or [""])[0][:160]
+    return (
+        False,
+        f"the server renders no chat messages (/tokenize with messages: HTTP {response.status_code} {said})",
+    )
+
+
+async def chat_tokens(client: httpx.AsyncClient, content: str) -> list[int]:
+    """The token ids of `content` as a user message rendered by the server's chat template (with the
+    assistant's turn opened, as a chat completion renders it)."""
+    response = await client.post("/tokenize", json=_chat_tokenize(content))
+    response.raise_for_status()
+    return [int(t) for t in response.json()["tokens"]]
+
+
+async def template_header(client: httpx.AsyncClient) -> int:
+    """Tokens a server's chat template puts before every user message: what two renderings share."""
+    first, second = [await chat_tokens(client, probe) for probe in TEMPLATE_PROBES]
+    return next(
+        (i for i, (a, b) in enumerate(zip(first, second, strict=False)) if a != b),
+        min(len(first), len(second)),
+    )
 
 
 def flags_from_help(text: str) -> set[str]:
@@ -124,6 +163,13 @@ def _number(text: str) -> Any:
         except ValueError:
             pass
     return text
+
+
+class PromptForm(StrEnum):
+    """How a prompt reaches the model."""
+
+    CHAT = "chat"  # a user message, rendered by the model's own chat template (an instruction-tuned model)
+    COMPLETION = "completion"  # the text as it is, to be continued (a base model: no chat template)
 
 
 @dataclass(frozen=True)
@@ -365,13 +411,22 @@ class Engine(ABC):
         return reason_from_log(log, returncode, self.exit_patterns, self.server_label)
 
     def inspect_running(self, client: httpx.Client, facts: LaunchFacts, params: Params, log: str) -> None:
-        """Fill facts from the running server's API; raise SpeculationInactive if speculation was asked for
-        and is not on."""
+        """Fill facts from the running server's API (whether it serves a chat template among them); raise
+        SpeculationInactive if speculation was asked for and is not on."""
 
     # --- requests ------------------------------------------------------------------------------------------
     @abstractmethod
-    def request(self, content: str, settings: RequestSettings) -> tuple[str, dict[str, Any]]:
-        """The path and streamed body of one measured request (prompt cache off, reports on, fixed sampling)."""
+    async def request(
+        self, client: httpx.AsyncClient, content: str, form: PromptForm, settings: RequestSettings
+    ) -> tuple[str, dict[str, Any]]:
+        """The path and streamed body of one measured request (prompt cache off, reports on, fixed sampling):
+        `content` as a user message through the model's chat template (CHAT), or as text to continue
+        (COMPLETION). Built before the request's clock starts."""
+
+    async def template_tokens(self, client: httpx.AsyncClient) -> int:
+        """Tokens the chat template puts before every user message (the same in every request, so a prefix
+        cache may serve them): a request in the chat form may report that many cached tokens and stay cold."""
+        return 0
 
     @abstractmethod
     def has_token(self, chunk: dict[str, Any]) -> bool:
@@ -388,6 +443,11 @@ class Engine(ABC):
     @abstractmethod
     def text_so_far(self, chunk: dict[str, Any], text: str) -> str:
         """The generated text after this streamed chunk (`text` is what came before it)."""
+
+    @abstractmethod
+    def finish_reason(self, chunk: dict[str, Any]) -> str:
+        """Why the answer ended, if this streamed chunk says: "stop" (end of text or a stop word), "length"
+        (max_tokens); "" where it does not."""
 
     @abstractmethod
     async def tokenize(self, client: httpx.AsyncClient, text: str) -> list[int]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass
@@ -14,12 +15,14 @@ from sweep.engines.base import (
     DraftCounters,
     Engine,
     Params,
+    PromptForm,
     RequestSettings,
     RunningLimit,
     ServerReport,
     parse_prometheus,
 )
 from sweep.errors import SpeculationInactive, UserError
+from sweep.modelfiles import chat_template
 from sweep.results import LaunchFacts, RequestStatus, SpecShape
 from sweep.server import ExitPatterns
 
@@ -60,6 +63,8 @@ DRAFT_FILTERS: dict[str, tuple[tuple[str, float], ...]] = {
     },
     "ngram-mod": (("spec-ngram-mod-n-match", 24), ("spec-ngram-mod-n-min", 48)),
 }
+# Flags that give llama-server a chat template of the user's choosing (over the GGUF's, or where it has none).
+TEMPLATE_FLAGS = ("--chat-template", "--chat-template-file")
 KV_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
 
 
@@ -290,6 +295,7 @@ class LlamaCppEngine(Engine):
         return facts_from_log(log)
 
     def inspect_running(self, client: httpx.Client, facts: LaunchFacts, params: Params, log: str) -> None:
+        facts.chat_template, facts.chat_template_source = self.served_template
         facts.speculation_requested = self.wants_speculation(params)
         response = client.get("/slots")
         if (
@@ -314,10 +320,24 @@ class LlamaCppEngine(Engine):
                 f"asked for speculation ({params.get('spec-type')}) but it is off: {why}"
             )
 
-    def request(self, content: str, settings: RequestSettings) -> tuple[str, dict[str, Any]]:
+    @functools.cached_property
+    def served_template(self) -> tuple[bool | None, str]:
+        """Whether llama-server serves a chat template of the model's or the user's: a GGUF without
+        `tokenizer.chat_template` gets llama-server's ChatML fallback, which a base model continues instead of
+        answering (llama-server logs nothing about it; its /props shows the fallback as if it were the model's)."""
+        given = next((a for a in self.setup.extra_args if a.split("=", 1)[0] in TEMPLATE_FLAGS), None)
+        if given is not None:
+            return True, f"{given} in server.extra_args"
+        found, source = chat_template(Path(self.setup.model))
+        if found is False:
+            source += " (llama-server would fall back to ChatML)"
+        return found, source
+
+    async def request(
+        self, client: httpx.AsyncClient, content: str, form: PromptForm, settings: RequestSettings
+    ) -> tuple[str, dict[str, Any]]:
         # cache_prompt false: every prompt token is processed (cache_n 0); timings come on the last chunk.
-        return "/v1/chat/completions", {
-            "messages": [{"role": "user", "content": content}],
+        body = {
             "max_tokens": settings.max_tokens,
             "temperature": settings.temperature,
             "seed": settings.seed,
@@ -326,18 +346,24 @@ class LlamaCppEngine(Engine):
             "stream_options": {"include_usage": True},
             "cache_prompt": False,
         }
+        if form is PromptForm.COMPLETION:
+            return "/v1/completions", {"prompt": content, **body}
+        return "/v1/chat/completions", {"messages": [{"role": "user", "content": content}], **body}
 
     def has_token(self, chunk: dict[str, Any]) -> bool:
-        return any(
-            (c.get("delta") or {}).get("content") or (c.get("delta") or {}).get("reasoning_content")
-            for c in chunk.get("choices") or []
-        )
+        return bool(self.text_so_far(chunk, ""))
 
     def text_so_far(self, chunk: dict[str, Any], text: str) -> str:
         for choice in chunk.get("choices") or []:
             delta = choice.get("delta") or {}
             text += (delta.get("reasoning_content") or "") + (delta.get("content") or "")
+            text += choice.get("text") or ""  # /v1/completions
         return text
+
+    def finish_reason(self, chunk: dict[str, Any]) -> str:
+        return next(
+            (str(c["finish_reason"]) for c in chunk.get("choices") or [] if c.get("finish_reason")), ""
+        )
 
     def read_final(self, chunk: dict[str, Any]) -> ServerReport | None:
         timings = chunk.get("timings")

@@ -17,12 +17,16 @@ import httpx
 from sweep.engines.base import (
     Engine,
     Params,
+    PromptForm,
     RequestSettings,
     RunningLimit,
     ServerReport,
     ServerSetup,
+    chat_tokens,
     flags_argv,
     help_flags,
+    renders_chat,
+    template_header,
 )
 from sweep.engines.schedules import sglang_adaptive_config
 from sweep.errors import SpeculationInactive, UserError
@@ -188,6 +192,11 @@ RENAMED = {
 }
 EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
 FLUSH_ATTEMPTS = 50
+# Where SGLang says which chat template it loaded (template_manager.py); absent where it found none.
+TEMPLATE_LOG = re.compile(
+    r"(Loading chat template from argument: \S+|Inferred chat template from model path: \S+|"
+    r"Using default HuggingFace chat template[^\n]*)"
+)
 LENGTH_ERRORS = (
     "longer than the model's context length",
     "exceeds the maximum allowed length",
@@ -465,6 +474,9 @@ class SGLangEngine(Engine):
         effective = states[0].get("effective_max_running_requests_per_dp")
         facts.resolved_args["effective_max_running_requests"] = effective
         facts.overrides = self._overrides(params, info, effective)
+        facts.chat_template, facts.chat_template_source = renders_chat(client)
+        if facts.chat_template and (said := TEMPLATE_LOG.search(log)):
+            facts.chat_template_source = said.group(0).strip()
         facts.speculation_requested = self.wants_speculation(params)
         facts.speculation_active = info.get("speculative_algorithm") is not None
         if facts.speculation_requested and not facts.speculation_active:
@@ -498,11 +510,20 @@ class SGLangEngine(Engine):
             )
         return found
 
-    def request(self, content: str, settings: RequestSettings) -> tuple[str, dict[str, Any]]:
+    async def request(
+        self, client: httpx.AsyncClient, content: str, form: PromptForm, settings: RequestSettings
+    ) -> tuple[str, dict[str, Any]]:
         # /generate, as SGLang's own bench_serving does: meta_info on the last chunk carries cached_tokens,
-        # decode_throughput (with --enable-metrics) and the spec_* fields. The nonce is the first token.
+        # decode_throughput (with --enable-metrics) and the spec_* fields. A chat prompt is rendered by the
+        # served chat template first (/tokenize with messages, as the chat endpoint renders it), then sent as
+        # its token ids. The nonce is the first token after the template's header.
+        prompt = (
+            {"input_ids": await chat_tokens(client, content)}
+            if form is PromptForm.CHAT
+            else {"text": content}
+        )
         return "/generate", {
-            "text": content,
+            **prompt,
             "sampling_params": {
                 "max_new_tokens": settings.max_tokens,
                 "temperature": settings.temperature,
@@ -511,12 +532,19 @@ class SGLangEngine(Engine):
             "stream": True,
         }
 
+    async def template_tokens(self, client: httpx.AsyncClient) -> int:
+        return await template_header(client)
+
     def has_token(self, chunk: dict[str, Any]) -> bool:
         return bool(chunk.get("text"))
 
     def text_so_far(self, chunk: dict[str, Any], text: str) -> str:
         # /generate streams the whole text so far in every chunk (incremental output is off by default).
         return str(chunk.get("text") or text)
+
+    def finish_reason(self, chunk: dict[str, Any]) -> str:
+        finish = (chunk.get("meta_info") or {}).get("finish_reason") or {}
+        return str(finish.get("type") or "") if isinstance(finish, dict) else str(finish)
 
     def read_final(self, chunk: dict[str, Any]) -> ServerReport | None:
         meta = chunk.get("meta_info") or {}

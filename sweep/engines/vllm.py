@@ -19,6 +19,7 @@ from sweep.engines.base import (
     DraftCounters,
     Engine,
     Params,
+    PromptForm,
     RequestSettings,
     RunningLimit,
     ServerReport,
@@ -27,6 +28,8 @@ from sweep.engines.base import (
     help_flags,
     parse_prometheus,
     prometheus_by_label,
+    renders_chat,
+    template_header,
 )
 from sweep.engines.schedules import drafts_somewhere, vllm_speculative_config
 from sweep.errors import SpeculationInactive, UserError
@@ -316,6 +319,7 @@ class VLLMEngine(Engine):
         facts.resolved_args = {
             "version": version.json().get("version") if version.status_code == 200 else None
         }
+        facts.chat_template, facts.chat_template_source = renders_chat(client)
         limit = self.running_limit(params)
         facts.max_running_requests = limit.requests if limit else facts.max_running_requests
         facts.speculation_requested = self.wants_speculation(params)
@@ -328,11 +332,13 @@ class VLLMEngine(Engine):
             )
 
     # --- requests ------------------------------------------------------------------------------------------
-    def request(self, content: str, settings: RequestSettings) -> tuple[str, dict[str, Any]]:
-        # The prompt as it is (no chat template): usage on the last chunk, cached tokens in its details.
-        return "/v1/completions", {
+    async def request(
+        self, client: httpx.AsyncClient, content: str, form: PromptForm, settings: RequestSettings
+    ) -> tuple[str, dict[str, Any]]:
+        # Usage on the last chunk, cached tokens in its details: the chat endpoint renders the model's template,
+        # the completions endpoint takes the text as it is.
+        body = {
             "model": self.setup.model,
-            "prompt": content,
             "max_tokens": settings.max_tokens,
             "temperature": settings.temperature,
             "seed": settings.seed,
@@ -340,12 +346,25 @@ class VLLMEngine(Engine):
             "stream": True,
             "stream_options": {"include_usage": True},
         }
+        if form is PromptForm.CHAT:
+            return "/v1/chat/completions", {"messages": [{"role": "user", "content": content}], **body}
+        return "/v1/completions", {"prompt": content, **body}
+
+    async def template_tokens(self, client: httpx.AsyncClient) -> int:
+        return await template_header(client)
 
     def has_token(self, chunk: dict[str, Any]) -> bool:
-        return any(c.get("text") for c in chunk.get("choices") or [])
+        return bool(self.text_so_far(chunk, ""))
 
     def text_so_far(self, chunk: dict[str, Any], text: str) -> str:
-        return text + "".join(str(c.get("text") or "") for c in chunk.get("choices") or [])
+        for choice in chunk.get("choices") or []:
+            text += str(choice.get("text") or (choice.get("delta") or {}).get("content") or "")
+        return text
+
+    def finish_reason(self, chunk: dict[str, Any]) -> str:
+        return next(
+            (str(c["finish_reason"]) for c in chunk.get("choices") or [] if c.get("finish_reason")), ""
+        )
 
     def read_final(self, chunk: dict[str, Any]) -> ServerReport | None:
         usage = chunk.get("usage")

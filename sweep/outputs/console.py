@@ -43,6 +43,15 @@ def speed_text(r: Recommendation) -> tuple[str, str]:
     return _spread(r.decode_tps), _spread(r.baseline_tps)
 
 
+def text_health(r: Recommendation) -> str:
+    """The prompts' form and whether the baseline's answers read as text: what the verdict stands on."""
+    sent = f"sent in the {r.form}; " if r.form else ""
+    if r.health is None:
+        return f"{sent}answers without speculation: not checked"
+    flag = "" if r.representative else "NOT REPRESENTATIVE: "
+    return f"{flag}{sent}answers without speculation: {r.health.describe()}"
+
+
 def report_text(
     study_name: str,
     study: Study,
@@ -97,7 +106,7 @@ def report_text(
                 pct(r.search_gain),
                 _spread(r.summary.acceptance_length, "{:.2f}"),
                 f"{ttft['p50']:.2f}/{ttft['p90']:.2f}s" if ttft else "-",
-                str(r.verdict),
+                r.verdict_text,
             )
         )
     lines += columns(rows)
@@ -107,6 +116,7 @@ def report_text(
         described = r.noise.describe()
         noise = "" if described in r.why_verdict else f"; noise {described}"
         lines.append(f"{r.workload}: {r.why_verdict}{noise}")
+        lines.append(f"  {text_health(r)}")
         if r.output is not None:
             flag = "CHANGES THE MODEL'S OUTPUT: " if r.output.changed else ""
             lines.append(f"  output of trial {r.trial}: {flag}{r.output.describe()}")
@@ -123,7 +133,7 @@ def report_text(
             f"  ({overall.why}{'; gains: ' + gains if gains else ''})",
         ]
     if warnings is not None and warnings.messages:
-        lines += ["", "warnings (verdicts they touch say unreliable):"]
+        lines += ["", "warnings (verdicts they touch say unreliable or not representative):"]
         lines += [f"  {m}" for m in warnings.messages]
     if failed:
         lines += ["", "failed trials:"]

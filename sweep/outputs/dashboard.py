@@ -37,7 +37,7 @@ from sweep.analysis import (
     study_warnings,
 )
 from sweep.outputs.compare import usable_context
-from sweep.outputs.console import gain_text, params_text, pct, speed_text
+from sweep.outputs.console import gain_text, params_text, pct, speed_text, text_health
 from sweep.results import LaunchFacts, Stage
 from sweep.surface import ContextCurve, PredictedSurface, SurfacePoint
 
@@ -675,7 +675,8 @@ def recommendations_html(
                 pct(r.search_gain),
                 f"{acc.median:.2f}" if acc else "-",
                 f"{ttft['p50']:.2f} / {ttft['p90']:.2f}" if ttft else "-",
-                f"{r.verdict}: {r.why_verdict}",
+                f"{r.verdict_text}: {r.why_verdict}",
+                text_health(r),
                 output,
                 f"trial {r.recommended_trial}",
                 params_text(r.recommended_params),
@@ -692,6 +693,7 @@ def recommendations_html(
         "accept len",
         "TTFT p50 / p90 (s)",
         "verdict",
+        "prompts and answers (no speculation)",
         "output vs baseline",
         "run",
         "flags",
@@ -710,7 +712,7 @@ def recommendations_html(
     if warnings.messages:
         items = "".join(f"<li>{html.escape(m)}</li>" for m in warnings.messages)
         parts.append(
-            f"<div class='warning'><b>Warnings</b> (verdicts they touch say unreliable):<ul>{items}</ul></div>"
+            f"<div class='warning'><b>Warnings</b> (verdicts they touch say unreliable or not representative):<ul>{items}</ul></div>"
         )
     return "".join(parts)
 

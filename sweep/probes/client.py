@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import hashlib
 import itertools
@@ -12,7 +13,7 @@ import uuid
 
 import httpx
 
-from sweep.engines.base import Engine, RequestSettings, ServerReport
+from sweep.engines.base import Engine, PromptForm, RequestSettings, ServerReport
 from sweep.results import RequestMeasurement, RequestStatus
 
 
@@ -42,15 +43,18 @@ async def measure_request(
     repeat: int,
     stream: int,
     nonce: str,
+    form: PromptForm = PromptForm.CHAT,
+    template_tokens: int = 0,
     deadline_s: float | None = None,
 ) -> RequestMeasurement:
-    """Send one streamed chat request and measure it. HTTP errors become a status, never an exception; a server
-    that stops sending (the client's read timeout) or a request past `deadline_s` is "stalled"."""
+    """Send one streamed request in `form` and measure it. HTTP errors become a status, never an exception; a
+    server that stops sending (the client's read timeout) or a request past `deadline_s` is "stalled". Up to
+    `template_tokens` cached tokens (the chat template's header, the same in every request) keep it cold."""
     row = functools.partial(RequestMeasurement, workload=workload, repeat=repeat, stream=stream, nonce=nonce)
     started = time.perf_counter()
     try:
         async with asyncio.timeout(deadline_s):
-            return await _measure(client, engine, content, settings, row)
+            return await _measure(client, engine, content, form, settings, row, template_tokens)
     except TimeoutError:
         return row(
             status="stalled",
@@ -71,16 +75,19 @@ async def _measure(
     client: httpx.AsyncClient,
     engine: Engine,
     content: str,
+    form: PromptForm,
     settings: RequestSettings,
     row: functools.partial[RequestMeasurement],
+    template_tokens: int,
 ) -> RequestMeasurement:
-    started = time.perf_counter()
     first = last = None
     arrivals: list[float] = []
-    text = ""
+    text = finish = ""
     report: ServerReport | None = None
+    started = time.perf_counter()
     try:
-        path, body = engine.request(content, settings)
+        path, body = await engine.request(client, content, form, settings)
+        started = time.perf_counter()  # the clock starts when the request is sent, not while it is built
         async with client.stream("POST", path, json=body) as resp:
             if resp.status_code != 200:
                 status, reason = engine.classify_error(
@@ -100,6 +107,7 @@ async def _measure(
                     first = first or last
                     arrivals.append(last)
                 text = engine.text_so_far(chunk, text)
+                finish = engine.finish_reason(chunk) or finish
                 report = engine.read_final(chunk) or report
     except httpx.ReadTimeout:
         raise  # a stall: measure_request says so
@@ -109,7 +117,8 @@ async def _measure(
     if report is None:
         return row(status="error", reason="the stream ended without the server's report")
     gaps = tuple(round(b - a, 6) for a, b in itertools.pairwise(arrivals))
-    return _measurement(row, report, started, first, last, wall, text, gaps)
+    measured = _measurement(row, report, started, first, last, wall, text, gaps, template_tokens)
+    return dataclasses.replace(measured, finish=finish)
 
 
 def _measurement(
@@ -121,6 +130,7 @@ def _measurement(
     wall: float,
     text: str,
     gaps: tuple[float, ...],
+    template_tokens: int = 0,
 ) -> RequestMeasurement:
     client_tps = None
     if first is not None and last is not None and last > first and report.completion_tokens > 1:
@@ -131,8 +141,9 @@ def _measurement(
             "invalid",
             "the server did not report its cached-token count, so a cache hit cannot be ruled out",
         )
-    elif report.cached_tokens > 0:
-        status, reason = "invalid", f"{report.cached_tokens} prompt tokens came from the prefix cache"
+    elif report.cached_tokens > template_tokens:
+        header = f" (more than the chat template's {template_tokens})" if template_tokens else ""
+        status, reason = "invalid", f"{report.cached_tokens} prompt tokens came from the prefix cache{header}"
     else:
         status, reason = "ok", ""
     return row(

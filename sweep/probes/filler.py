@@ -14,6 +14,8 @@ import inspect
 import warnings
 from collections.abc import Awaitable, Callable
 
+from sweep.engines.base import PromptForm
+
 # The modules whose docstrings make the corpus, in the order their text is laid out (repeats kept).
 _MODULE_NAMES = """
     argparse asyncio collections concurrent.futures contextlib csv dataclasses datetime decimal difflib
@@ -78,22 +80,32 @@ def filler_slice(start: int, length: int) -> str:
     return out
 
 
-def compose(filler: str, task: str) -> str:
+def compose(filler: str, task: str, form: PromptForm = PromptForm.CHAT) -> str:
+    """An instruction after its reference material (chat), or a document after earlier text (completion: a base
+    model reads it as one document and continues its end)."""
+    if form is PromptForm.COMPLETION:
+        return f"{filler}\n\n{task}"
     return f"{PREAMBLE}{filler}\n\nTask: {task}"
 
 
-async def fill_to(target_tokens: int, task: str, slot: int, count_tokens: CountTokens) -> tuple[str, int]:
+async def fill_to(
+    target_tokens: int,
+    task: str,
+    slot: int,
+    count_tokens: CountTokens,
+    form: PromptForm = PromptForm.CHAT,
+) -> tuple[str, int]:
     """A prompt of about `target_tokens` tokens: corpus slice number `slot`, then the task.
 
     Returns the prompt and its token count. The slice is sized by the measured characters per token and
     corrected until it is within TOLERANCE_TOKENS (or MAX_ROUNDS corrections were made).
     """
-    fixed_tokens = await count_tokens(compose("", task))
+    fixed_tokens = await count_tokens(compose("", task, form))
     chars = max(1, (target_tokens - fixed_tokens) * 4)
     start = slot * chars  # consecutive slots take consecutive slices: no two requests share filler text
     prompt, tokens = task, fixed_tokens
     for _ in range(MAX_ROUNDS):
-        prompt = compose(filler_slice(start, chars), task)
+        prompt = compose(filler_slice(start, chars), task, form)
         tokens = await count_tokens(prompt)
         missing = target_tokens - tokens
         if abs(missing) <= TOLERANCE_TOKENS:

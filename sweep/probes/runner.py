@@ -12,11 +12,12 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from sweep.engines.base import DraftCounters, Engine, RequestSettings
+from sweep.engines.base import DraftCounters, Engine, PromptForm, RequestSettings
 from sweep.errors import ProbeError
+from sweep.health import OutputHealth, symptoms
 from sweep.probes.client import measure_request, new_nonce, prompt_nonce, unique_content
 from sweep.probes.filler import fill_to
-from sweep.probes.workloads import Workload
+from sweep.probes.workloads import Workload, served_form
 from sweep.results import HostLoad, RequestMeasurement, Spread, WorkloadSummary
 from sweep.stats import percentile
 
@@ -67,6 +68,20 @@ class ProbeResult:
     requests: list[RequestMeasurement]
 
 
+@dataclass(frozen=True)
+class Served:
+    """What the running server takes: whether it has a chat template (None: unknown) and where that was read,
+    and how many tokens its template puts before every user message."""
+
+    chat_template: bool | None = None
+    source: str = ""
+    template_tokens: int = 0
+
+    def form(self, workload: Workload) -> tuple[PromptForm, str]:
+        """The form the workload's requests take here, and why."""
+        return served_form(workload.form, self.chat_template, self.source)
+
+
 async def probe(
     base_url: str,
     engine: Engine,
@@ -76,9 +91,12 @@ async def probe(
     transport: httpx.AsyncBaseTransport | None = None,
     watch: HostWatch | None = None,
     deadline: float | None = None,
+    served: Served | None = None,
 ) -> ProbeResult:
-    """Run every workload in order against the server at `base_url`, until the monotonic `deadline`."""
+    """Run every workload in order against the server at `base_url`, until the monotonic `deadline`, each in
+    the form the server takes (`served`: the engine's reading of its chat template)."""
     result = ProbeResult({}, [])
+    served = served or Served()
     # No keep-alive: llama-server closes a connection idle for 5 s, and a request sent on a pooled connection
     # the server is closing fails with "Server disconnected without sending a response". Loopback connects
     # cost well under a millisecond.
@@ -86,6 +104,8 @@ async def probe(
     async with httpx.AsyncClient(
         base_url=base_url, timeout=settings.timeouts(), transport=transport, limits=limits
     ) as client:
+        if served.chat_template and any(served.form(w)[0] is PromptForm.CHAT for w in workloads):
+            served = dataclasses.replace(served, template_tokens=await engine.template_tokens(client))
         if settings.warmup:
             # The first request after start pays one-off costs; its numbers are not kept.
             warm = dataclasses.replace(settings.request, max_tokens=8)
@@ -98,6 +118,8 @@ async def probe(
                 repeat=0,
                 stream=0,
                 nonce="warmup",
+                form=served.form(workloads[0])[0] if workloads else PromptForm.CHAT,
+                template_tokens=served.template_tokens,
                 deadline_s=settings.request_deadline_s,
             )
             if warmed.status == "stalled":
@@ -110,15 +132,32 @@ async def probe(
                 )
             batches = []
             stop_watching = watch() if watch else None
+            form, why = served.form(workload)
+            sending = Sending(workload, form, settings, served.template_tokens)
             for repeat in range(settings.repeats):
                 progress(f"{workload.key} {repeat + 1}/{settings.repeats}")
-                batches.append(await _measured_batch(client, engine, workload, repeat, settings))
+                batches.append(await _measured_batch(client, engine, sending, repeat))
             # Every request goes to requests.jsonl, discarded attempts too (with their status and reason).
             result.requests += [row for batch in batches for row in (*batch.discarded, *batch.rows)]
-            summary = summarize(workload, batches)
+            summary = dataclasses.replace(
+                summarize(workload, batches),
+                form=form.value,
+                form_reason=why,
+                template_tokens=sending.template_tokens,
+            )
             load = stop_watching() if stop_watching else None
             result.summaries[workload.key] = dataclasses.replace(summary, host=load) if load else summary
     return result
+
+
+@dataclass(frozen=True)
+class Sending:
+    """How one workload's requests go out on this server: its prompts' form and the probe's settings."""
+
+    workload: Workload
+    form: PromptForm
+    settings: ProbeSettings
+    template_tokens: int = 0
 
 
 @dataclass
@@ -137,41 +176,39 @@ class Batch:
         return bool(self.rows) and all(r.status == "ok" for r in self.rows)
 
 
-async def _measured_batch(
-    client: httpx.AsyncClient, engine: Engine, workload: Workload, repeat: int, settings: ProbeSettings
-) -> Batch:
+async def _measured_batch(client: httpx.AsyncClient, engine: Engine, sending: Sending, repeat: int) -> Batch:
     """A batch whose every request is valid, measured again (new nonces) when one was not: survivors of a
     batch are never averaged on their own. A prompt that does not fit is not retried (it never will)."""
     batch, discarded = Batch([]), []
-    for attempt in range(settings.attempts):
+    for attempt in range(sending.settings.attempts):
         discarded += batch.rows
-        batch = await _batch(client, engine, workload, repeat, settings, attempt)
+        batch = await _batch(client, engine, sending, repeat, attempt)
         batch.attempts, batch.discarded = attempt + 1, discarded
         if stalled := next((r for r in batch.rows if r.status == "stalled"), None):
             # A server that stops sending is not retried: each attempt would wait as long again.
-            raise ProbeError(f"{workload.key}: {stalled.reason}")
+            raise ProbeError(f"{sending.workload.key}: {stalled.reason}")
         if batch.ok or any(r.status == "does_not_fit" for r in batch.rows):
             break
     return batch
 
 
 async def _batch(
-    client: httpx.AsyncClient,
-    engine: Engine,
-    workload: Workload,
-    repeat: int,
-    probe_settings: ProbeSettings,
-    attempt: int,
+    client: httpx.AsyncClient, engine: Engine, sending: Sending, repeat: int, attempt: int
 ) -> Batch:
     """One attempt at a repeat: each stream its own prompt, each prompt its own nonce, sent at once."""
+    workload, probe_settings = sending.workload, sending.settings
     contents, nonces, indexes = [], [], []
     first_tokens: set[int] = set()
     for stream in range(workload.streams):
         index = workload.prompt_index(repeat, stream)
-        task = workload.prompt(index)
+        task = workload.prompt(index, sending.form)
         if workload.context_tokens:
             task, _ = await fill_to(
-                workload.context_tokens, task, index, lambda t: engine.count_tokens(client, t)
+                workload.context_tokens,
+                task,
+                index,
+                lambda t: engine.count_tokens(client, t),
+                sending.form,
             )
         nonce = await _distinct_nonce(client, engine, workload.key, index, attempt, first_tokens)
         contents.append(unique_content(nonce, task))
@@ -195,12 +232,25 @@ async def _batch(
                     repeat=repeat,
                     stream=stream,
                     nonce=nonce,
+                    form=sending.form,
+                    template_tokens=sending.template_tokens,
                     deadline_s=probe_settings.request_deadline_s,
                 )
                 for stream, (content, nonce) in enumerate(zip(contents, nonces, strict=True))
             )
         )
     )
+    rows = [
+        dataclasses.replace(
+            r,
+            health=tuple(
+                symptoms(r.text, content, nonce, ran_out=r.finish == "length", should_stop=workload.stops)
+            ),
+        )
+        if r.status == "ok"
+        else r
+        for r, content, nonce in zip(rows, contents, nonces, strict=True)
+    ]
     rows = await _with_acceptance_length(client, engine, rows, before)
     if not all(r.status == "ok" for r in rows) or workload.streams == 1:
         return Batch(rows)
@@ -330,6 +380,7 @@ def summarize(workload: Workload, batches: list[Batch]) -> WorkloadSummary:
         prompt_tokens=Spread.of([float(r.prompt_tokens) for r in rows]),
         requests=len(rows),
         remeasured=remeasured,
+        output_health=OutputHealth.of(r.health for r in rows),
         latency={
             name: _percentiles(values)
             for name, values in (

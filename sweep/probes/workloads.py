@@ -1,9 +1,13 @@
-"""Workload classes: the prompts a trial is measured with.
+"""Workload classes: the prompts a trial is measured with, in the form the served model takes.
 
 Built-in classes differ in how much of the answer is already in the prompt, which is what drafting feeds on:
 `tool` copies and extracts from a given document (high overlap), `code` writes new code (structured, partly
-predictable), `prose` is creative writing in English and Chinese (least predictable).
-User workloads come from a YAML list or a JSONL file of prompts.
+predictable), `prose` is writing in English and Chinese (least predictable).
+
+Each class has two forms (`PromptForm`): instructions for a chat model, sent through its own chat template,
+and text a base model continues (`sweep/probes/continuations.py`), sent as it is. A base model under a chat
+template continues the template instead of answering: the form follows the model unless a workload names one.
+User workloads come from a YAML list or a JSONL file of prompts, used as they are in either form.
 """
 
 from __future__ import annotations
@@ -14,8 +18,10 @@ from pathlib import Path
 
 import yaml
 
+from sweep.engines.base import PromptForm
 from sweep.errors import UserError
 from sweep.files import read_text
+from sweep.probes import continuations
 
 _ORDERS = json.dumps(
     {
@@ -177,6 +183,28 @@ BUILTIN_PROMPTS["tool"] += [
 ]
 BUILTIN_PROMPTS["prose"] += [f"{form} {subject}." for subject in _SUBJECTS for form in _FORMS]
 BUILTIN_CLASSES = tuple(BUILTIN_PROMPTS)
+# The same classes as text a base model continues (the completion form).
+BUILTIN_CONTINUATIONS: dict[str, list[str]] = {
+    "code": continuations.CODE,
+    "tool": continuations.TOOL,
+    "prose": continuations.PROSE,
+}
+
+
+def served_form(
+    declared: PromptForm | None, chat_template: bool | None, source: str = ""
+) -> tuple[PromptForm, str]:
+    """The form a workload's requests take on a server, and why: the workload's own where it names one, else
+    the model's (chat where the server has a chat template, completion where it has none); `source` is where
+    the engine read the template."""
+    if declared is not None:
+        return declared, "named by the workload"
+    where = f": {source}" if source else ""
+    if chat_template is False:
+        return PromptForm.COMPLETION, f"no chat template (a base model){where}"
+    if chat_template is None:
+        return PromptForm.CHAT, f"chat assumed: whether the model has a chat template is unknown{where}"
+    return PromptForm.CHAT, f"the model's chat template{where}"
 
 
 @dataclass(frozen=True)
@@ -184,12 +212,16 @@ class Workload:
     """A class of prompts at one context length and one number of concurrent streams."""
 
     name: str
-    prompts: tuple[str, ...]
+    prompts: tuple[str, ...]  # the chat form (a built-in class's instructions), or a user's prompts
     context_tokens: int | None = None
     streams: int = 1
     # Where this workload's prompts start in its list: workloads that share a list (tool and tool@8k) take
     # different prompts, so no prompt reaches one server twice while the list is long enough.
     first_prompt: int = 0
+    # The completion form's prompts (a built-in class's continuations); empty: `prompts` serve both forms.
+    continuations: tuple[str, ...] = ()
+    form: PromptForm | None = None  # None: the form the served model takes
+    stops: bool = False  # answers should end before max_tokens (one that runs to it is a symptom)
 
     @property
     def family(self) -> str:
@@ -209,8 +241,19 @@ class Workload:
         """The prompt of a repeat's stream: the same in every trial, so trials pair up prompt by prompt."""
         return self.first_prompt + repeat * self.streams + stream
 
-    def prompt(self, index: int) -> str:
-        return self.prompts[index % len(self.prompts)]
+    def texts(self, form: PromptForm) -> tuple[str, ...]:
+        """The prompts of one form."""
+        return self.continuations if form is PromptForm.COMPLETION and self.continuations else self.prompts
+
+    def prompt(self, index: int, form: PromptForm = PromptForm.CHAT) -> str:
+        texts = self.texts(form)
+        return texts[index % len(texts)]
+
+    @property
+    def prompt_count(self) -> int:
+        """Different prompts in either form it may be sent in."""
+        forms = [self.form] if self.form else list(PromptForm)
+        return min(len(self.texts(f)) for f in forms)
 
     def prompts_needed(self, repeats: int) -> int:
         return repeats * self.streams

@@ -21,9 +21,11 @@ def _section(cls: type[T], data: Any, where: str) -> T:
         raise UserError(
             f"profile section '{where}' is missing or not a mapping", "see sweep/sim/profiles/ for the shape"
         )
-    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+    names = {f.name for f in fields}
     unknown = sorted(set(data) - names)
-    missing = sorted(n for n in names if n not in data)
+    # A key with a default may be left out (a profile written before it existed).
+    missing = sorted(f.name for f in fields if f.name not in data and f.default is dataclasses.MISSING)
     if unknown or missing:
         what = f"unknown key '{unknown[0]}'" if unknown else f"missing key '{missing[0]}'"
         raise UserError(f"profile section '{where}': {what}", f"its keys are: {', '.join(sorted(names))}")
@@ -44,6 +46,9 @@ class Geometry:
     max_mamba_cache_size: int
     weight_gb: float
     vocab_draft_gb: float
+    # Whether the model ships a chat template (an instruction-tuned model); false: a base model, which the
+    # server can only continue (its chat routes and /tokenize with messages answer 400).
+    chat_template: bool = True
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """The SGLang-compatible simulator: SGLang's start-up log lines, its HTTP API, tokens at the model's rates.
 
-Endpoints: /health, /health_generate, /server_info (/get_server_info), /model_info, /v1/models, /generate,
-/v1/chat/completions (SSE too), /flush_cache, /metrics (with --enable-metrics), /tokenize.
+Endpoints: /health, /health_generate, /server_info (/get_server_info), /model_info, /v1/models, /generate (text
+or input_ids), /v1/chat/completions (SSE too), /flush_cache, /metrics (with --enable-metrics), /tokenize (a
+prompt, or chat messages rendered by the model's template where the profile's model has one).
 """
 
 from __future__ import annotations
@@ -34,6 +35,15 @@ from sweep.sim.sglang import plan_memory, resolve
 
 TOKEN = re.compile(r"[\u3000-\u9fff]|\w{1,6}|[^\w\s]|\s+")
 CHAT_TEMPLATE = "<|im_start|>user\n{content}<|im_end|>\n<|im_start|>assistant\n"
+# What transformers raises (and SGLang and vLLM answer with 400) when a model without a chat template is asked
+# to render chat messages.
+NO_TEMPLATE = (
+    "Cannot use chat template functions because tokenizer.chat_template is not set and no template argument was "
+    "passed! For information about writing templates and setting the tokenizer.chat_template attribute, please "
+    "see the documentation at https://huggingface.co/docs/transformers/main/en/chat_templating"
+)
+# Every piece tokenize() has seen, by id: /generate with input_ids reads the text back (ids are hashes).
+PIECES: dict[int, str] = {}
 WORDS = [
     "the",
     "a",
@@ -62,6 +72,15 @@ WORDS = [
     "can",
 ]
 TOOL_WORDS = re.compile(r"\b(copy|copying|extract|exactly|unchanged|same json|rewrite)\b", re.I)
+TAIL_BLOCKS = 2  # a continuation's kind shows in its last paragraphs (context filling puts other text first)
+# A base model's extraction prompt ends in the opening of a structured copy of the document above it.
+EXTRACTION = re.compile(r"\bas (?:a )?(?:json|yaml|csv|table)\b[^\n]*:\n", re.I)
+# A line of code at the start of a line: what a base model's code prompt is made of.
+CODE_LINE = re.compile(
+    r"^\s*(?:def |class |import |from \S+ import |#include|package |use |func |fn |pub |function |const |export |"
+    r"public |private |static |CREATE TABLE|SELECT |#!/|for |while |if [(\[]|return |[A-Z_]+=)",
+    re.M,
+)
 CODE_WORDS = re.compile(
     r"\b(function|class|struct|schema|sql|handler|python|typescript|go|def|code|query)\b", re.I
 )
@@ -74,7 +93,23 @@ def log(message: str, scheduler: bool = False) -> None:
 
 def tokenize(text: str) -> list[int]:
     """Token ids stable across processes (unlike hash(), which Python salts per process)."""
-    return [zlib.crc32(piece.encode()) & 0xFFFFFF for piece in TOKEN.findall(text)]
+    ids = []
+    for piece in TOKEN.findall(text):
+        token = zlib.crc32(piece.encode()) & 0xFFFFFF
+        PIECES[token] = piece
+        ids.append(token)
+    return ids
+
+
+def detokenize(ids: list[int]) -> str:
+    """The text of token ids this process tokenized before (others read as `<unk>`)."""
+    return "".join(PIECES.get(int(i), "<unk>") for i in ids)
+
+
+def chat_prompt(messages: list[dict[str, Any]]) -> str:
+    """Chat messages as the simulated model's template renders them (ChatML, the assistant's turn opened)."""
+    content = "".join(str(m.get("content", "")) for m in messages)
+    return CHAT_TEMPLATE.format(content=content)
 
 
 class GreedyText:
@@ -104,8 +139,15 @@ class GreedyText:
         return "".join(out)
 
 
-def classify(prompt: str) -> str:
-    """Which workload a prompt is, from its text: acceptance follows what the answer can copy or predict."""
+def classify(prompt: str, instruction: bool = True) -> str:
+    """Which workload a prompt is, from its text: acceptance follows what the answer can copy or predict. An
+    instruction (a chat prompt) names its task; text to continue (a base model's prompt, sent as it is) shows
+    it in its end (context filling puts other text before it): the opening of a structured copy, or code."""
+    if not instruction:
+        end = "\n\n".join(prompt.rsplit("\n\n", TAIL_BLOCKS)[-TAIL_BLOCKS:])
+        if EXTRACTION.search(end):
+            return "tool"
+        return "code" if CODE_LINE.search(end) else "prose"
     task = prompt.rsplit("Task:", 1)[-1]
     if TOOL_WORDS.search(task) or task.count("{") >= 3:
         return "tool"
@@ -197,9 +239,12 @@ class Simulator:
             )
         return None
 
-    def generate(self, prompt: str, max_new: int) -> Iterator[tuple[str, dict[str, Any] | None]]:
+    def generate(
+        self, prompt: str, max_new: int, instruction: bool = True
+    ) -> Iterator[tuple[str, dict[str, Any] | None]]:
         """Yield (text piece, None) per emitted chunk, then ("", final meta_info). Durations in the meta are
-        simulated time (what the modelled GPU would take), whatever --sim-time-scale makes the wall clock do."""
+        simulated time (what the modelled GPU would take), whatever --sim-time-scale makes the wall clock do.
+        `instruction`: a chat prompt (else text sent as it is, to be continued)."""
         tokens = tokenize(prompt)
         arrived = time.monotonic()
         with self.slots:
@@ -209,7 +254,7 @@ class Simulator:
             with self.lock:
                 cached = self.cached_prefix(tokens)
                 self.running += 1
-            workload = classify(prompt)
+            workload = classify(prompt, instruction)
             model = StepModel(self.profile, self.resolved, workload, len(tokens))
             with self.lock:
                 rng = random.Random(self.rng.random())
@@ -419,7 +464,13 @@ class Handler(BaseHTTPRequestHandler):
         if path == "/flush_cache":
             self._flush()
         elif path in ("/tokenize", "/v1/tokenize"):
-            tokens = tokenize(str(body.get("prompt", "")))
+            if "messages" in body and not self.sim.profile.model.chat_template:
+                self._send(
+                    400, {"object": "error", "message": NO_TEMPLATE, "type": "BadRequestError", "code": 400}
+                )
+                return
+            text = chat_prompt(body["messages"]) if "messages" in body else str(body.get("prompt", ""))
+            tokens = tokenize(text)
             self._send(
                 200,
                 {"tokens": tokens, "count": len(tokens), "max_model_len": self.sim.resolved.context_length},
@@ -464,14 +515,19 @@ class Handler(BaseHTTPRequestHandler):
             self._sse(b'{"choices": [{"delta": {"content": "x"')
 
     def _generated(
-        self, prompt: str, max_new: int, request: int, chunk: Callable[[str], Any] | None
+        self,
+        prompt: str,
+        max_new: int,
+        request: int,
+        chunk: Callable[[str], Any] | None,
+        instruction: bool = True,
     ) -> tuple[str, dict[str, Any]] | None:
         """The text and the final meta of a generation, each piece streamed as `chunk(piece)` where streaming
         (the stream started here); None when a fault cut the stream."""
         if chunk is not None:
             self._sse_start()
         text, meta, pieces = "", dict[str, Any](), 0
-        for piece, final in self.sim.generate(prompt, max_new):
+        for piece, final in self.sim.generate(prompt, max_new, instruction):
             text += piece
             meta = final or meta
             if chunk is not None and piece:
@@ -484,7 +540,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def _generate(self, body: dict[str, Any]) -> None:
         params = body.get("sampling_params") or {}
-        text = str(body.get("text", ""))
+        text = detokenize(body["input_ids"]) if "input_ids" in body else str(body.get("text", ""))
         max_new = int(params.get("max_new_tokens", 128))
         if error := self.sim.length_error(len(tokenize(text)), max_new):
             self._send(400, {"error": {"message": error}})
@@ -496,7 +552,8 @@ class Handler(BaseHTTPRequestHandler):
         out, meta, pieces = "", dict[str, Any](), 0
         if body.get("stream"):
             self._sse_start()
-        for piece, final in self.sim.generate(text, max_new):
+        # Token ids come rendered by the chat template (a chat prompt); text is sent as it is, to be continued.
+        for piece, final in self.sim.generate(text, max_new, instruction="input_ids" in body):
             out += piece
             meta = final or meta
             if body.get("stream"):
@@ -512,8 +569,12 @@ class Handler(BaseHTTPRequestHandler):
             self._send(200, {"text": out, "meta_info": meta})
 
     def _chat(self, body: dict[str, Any]) -> None:
-        content = "".join(str(m.get("content", "")) for m in body.get("messages") or [])
-        prompt = CHAT_TEMPLATE.format(content=content)
+        if not self.sim.profile.model.chat_template:
+            self._send(
+                400, {"object": "error", "message": NO_TEMPLATE, "type": "BadRequestError", "code": 400}
+            )
+            return
+        prompt = chat_prompt(body.get("messages") or [])
         max_new = int(body.get("max_tokens") or body.get("max_completion_tokens") or 128)
         if error := self.sim.length_error(len(tokenize(prompt)), max_new):
             self._send(
@@ -718,6 +779,16 @@ def serve(
     return 0
 
 
+def template_lines(profile: Profile) -> list[str]:
+    """What SGLang's template manager logs about the model's chat template (0.5.23, template_manager.py)."""
+    if profile.model.chat_template:
+        return ["Using default HuggingFace chat template with detected content format: string"]
+    return [
+        "No HuggingFace chat template found",
+        "No chat template found, defaulting to 'string' content format",
+    ]
+
+
 def main(argv: list[str]) -> int:
     """SGLang's command line; `vllm serve MODEL ...` is vLLM's (`sweep/sim/vllm.py`)."""
     if argv[:1] == ["vllm"]:
@@ -730,6 +801,8 @@ def main(argv: list[str]) -> int:
     def come_up(sim: Simulator, httpd: ThreadingHTTPServer, stop: threading.Event) -> bool:
         # SGLang's port answers during warm-up (health 503), then it says it is ready.
         threading.Thread(target=httpd.serve_forever, daemon=True).start()
+        for line in template_lines(profile):
+            log(line)
         log(f"INFO:     Uvicorn running on http://{args.host}:{args.port} (Press CTRL+C to quit)")
         if not args.skip_server_warmup:
             stop.wait(2.0 * startup_scale(args))  # the warm-up request

@@ -1,5 +1,6 @@
 """The simulator's vLLM front end: `vllm serve MODEL [flags]` as vLLM 0.33 parses it, its start-up log lines, its
-OpenAI API (`/v1/completions` streaming with usage, `/tokenize`, `/v1/models`, `/version`, `/health`), `/metrics`
+OpenAI API (`/v1/completions` and `/v1/chat/completions` streaming with usage, `/tokenize` with a prompt or chat
+messages, `/v1/models`, `/version`, `/health`), `/metrics`
 with the speculative counters, and the dev-mode `/reset_prefix_cache`, over the same performance model as the
 SGLang front end (`sweep/sim/model.py`: acceptance, step times, memory from the profile; SGLang's own rules are
 in `sweep/sim/sglang.py`).
@@ -32,7 +33,7 @@ from typing import Any
 from sweep.sim.flags import add_sim_flags, startup_scale
 from sweep.sim.model import EAGLE_FAMILY, GIB, MemoryPlan, Resolved, StartupFailure
 from sweep.sim.profile import Profile
-from sweep.sim.server import Handler, Simulator, load_profile, serve, tokenize
+from sweep.sim.server import NO_TEMPLATE, Handler, Simulator, chat_prompt, load_profile, serve, tokenize
 
 VERSION = "0.33.0"
 METHODS = {  # vLLM's method -> the performance model's algorithm
@@ -371,11 +372,20 @@ class VLLMHandler(Handler):
             else:
                 self._error(500, "requests are running")
         elif path == "/tokenize":
-            tokens = tokenize(str(body.get("prompt", "")))
+            if "messages" in body and not self.sim.profile.model.chat_template:
+                self._error(400, NO_TEMPLATE)
+                return
+            text = chat_prompt(body["messages"]) if "messages" in body else str(body.get("prompt", ""))
+            tokens = tokenize(text)
             reply = {"count": len(tokens), "max_model_len": self.sim.resolved.context_length}
             self._send(200, reply | {"tokens": tokens, "token_strs": None})
         elif path == "/v1/completions":
-            self._completions(body)
+            self._completions(body, str(body.get("prompt", "")))
+        elif path == "/v1/chat/completions":
+            if not self.sim.profile.model.chat_template:
+                self._error(400, NO_TEMPLATE)
+                return
+            self._completions(body, chat_prompt(body.get("messages") or []), chat=True)
         else:
             self._send(404, {"detail": "Not Found"})
 
@@ -383,8 +393,8 @@ class VLLMHandler(Handler):
         kind = "BadRequestError" if code == 400 else "InternalServerError"
         self._send(code, {"object": "error", "message": message, "type": kind, "param": None, "code": code})
 
-    def _completions(self, body: dict[str, Any]) -> None:
-        prompt = str(body.get("prompt", ""))
+    def _completions(self, body: dict[str, Any], prompt: str, chat: bool = False) -> None:
+        """/v1/completions, or /v1/chat/completions (`chat`: the prompt rendered, text in `delta.content`)."""
         max_new = int(body.get("max_tokens") or 16)
         n, limit = len(tokenize(prompt)), self.sim.resolved.context_length
         if n + max_new > limit:
@@ -401,18 +411,19 @@ class VLLMHandler(Handler):
             return
         name = self.sim.args.served_model_name or self.sim.args.model_path
         base = {
-            "id": f"cmpl-{random.getrandbits(64):x}",
-            "object": "text_completion",
+            "id": f"{'chatcmpl' if chat else 'cmpl'}-{random.getrandbits(64):x}",
+            "object": "chat.completion.chunk" if chat else "text_completion",
             "created": int(time.time()),
             "model": name,
         }
         stream = bool(body.get("stream"))
 
         def chunk(piece: str) -> dict[str, Any]:
-            choice = {"index": 0, "text": piece, "logprobs": None, "finish_reason": None}
+            text: dict[str, Any] = {"delta": {"content": piece}} if chat else {"text": piece}
+            choice = {"index": 0, **text, "logprobs": None, "finish_reason": None}
             return base | {"choices": [choice], "usage": None}
 
-        done = self._generated(prompt, max_new, request, chunk if stream else None)
+        done = self._generated(prompt, max_new, request, chunk if stream else None, instruction=chat)
         if done is None:
             return
         text, meta = done
@@ -427,10 +438,14 @@ class VLLMHandler(Handler):
             "prompt_tokens_details": details,
         }
         if not stream:
-            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": "length"}
+            said: dict[str, Any] = (
+                {"message": {"role": "assistant", "content": text}} if chat else {"text": text}
+            )
+            choice = {"index": 0, **said, "logprobs": None, "finish_reason": "length"}
             self._send(200, base | {"choices": [choice], "usage": usage})
             return
-        self._sse(base | {"choices": [{"index": 0, "text": "", "finish_reason": "length"}], "usage": None})
+        last: dict[str, Any] = {"delta": {}} if chat else {"text": ""}
+        self._sse(base | {"choices": [{"index": 0, **last, "finish_reason": "length"}], "usage": None})
         if (body.get("stream_options") or {}).get("include_usage"):
             self._sse(base | {"choices": [], "usage": usage})
         self._sse(b"[DONE]")
