@@ -3,9 +3,10 @@ runs it against the real llama-server with Gemma 3 270M; SGLang and vLLM against
 which speak their command lines, logs, APIs and metrics.
 
 What every engine must do: turn parameters into an argv list bound to 127.0.0.1; turn speculation off for the
-baseline; refuse what it cannot launch before a launch; come up, say that speculation is on, and report a
-request's tokens with the prompt cache off; count drafts in its metrics; read its own log; name why a server
-that died at start died; and read its final chunks in old and new spellings.
+baseline; refuse what it cannot launch before a launch; come up, say that speculation is on and whether the
+model has a chat template, and report a request's tokens with the prompt cache off, in both prompt forms (chat
+through the template, text to continue) with why the answer ended; count drafts in its metrics; read its own
+log; name why a server that died at start died; and read its final chunks in old and new spellings.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import pytest
 
 from sweep.embedded import gemma_model, llama_server_binary
 from sweep.engines import ENGINES, Engine, ServerSetup
-from sweep.engines.base import DraftCounters, RequestSettings
+from sweep.engines.base import DraftCounters, PromptForm, RequestSettings
 from sweep.engines.llamacpp import LlamaCppEngine
 from sweep.engines.sglang import SGLangEngine
 from sweep.engines.vllm import VLLMEngine
@@ -47,6 +48,7 @@ class Case:
     # (final chunk, (completion tokens, cached tokens, drafted, accepted)) in old and new spellings;
     # a None expectation: the chunk is not the final one.
     finals: list[tuple[dict[str, Any], tuple[int, int | None, int, int] | None]] = field(default_factory=list)
+    chat_template: bool = True  # what the engine must find about the suite's model
 
 
 CASES = [
@@ -80,6 +82,7 @@ CASES = [
             ),
             ({"choices": [{"delta": {"content": "x"}}]}, None),
         ],
+        chat_template=False,  # Gemma 3 270M is a base model: its GGUF has no tokenizer.chat_template
     ),
     Case(
         "sglang",
@@ -232,11 +235,16 @@ def test_a_live_server_reports_uncached_tokens_drafts_and_its_own_facts(case: Ca
         with httpx.Client(base_url=base_url, timeout=30) as client:
             engine.inspect_running(client, facts, params, server.log_text())
         assert facts.speculation_requested and facts.speculation_active
-        rows, counted = asyncio.run(_twice(engine, base_url))
+        assert facts.chat_template is case.chat_template and facts.chat_template_source
+        rows, counted = asyncio.run(_twice(engine, base_url, PromptForm.COMPLETION))
+        chat, _ = asyncio.run(_twice(engine, base_url, PromptForm.CHAT))
     # The same prompt twice, the cache flushed between: neither reuses a prefix, both are valid.
     assert [r.status for r in rows] == ["ok", "ok"], [r.reason for r in rows]
     assert [r.cached_tokens for r in rows] == [0, 0]
-    assert all(r.completion_tokens == 24 and r.text for r in rows)
+    assert all(r.completion_tokens == 24 and r.text and r.finish == "length" for r in rows)
+    # Through the chat template (llama-server's ChatML fallback where the model has none): valid too.
+    assert [r.status for r in chat] == ["ok", "ok"], [r.reason for r in chat]
+    assert all(r.completion_tokens == 24 and r.text and r.finish == "length" for r in chat)
     # Acceptance is known: from each request's report, or from the server's counters over the requests.
     before, after = counted
     if before is None:
@@ -250,7 +258,7 @@ def test_a_live_server_reports_uncached_tokens_drafts_and_its_own_facts(case: Ca
 
 
 async def _twice(
-    engine: Engine, base_url: str
+    engine: Engine, base_url: str, form: PromptForm
 ) -> tuple[list[RequestMeasurement], tuple[DraftCounters | None, DraftCounters | None]]:
     content = "Copy this list exactly: alpha, beta, gamma, delta, alpha, beta, gamma, delta, alpha, beta."
     settings = RequestSettings(max_tokens=24, ignore_eos=True)
@@ -261,7 +269,16 @@ async def _twice(
             assert await engine.flush(client) == ""
             rows.append(
                 await measure_request(
-                    client, engine, content, settings, workload="contract", repeat=repeat, stream=0, nonce="n"
+                    client,
+                    engine,
+                    content,
+                    settings,
+                    workload="contract",
+                    repeat=repeat,
+                    stream=0,
+                    nonce="n",
+                    form=form,
+                    template_tokens=await engine.template_tokens(client) if form is PromptForm.CHAT else 0,
                 )
             )
         await asyncio.sleep(0.2)  # counters are added when a request's slot is released

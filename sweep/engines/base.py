@@ -78,7 +78,14 @@ async def chat_tokens(client: httpx.AsyncClient, content: str) -> list[int]:
     """The token ids of `content` as a user message rendered by the server's chat template (with the
     assistant's turn opened, as a chat completion renders it)."""
     response = await client.post("/tokenize", json=_chat_tokenize(content))
-    response.raise_for_status()
+    if response.status_code != 200:  # the server's reason, not only its status (no chat template, say)
+        said = (response.text.strip().splitlines() or [""])[0][:300]
+        raise httpx.HTTPStatusError(
+            f"the chat template could not render the prompt (/tokenize with messages: HTTP "
+            f"{response.status_code} {said})",
+            request=response.request,
+            response=response,
+        )
     return [int(t) for t in response.json()["tokens"]]
 
 
