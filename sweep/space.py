@@ -226,11 +226,15 @@ class Space:
         workload the baseline measured, not only the objective's), the one-for-all pick, and the baseline."""
         return self.confirm.top * len(self.workloads) + 2
 
-    def confirm_launches(self, most: bool = False) -> int:
-        """The confirmation's first rounds in launches (with `most`: every round it may add); 0 without one."""
+    def confirm_launches(self, most: bool = False, configurations: int | None = None) -> int:
+        """The confirmation's first rounds in launches (with `most`: every round it may add); 0 without one.
+        `configurations`: how many the search has measured (the baseline included), where that bounds the plan."""
         if not self.confirm.launches:
             return 0
-        return self.confirm_configurations * (self.confirm.max_launches if most else self.confirm.launches)
+        count = self.confirm_configurations
+        if configurations is not None:
+            count = min(count, configurations)
+        return count * (self.confirm.max_launches if most else self.confirm.launches)
 
     def suggest(self, trial: optuna.Trial) -> dict[str, Any]:
         """The swept parameters for this trial, in file order; conditions see what was suggested before."""
@@ -383,9 +387,15 @@ def _workloads(raw: Any, base: Path) -> tuple[Workload, ...]:
         _unknown_keys(
             item, {"name", "class", "file", "prompts", "context", "streams", "form", "stops"}, where
         )
-        name, prompts = _workload_prompts(item, base, where)
+        name, prompts, named = _workload_prompts(item, base, where)
         continued = tuple(BUILTIN_CONTINUATIONS[item["class"]]) if "class" in item else ()
-        form = item.get("form")
+        form = item.get("form", named)
+        if named and form != named:
+            raise _fail(
+                f"{where}.form",
+                f"is {form!r} but its file names {named!r}",
+                "leave `form:` out of the space file, or make the two agree",
+            )
         if form is not None and form not in {f.value for f in PromptForm}:
             raise _fail(
                 f"{where}.form",
@@ -422,21 +432,25 @@ def _workloads(raw: Any, base: Path) -> tuple[Workload, ...]:
     return tuple(out)
 
 
-def _workload_prompts(item: dict[str, Any], base: Path, where: str) -> tuple[str, tuple[str, ...]]:
+def _workload_prompts(
+    item: dict[str, Any], base: Path, where: str
+) -> tuple[str, tuple[str, ...], str | None]:
+    """The workload's name, its prompts, and the form its file names (None: none named)."""
     if "class" in item:
         cls = item["class"]
         if cls not in BUILTIN_CLASSES:
             raise _fail(
                 where, f"unknown workload class '{cls}'", f"built-in classes: {', '.join(BUILTIN_CLASSES)}"
             )
-        return str(item.get("name", cls)), tuple(BUILTIN_PROMPTS[cls])
+        return str(item.get("name", cls)), tuple(BUILTIN_PROMPTS[cls]), None
     if "name" not in item:
         raise _fail(where, "a user workload needs a name", "add `name: ...` next to `file:` or `prompts:`")
     if "file" in item:
-        return str(item["name"]), load_prompts((base / str(item["file"])).resolve())
+        found = load_prompts((base / str(item["file"])).resolve())
+        return str(item["name"]), found.prompts, found.form.value if found.form else None
     prompts = item.get("prompts")
     if isinstance(prompts, list) and prompts and all(isinstance(p, str) for p in prompts):
-        return str(item["name"]), tuple(prompts)
+        return str(item["name"]), tuple(prompts), None
     raise _fail(
         where, "needs `class:`, `file:` or `prompts:`", f"built-in classes: {', '.join(BUILTIN_CLASSES)}"
     )

@@ -152,8 +152,11 @@ class Sweep:
         progress: Progress,
         until_confident: bool = False,
         budget_s: float | None = None,
+        confirm_after: bool = False,
     ) -> None:
         self.space, self.engine, self.paths, self.progress = space, engine, paths, progress
+        # Whether the confirmation follows the search in this run: its launches belong in the search's ETA.
+        self.confirm_after = confirm_after
         self.until_confident = until_confident
         # The whole night in seconds (search and confirmation): the search stops while the confirmation fits.
         self.budget_s = budget_s
@@ -276,9 +279,12 @@ class Sweep:
         return self.budget_s - (time.monotonic() - self._started)
 
     def _reserve_s(self) -> float:
-        """What one more trial and the confirmation's first rounds take, at this run's measured trial time."""
+        """What one more trial and the confirmation's first rounds take, at this run's measured trial time. The
+        confirmation launches no more configurations than the search will have measured (the baseline and each
+        configuration launched, this next one included)."""
         per_trial = sum(self._durations) / len(self._durations) if self._durations else 0.0
-        return per_trial * (1 + self.space.confirm_launches())
+        measured = self._finished_before + len(self._durations) + 1
+        return per_trial * (1 + self.space.confirm_launches(configurations=measured))
 
     def objective(self, trial: optuna.Trial) -> list[float]:
         started = time.monotonic()
@@ -582,7 +588,13 @@ class Sweep:
             if self._durations:
                 per_trial = sum(self._durations) / len(self._durations)
                 left = max(0, self._target - index - 1) * per_trial
-                eta = f" · ETA {_minutes(left + max(0.0, per_trial - (time.monotonic() - started)))}"
+                left += max(0.0, per_trial - (time.monotonic() - started))
+                eta = f" · ETA {_minutes(left)}"
+                if self.confirm_after and self.space.confirm.launches:
+                    # The confirmation's first rounds: the baseline and one configuration, up to every candidate.
+                    least = 2 * self.space.confirm.launches * per_trial
+                    most = self.space.confirm_launches() * per_trial
+                    eta = f" · ETA {_minutes(left + least)}-{_minutes(left + most)} with the confirmation"
             self.progress(f"[trial {index + 1}/{self._target}{eta}] {message}")
 
         return say

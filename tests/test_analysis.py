@@ -22,6 +22,7 @@ from sweep.analysis import (
     study_warnings,
 )
 from sweep.confirm import Confirmation
+from sweep.health import OutputHealth
 from sweep.preflight import build_engine
 from sweep.results import HostLoad, LaunchFacts, SpecShape, Spread, Stage, TrialRecord, WorkloadSummary
 from sweep.space import parse_space
@@ -414,3 +415,36 @@ def test_an_unconfirmed_report_says_once_that_the_noise_is_not_measured() -> Non
     text = report_text("s", study, recommendations(study), overall_recommendation(study))
     code = next(line for line in text.splitlines() if line.startswith("code: "))
     assert code.count("not measured") == 1 and "launched twice" in code
+
+
+def test_a_baseline_that_loops_makes_the_verdict_not_representative() -> None:
+    """Acceptance measured on repeating output says nothing about text: where the baseline's answers are
+    degenerate, the verdict is marked, speculation stays off for that workload, and the one-for-all pick
+    leaves it out and says so."""
+    views = search()
+    looping = OutputHealth.of([("loop",), ("loop", "template"), ()])
+    for v in views:
+        assert v.record is not None
+        prose = v.record.workloads["prose"]
+        v.record.workloads["prose"] = dataclasses.replace(prose, output_health=looping, form="chat")
+        code = v.record.workloads["code"]
+        v.record.workloads["code"] = dataclasses.replace(code, output_health=OutputHealth.of([(), (), ()]))
+    study = Study(views, [])
+    warnings = study_warnings(study.search, study.confirm, study.keys)
+    assert warnings.not_representative == {"prose"}
+    assert any(m.startswith("prose: 2/3 answers degenerate (loop 2: ") for m in warnings.messages)
+    recs = {r.workload: r for r in recommendations(study, warnings)}
+    assert recs["code"].representative and recs["code"].verdict_text == str(recs["code"].verdict)
+    prose = recs["prose"]
+    assert not prose.representative and prose.verdict_text.endswith(", not representative")
+    assert prose.recommended_trial == 0 and prose.why.startswith("not representative")
+    overall = overall_recommendation(study, warnings)
+    assert overall is not None and "prose left out" in overall.why and "prose" not in overall.gains
+
+
+def test_an_unconfirmed_best_slower_than_the_baseline_is_not_recommended() -> None:
+    views = [view(0, BASE, SPEEDS, role=BASELINE), view(1, DEEP, {"code": 30.0, "prose": 36.0})]
+    recs = {r.workload: r for r in recommendations(Study(views, []))}
+    for rec in recs.values():
+        assert rec.verdict == Verdict.UNCONFIRMED and rec.gain is not None and rec.gain < 0
+        assert rec.recommended_trial == 0 and rec.why.startswith("the best measured was slower")

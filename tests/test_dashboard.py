@@ -125,6 +125,10 @@ def test_dashboard_in_a_real_browser(study_runs: Path, capsys: pytest.CaptureFix
         assert row.group(2) == f"{rec['confirmed_tps']:.1f}"
         assert row.group(3) == f"{rec['confirmed_baseline_tps']:.1f}"
     assert "Noise measured in this study" in table
+    # The form the prompts were sent in and whether the baseline's answers read as text, beside each verdict.
+    assert "prompts and answers (no speculation)" in table
+    assert table.count("sent in the chat form (the model's chat template") == len(report["recommendations"])
+    assert "answers read as text" in table
 
 
 def test_dashboard_with_one_trial_or_only_failures(tmp_path: Path) -> None:

@@ -127,3 +127,25 @@ def test_a_base_model_on_the_simulators_gets_continuations(engine: str, tmp_path
     assert "no chat template" in code["form_reason"] and "HTTP 400" in code["form_reason"]
     assert code["output_health"]["answers"] == 2
     assert tool["status"] == "error" and "chat_template is not set" in tool["reason"]
+
+
+def test_a_workload_file_names_its_form(tmp_path: Path) -> None:
+    (tmp_path / "base.yaml").write_text("form: completion\nprompts: ['def add(a, b):', 'The river', 'Once upon']\n")
+    (tmp_path / "chat.jsonl").write_text(
+        '{"prompt": "Summarise this.", "form": "chat"}\n{"prompt": "List it."}\n{"prompt": "Say it."}\n'
+    )
+    (tmp_path / "mixed.jsonl").write_text(
+        '{"prompt": "a", "form": "chat"}\n{"prompt": "b", "form": "completion"}\n'
+    )
+    data: dict[str, Any] = {
+        "engine": "llamacpp",
+        "workloads": [{"name": "base", "file": "base.yaml"}, {"name": "chat", "file": "chat.jsonl"}],
+    }
+    found = parse_space(data, tmp_path)
+    assert [w.form for w in found.workloads] == [PromptForm.COMPLETION, PromptForm.CHAT]
+    data["workloads"] = [{"name": "mixed", "file": "mixed.jsonl"}]
+    with pytest.raises(UserError, match="names the form chat and completion"):
+        parse_space(data, tmp_path)
+    data["workloads"] = [{"name": "base", "file": "base.yaml", "form": "chat"}]
+    with pytest.raises(UserError, match="is 'chat' but its file names 'completion'"):
+        parse_space(data, tmp_path)

@@ -8,9 +8,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from sweep.cli.shared import DEFAULT_RUNS, progress, sweep_space
+from sweep.cli.shared import DEFAULT_RUNS, duration, progress, sweep_space
 from sweep.space import load_space
 
+# The embedded demo ends within 10 minutes on 2 cores: the search stops while its confirmation still fits.
+LLAMACPP_BUDGET_S = 9 * 60
 DEMO_SPACES = {
     "llamacpp": "demo-llamacpp.yaml",
     "sim": "sglang-sim-mtp.yaml",
@@ -36,14 +38,20 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--runs", type=Path, default=DEFAULT_RUNS, help="folder of study folders (default: runs)"
     )
     parser.add_argument("--trials", type=int, help="total trials (default: the demo space's)")
+    parser.add_argument(
+        "--budget",
+        type=duration,
+        help=f"wall time for the search and its confirmation (default for llamacpp: {LLAMACPP_BUDGET_S // 60}m; "
+        "the simulator demos take about a minute)",
+    )
     parser.set_defaults(handler=main)
 
 
 def main(args: argparse.Namespace) -> int:
     study = args.study or ("demo" if args.engine == "llamacpp" else f"demo-{args.engine}")
-    paths = sweep_space(
-        load_space(shipped_space(DEMO_SPACES[args.engine])), study, None, args.runs, args.trials
-    )
+    space = load_space(shipped_space(DEMO_SPACES[args.engine]))
+    budget = args.budget or (LLAMACPP_BUDGET_S if args.engine == "llamacpp" else None)
+    paths = sweep_space(space, study, None, args.runs, args.trials or space.trials, budget_s=budget)
     progress(f"\nresults: {paths.run_dir} (study.db, trials/<n>/server.log, requests.jsonl, record.json)")
     progress(f"again: specsweep report --study {study}   (re-running the demo resumes the study)")
     return 0

@@ -168,10 +168,15 @@ def sweep_space(
     progress(f"study {study}: {paths.shown_url}; server logs and measurements in {paths.run_dir}/trials/")
     if budget_s is not None:
         trials = trials or UNBOUNDED_TRIALS
-        progress(f"budget: {budget_s / 3600:.1f} h for the search and its confirmation")
+        spent = f"{budget_s / 3600:.1f} h" if budget_s >= 3600 else f"{budget_s / 60:.0f} min"
+        progress(
+            f"budget: {spent} for the search and its confirmation (at most {trials} search trials)"
+            if trials < UNBOUNDED_TRIALS
+            else f"budget: {spent} for the search and its confirmation"
+        )
     else:
         progress(budget(space, trials) if confirm else budget(space, trials).split(", then")[0])
-    sweep = Sweep(space, engine, paths, progress, until_confident, budget_s)
+    sweep = Sweep(space, engine, paths, progress, until_confident, budget_s, confirm_after=confirm)
     result = sweep.run(trials)
     if confirm and space.confirm.launches:
         confirm_search(sweep, result, space.confirm.top, space.confirm.launches, space.confirm.max_launches)

@@ -818,7 +818,7 @@ What I remember most is the sound.
 ]
 
 
-_PEOPLE = (
+PEOPLE = (
     ("Ines Duarte", "Porto"),
     ("Ravi Menon", "Kochi"),
     ("Olga Berg", "Tromso"),
@@ -828,7 +828,7 @@ _PEOPLE = (
     ("Hana Novak", "Ljubljana"),
     ("Sam Okoro", "Accra"),
 )
-_PRODUCTS = ("desk lamp", "notebook", "headphones", "water bottle", "backpack", "webcam", "stapler", "kettle")
+PRODUCTS = ("desk lamp", "notebook", "headphones", "water bottle", "backpack", "webcam", "stapler", "kettle")
 _TASKS = (
     ("send the budget to finance", "Friday"),
     ("review the supplier contract", "10 March"),
@@ -839,12 +839,13 @@ _TASKS = (
 )
 
 
-def _orders(seed: int) -> list[dict[str, object]]:
-    orders = []
-    for i in range(5):
-        name, city = _PEOPLE[(seed + 3 * i) % len(_PEOPLE)]
-        items = [_PRODUCTS[(seed * 5 + i * 3 + k) % len(_PRODUCTS)] for k in range(1 + (seed + i) % 2)]
-        orders.append(
+def orders(seed: int, count: int = 5) -> list[dict[str, object]]:
+    """`count` made-up orders, the same for the same seed (ids, customers, cities, items and totals differ)."""
+    found = []
+    for i in range(count):
+        name, city = PEOPLE[(seed + 3 * i) % len(PEOPLE)]
+        items = [PRODUCTS[(seed * 5 + i * 3 + k) % len(PRODUCTS)] for k in range(1 + (seed + i) % 2)]
+        found.append(
             {
                 "id": f"B-{2000 + seed * 10 + i}",
                 "customer": name,
@@ -853,13 +854,13 @@ def _orders(seed: int) -> list[dict[str, object]]:
                 "total": round(12.5 + 7.3 * ((seed * 7 + i * 11) % 29), 2),
             }
         )
-    return orders
+    return found
 
 
 def _json_to_yaml(seed: int) -> str:
-    orders = _orders(seed)
-    lines = ",\n".join("  " + json.dumps(o) for o in orders)
-    first = orders[0]
+    made = orders(seed)
+    lines = ",\n".join("  " + json.dumps(o) for o in made)
+    first = made[0]
     return (
         f'orders.json:\n{{"orders": [\n{lines}\n]}}\n\nThe same orders as YAML (orders.yaml):\norders:\n'
         f"  - id: {first['id']}\n    customer: {first['customer']}\n"
@@ -867,15 +868,15 @@ def _json_to_yaml(seed: int) -> str:
 
 
 def _csv_to_json(seed: int) -> str:
-    orders = _orders(seed)
-    rows = "\n".join(f"{o['id']},{o['customer']},{o['city']},{o['total']:.2f}" for o in orders)
-    first = orders[0]
+    made = orders(seed)
+    rows = "\n".join(f"{o['id']},{o['customer']},{o['city']},{o['total']:.2f}" for o in made)
+    first = made[0]
     opening = json.dumps({k: first[k] for k in ("id", "customer", "city")})[:-1]
     return f"id,customer,city,total\n{rows}\n\nThe same rows as a JSON list:\n[\n  {opening}, "
 
 
 def _notes_to_table(seed: int) -> str:
-    people = [_PEOPLE[(seed + k) % len(_PEOPLE)][0].split()[0] for k in range(8)]
+    people = [PEOPLE[(seed + k) % len(PEOPLE)][0].split()[0] for k in range(8)]
     tasks = [_TASKS[(seed + 5 * k) % len(_TASKS)] for k in range(8)]
     notes = "\n".join(
         f"- {who} will {task} by {due}." for who, (task, due) in zip(people, tasks, strict=True)
@@ -888,10 +889,10 @@ def _notes_to_table(seed: int) -> str:
 
 
 def _invoice_to_json(seed: int) -> str:
-    name, city = _PEOPLE[seed % len(_PEOPLE)]
+    name, city = PEOPLE[seed % len(PEOPLE)]
     lines = []
     for k in range(5):
-        product = _PRODUCTS[(seed + 3 * k) % len(_PRODUCTS)]
+        product = PRODUCTS[(seed + 3 * k) % len(PRODUCTS)]
         quantity = 2 + (seed * 3 + k * 5) % 17
         price = round(4.5 + ((seed * 11 + k * 7) % 23) * 1.25, 2)
         lines.append(
@@ -909,7 +910,7 @@ def _log_to_csv(seed: int) -> str:
     events = []
     for k in range(9):
         minute = (seed * 7 + k * 9) % 60
-        user = _PEOPLE[(seed + k) % len(_PEOPLE)][0].split()[0].lower()
+        user = PEOPLE[(seed + k) % len(PEOPLE)][0].split()[0].lower()
         status = (200, 200, 404, 200, 500, 200, 302)[(seed + k) % 7]
         path = ("/login", "/orders", "/cart", "/search", "/profile", "/help")[(seed * 3 + k) % 6]
         events.append(

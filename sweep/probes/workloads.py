@@ -121,17 +121,6 @@ _CODE_TASKS = (
     "computes the shortest path in a weighted graph with Dijkstra's algorithm",
     "flattens an arbitrarily nested list of integers",
 )
-_PEOPLE = (
-    ("Ines Duarte", "Porto"),
-    ("Ravi Menon", "Kochi"),
-    ("Olga Berg", "Tromso"),
-    ("Diego Rojas", "Cusco"),
-    ("Mei Lin", "Tainan"),
-    ("Yusuf Kaya", "Izmir"),
-    ("Hana Novak", "Ljubljana"),
-    ("Sam Okoro", "Accra"),
-)
-_PRODUCTS = ("desk lamp", "notebook", "headphones", "water bottle", "backpack", "webcam", "stapler", "kettle")
 _TOOL_TASKS = (
     "Return the same JSON with every `city` in upper case. Output only the JSON.",
     "Copy this JSON exactly, then add a field `count` with the number of items to each order.",
@@ -156,20 +145,7 @@ _FORMS = (
 
 
 def _orders(seed: int) -> str:
-    orders = []
-    for i in range(3):
-        name, city = _PEOPLE[(seed + 3 * i) % len(_PEOPLE)]
-        items = [_PRODUCTS[(seed * 5 + i * 3 + k) % len(_PRODUCTS)] for k in range(1 + (seed + i) % 2)]
-        orders.append(
-            {
-                "id": f"B-{2000 + seed * 10 + i}",
-                "customer": name,
-                "city": city,
-                "items": items,
-                "total": round(12.5 + 7.3 * ((seed * 7 + i * 11) % 29), 2),
-            }
-        )
-    return json.dumps({"orders": orders}, indent=2)
+    return json.dumps({"orders": continuations.orders(seed, 3)}, indent=2)
 
 
 BUILTIN_PROMPTS["code"] += [
@@ -259,16 +235,37 @@ class Workload:
         return repeats * self.streams
 
 
-def load_prompts(path: Path) -> tuple[str, ...]:
-    """Prompts from a YAML list (strings or {prompt: ...}) or a JSONL file (one {"prompt": ...} per line)."""
+@dataclass(frozen=True)
+class PromptFile:
+    """A user's workload file: its prompts, and the form it names for them (None: the model's)."""
+
+    prompts: tuple[str, ...]
+    form: PromptForm | None = None
+
+
+FILE_SHAPES = (
+    "give a list of strings or of {prompt: ...}, or {form: chat|completion, prompts: [...]} (YAML), or one "
+    '{"prompt": ...} per line, each may say "form" (JSONL)'
+)
+
+
+def load_prompts(path: Path) -> PromptFile:
+    """Prompts from a YAML list (strings or {prompt: ...}) or mapping ({form: ..., prompts: [...]}), or a
+    JSONL file (one {"prompt": ...} per line, each may say "form": the same on every line that does)."""
     if not path.is_file():
         raise UserError(f"workload file {path} does not exist", "fix the path in the space file's workloads")
     text = read_text(path, "workload file", "save it as UTF-8 text (YAML or JSONL)")
     try:
         if path.suffix == ".jsonl":
             rows: list[object] = [json.loads(line) for line in text.splitlines() if line.strip()]
+            named = {row.get("form") for row in rows if isinstance(row, dict) and "form" in row}
         else:
             loaded = yaml.safe_load(text)
+            if isinstance(loaded, dict):
+                named = {loaded.get("form")} if "form" in loaded else set()
+                loaded = loaded.get("prompts")
+            else:
+                named = set()
             rows = loaded if isinstance(loaded, list) else []
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
         raise UserError(
@@ -278,8 +275,12 @@ def load_prompts(path: Path) -> tuple[str, ...]:
         row if isinstance(row, str) else row.get("prompt") if isinstance(row, dict) else None for row in rows
     ]
     if not prompts or not all(isinstance(p, str) and p.strip() for p in prompts):
+        raise UserError(f"workload file {path} holds no prompts", FILE_SHAPES)
+    forms = {f.value for f in PromptForm}
+    if len(named) > 1 or not named <= forms:
         raise UserError(
-            f"workload file {path} holds no prompts",
-            'give a list of strings or of {prompt: ...} (YAML), or one {"prompt": ...} per line (JSONL)',
+            f"workload file {path} names the form {' and '.join(sorted(map(str, named)))}",
+            "name one form for the whole file: chat (instructions) or completion (text to continue)",
         )
-    return tuple(p for p in prompts if isinstance(p, str))
+    form = PromptForm(str(next(iter(named)))) if named else None
+    return PromptFile(tuple(p for p in prompts if isinstance(p, str)), form)
