@@ -34,7 +34,9 @@ def run(trials: int | None) -> None:
             print(f"trial {record['number']}: {record['params'].get('spec-type')} {tps} {record['failure']}")
             for key, w in record["workloads"].items():
                 health = w.get("output_health") or {}
-                print(f"  {key}: {w.get('form')} form, {health.get('degenerate')}/{health.get('answers')} degenerate")
+                print(
+                    f"  {key}: {w.get('form')} form, {health.get('degenerate')}/{health.get('answers')} degenerate"
+                )
 
 
 if __name__ == "__main__":

@@ -130,7 +130,9 @@ def test_a_base_model_on_the_simulators_gets_continuations(engine: str, tmp_path
 
 
 def test_a_workload_file_names_its_form(tmp_path: Path) -> None:
-    (tmp_path / "base.yaml").write_text("form: completion\nprompts: ['def add(a, b):', 'The river', 'Once upon']\n")
+    (tmp_path / "base.yaml").write_text(
+        "form: completion\nprompts: ['def add(a, b):', 'The river', 'Once upon']\n"
+    )
     (tmp_path / "chat.jsonl").write_text(
         '{"prompt": "Summarise this.", "form": "chat"}\n{"prompt": "List it."}\n{"prompt": "Say it."}\n'
     )
