@@ -11,7 +11,7 @@ enqueue: [{spec-type: ngram-mod}]          # tried right after the baseline
 workloads:
   - {class: code}
   - {class: tool, context: [2048, 8192], streams: [1, 2]}
-  - {name: mine, file: prompts.jsonl}
+  - {name: mine, file: prompts.jsonl, form: completion}   # form: chat | completion (default: the model's)
 probe: {repeats: 3, max_tokens: 128, seed: 1234}
 objective: per-workload                    # or {workload: tool}
 trials: 20
