@@ -598,11 +598,11 @@ def _with_health(rec: Recommendation, study: Study) -> Recommendation:
     measurement here speaks for real text."""
     found, form = baseline_health(study.views, rec.workload)
     rec = dataclasses.replace(rec, health=found, form=form)
-    if rec.representative:
+    if found is None or rec.representative:
         return rec
     baseline = baseline_view(study.search)
     why = (
-        f"not representative: speculation off answered with degenerate output ({found.describe() if found else ''}), "
+        f"not representative: speculation off answered with degenerate output ({found.describe()}), "
         f"and {health.NOT_REPRESENTATIVE}: keep speculation off, and measure prompts the model answers with text"
     )
     return _baseline_run(rec, baseline, why)

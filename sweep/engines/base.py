@@ -61,16 +61,21 @@ def _chat_tokenize(content: str) -> dict[str, Any]:
     return {"messages": [{"role": "user", "content": content}]}
 
 
+def first_line(response: httpx.Response, limit: int = 160) -> str:
+    """The first line of a server's answer, cut at `limit` characters: its reason, for one-line messages."""
+    return (response.text.strip().splitlines() or [""])[0][:limit]
+
+
 def renders_chat(client: httpx.Client) -> tuple[bool, str]:
     """Whether a server renders chat messages with a template (`/tokenize` with `messages`, as SGLang and vLLM
     take it: an error where the model has no chat template), and the server's word on it."""
     response = client.post("/tokenize", json=_chat_tokenize(TEMPLATE_PROBES[0]))
     if response.status_code == 200:
         return True, "the server renders chat messages (/tokenize with messages)"
-    said = (response.text.strip().splitlines() or [""])[0][:160]
     return (
         False,
-        f"the server renders no chat messages (/tokenize with messages: HTTP {response.status_code} {said})",
+        f"the server renders no chat messages (/tokenize with messages: HTTP {response.status_code} "
+        f"{first_line(response)})",
     )
 
 
@@ -79,10 +84,9 @@ async def chat_tokens(client: httpx.AsyncClient, content: str) -> list[int]:
     assistant's turn opened, as a chat completion renders it)."""
     response = await client.post("/tokenize", json=_chat_tokenize(content))
     if response.status_code != 200:  # the server's reason, not only its status (no chat template, say)
-        said = (response.text.strip().splitlines() or [""])[0][:300]
         raise httpx.HTTPStatusError(
             f"the chat template could not render the prompt (/tokenize with messages: HTTP "
-            f"{response.status_code} {said})",
+            f"{response.status_code} {first_line(response, 300)})",
             request=response.request,
             response=response,
         )

@@ -23,6 +23,7 @@ from sweep.engines.base import (
     ServerReport,
     ServerSetup,
     chat_tokens,
+    first_line,
     flags_argv,
     help_flags,
     renders_chat,
@@ -595,5 +596,7 @@ class SGLangEngine(Engine):
                 return ""
             await asyncio.sleep(0.1)  # 400 while requests are still running
         assert response is not None
-        body = response.text.strip().splitlines()[:1] or [""]
-        return f"/flush_cache answered HTTP {response.status_code} ({body[0][:120]}) {FLUSH_ATTEMPTS} times"
+        return (
+            f"/flush_cache answered HTTP {response.status_code} ({first_line(response, 120)}) "
+            f"{FLUSH_ATTEMPTS} times"
+        )
