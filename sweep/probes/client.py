@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import functools
 import hashlib
 import itertools
@@ -117,8 +116,7 @@ async def _measure(
     if report is None:
         return row(status="error", reason="the stream ended without the server's report")
     gaps = tuple(round(b - a, 6) for a, b in itertools.pairwise(arrivals))
-    measured = _measurement(row, report, started, first, last, wall, text, gaps, template_tokens)
-    return dataclasses.replace(measured, finish=finish)
+    return _measurement(row, report, started, first, last, wall, (text, finish), gaps, template_tokens)
 
 
 def _measurement(
@@ -128,10 +126,12 @@ def _measurement(
     first: float | None,
     last: float | None,
     wall: float,
-    text: str,
+    said: tuple[str, str],
     gaps: tuple[float, ...],
     template_tokens: int = 0,
 ) -> RequestMeasurement:
+    """The measured request from the server's report and the client's clock; `said`: the text and why it ended."""
+    text, finish = said
     client_tps = None
     if first is not None and last is not None and last > first and report.completion_tokens > 1:
         client_tps = (report.completion_tokens - 1) / (last - first)
@@ -156,6 +156,7 @@ def _measurement(
         decode_s=None if first is None or last is None else last - first,
         itl_s=gaps,
         text=text,
+        finish=finish,
         client_decode_tps=client_tps,
         server_decode_tps=report.decode_tps,
         server_prefill_tps=report.prefill_tps,
