@@ -28,7 +28,7 @@ from sweep.engines.llamacpp import LlamaCppEngine
 from sweep.engines.sglang import SGLangEngine
 from sweep.engines.vllm import VLLMEngine
 from sweep.errors import LaunchError
-from sweep.probes.client import measure_request
+from sweep.probes.client import measure_request, probe_client
 from sweep.results import RequestMeasurement
 from sweep.server import ServerProcess, free_port
 
@@ -263,7 +263,7 @@ async def _twice(
     content = "Copy this list exactly: alpha, beta, gamma, delta, alpha, beta, gamma, delta, alpha, beta."
     settings = RequestSettings(max_tokens=24, ignore_eos=True)
     rows = []
-    async with httpx.AsyncClient(base_url=base_url, timeout=60) as client:
+    async with probe_client(base_url, 60) as client:
         before = await engine.draft_counters(client)
         for repeat in range(2):
             assert await engine.flush(client) == ""

@@ -15,7 +15,7 @@ import httpx
 from sweep.engines.base import DraftCounters, Engine, PromptForm, RequestSettings
 from sweep.errors import ProbeError
 from sweep.health import OutputHealth, symptoms
-from sweep.probes.client import measure_request, new_nonce, prompt_nonce, unique_content
+from sweep.probes.client import measure_request, new_nonce, probe_client, prompt_nonce, unique_content
 from sweep.probes.filler import fill_to
 from sweep.probes.workloads import Workload, served_form
 from sweep.results import HostLoad, RequestMeasurement, Spread, WorkloadSummary
@@ -97,13 +97,7 @@ async def probe(
     the form the server takes (`served`: the engine's reading of its chat template)."""
     result = ProbeResult({}, [])
     served = served or Served()
-    # No keep-alive: llama-server closes a connection idle for 5 s, and a request sent on a pooled connection
-    # the server is closing fails with "Server disconnected without sending a response". Loopback connects
-    # cost well under a millisecond.
-    limits = httpx.Limits(max_keepalive_connections=0)
-    async with httpx.AsyncClient(
-        base_url=base_url, timeout=settings.timeouts(), transport=transport, limits=limits
-    ) as client:
+    async with probe_client(base_url, settings.timeouts(), transport) as client:
         if served.chat_template and any(served.form(w)[0] is PromptForm.CHAT for w in workloads):
             served = dataclasses.replace(served, template_tokens=await engine.template_tokens(client))
         if settings.warmup:
