@@ -1,0 +1,350 @@
+"""A released SGLang, read from its own source: the truth the adapter and the simulator are held against.
+
+A release's wheel holds its whole Python tree. It cannot run here (no GPU, no torch), so it is read, not
+imported: `ast` over `srt/arg_groups/fields/*.py` (every command-line field, declared as
+`name: A[type, "help" | Arg(...)] = default`) and over `ServerArgs.add_cli_args` (the flags registered by hand),
+turned into flags exactly as its `arg_utils.add_cli_args_from_dataclass` turns them (Optional unwrapped,
+Literal -> choices, List -> nargs "+", bool -> store_true, int/float/str -> type). Names the source computes at
+run time (a choices list built from a registry, a custom type parser) are kept as "any value".
+
+The tables of the releases specsweep knows are committed under `releases/` (`python -m
+sweep.engines.sglang_release write` regenerates them from the cached source); the conformance tests read the
+source again and require the same table. The simulator builds its parser from the table of the release its
+profile names.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+import tempfile
+import typing
+import zipfile
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from sweep.errors import UserError
+
+PINNED = "0.5.23"  # the release the adapter and the simulator follow
+RELEASES = ("0.5.20", "0.5.23")  # releases with a committed table (report 004 ran 0.5.20)
+TABLES = Path(__file__).parent / "releases"
+CACHE = Path.home() / ".cache" / "specsweep" / "sglang"
+FIELDS = Path("sglang/srt/arg_groups/fields")
+SERVER_ARGS = Path("sglang/srt/server_args.py")
+CHOICES = Path("sglang/srt/arg_groups/choices.py")
+
+Kind = Literal["switch", "value", "list"]
+
+
+@dataclass(frozen=True)
+class ReleaseFlag:
+    """One command-line flag as the release's argparse has it."""
+
+    dest: str
+    names: tuple[str, ...]  # the flag first, then its aliases
+    kind: Kind  # switch: store_true; value: one value; list: nargs "+"
+    type: str = "str"  # int, float or str (what argparse converts the value with)
+    choices: tuple[Any, ...] | None = None  # None: any value (or choices computed at run time)
+    default: Any = None  # None also where the default is computed (a factory, a call)
+
+
+def source_root(version: str, cache: Path = CACHE) -> Path:
+    """The release's Python tree (its `sglang/` package), downloaded once into `cache`."""
+    root = cache / version
+    if (root / SERVER_ARGS).is_file():
+        return root
+    with tempfile.TemporaryDirectory() as tmp:
+        argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", tmp]
+        done = subprocess.run([*argv, f"sglang=={version}"], capture_output=True, text=True, check=False)
+        wheels = sorted(Path(tmp).glob("sglang-*.whl"))
+        if done.returncode != 0 or not wheels:
+            last = (done.stderr.strip().splitlines() or ["no wheel"])[-1]
+            raise UserError(
+                f"cannot download SGLang {version}'s source: {last}",
+                f"check the network to the package registry, or unpack its wheel into {root}",
+            )
+        with zipfile.ZipFile(wheels[0]) as wheel:
+            members = [n for n in wheel.namelist() if n.startswith("sglang/srt/") and n.endswith(".py")]
+            wheel.extractall(root, members)
+    return root
+
+
+# --- reading the declared fields ---------------------------------------------------------------------------
+
+
+class _Arg:
+    """`arg_utils.Arg`, holding what the declaration says."""
+
+    def __init__(self, help: str = "", **meta: Any) -> None:
+        self.meta = {"help": help, **meta}
+
+
+class _Computed:
+    """A name the release computes at run time: usable in any expression, known to be unknown."""
+
+    def __getattr__(self, name: str) -> _Computed:
+        return self
+
+    def __call__(self, *args: Any, **kwargs: Any) -> _Computed:
+        return self
+
+    def __getitem__(self, key: Any) -> _Computed:
+        return self
+
+    def __iter__(self) -> Iterator[Any]:  # never iterated by __getitem__ (0, 1, 2, ... without end)
+        return iter(())
+
+
+COMPUTED = _Computed()
+
+
+class _Names(dict[str, Any]):
+    def __missing__(self, key: str) -> Any:
+        return COMPUTED
+
+
+def _constants(path: Path) -> dict[str, Any]:
+    """Module-level constants whose values are literals (the shared choices lists)."""
+    found: dict[str, Any] = {}
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            try:
+                found[node.targets[0].id] = ast.literal_eval(node.value)
+            except ValueError:
+                continue
+    return found
+
+
+def _namespace(root: Path) -> _Names:
+    names = _Names(_constants(root / CHOICES) if (root / CHOICES).is_file() else {})
+    names.update(
+        A=typing.Annotated,
+        Arg=_Arg,
+        Optional=typing.Optional,
+        Union=typing.Union,
+        List=list,
+        Dict=dict,
+        Literal=Literal,
+        list=list,
+        dict=dict,
+        int=int,
+        float=float,
+        str=str,
+        bool=bool,
+    )
+    return names
+
+
+def _evaluate(node: ast.expr, names: _Names) -> Any:
+    try:
+        return eval(compile(ast.Expression(node), "<release>", "eval"), {"__builtins__": {}}, names)
+    except Exception:  # an expression this reading cannot follow: its value is computed at run time
+        return COMPUTED
+
+
+def _default(node: ast.expr | None) -> Any:
+    if node is None:
+        return None
+    try:
+        value = ast.literal_eval(node)
+    except ValueError:
+        return None  # a factory or a call: known only when the release runs
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _unwrap(hint: Any) -> tuple[Any, dict[str, Any] | None]:
+    """The type and the Arg metadata of `A[type, "help" | Arg(...)]` (None where the field has no CLI)."""
+    if typing.get_origin(hint) is not typing.Annotated:
+        return hint, None
+    inner, *extras = typing.get_args(hint)
+    for extra in extras:
+        if isinstance(extra, str):
+            return inner, {"help": extra}
+        if isinstance(extra, _Arg):
+            return inner, extra.meta
+    return inner, None
+
+
+def _optional(hint: Any) -> Any:
+    if typing.get_origin(hint) is typing.Union:
+        rest = [a for a in typing.get_args(hint) if a is not type(None)]
+        return rest[0] if len(rest) == 1 else COMPUTED
+    return hint
+
+
+def _type_name(hint: Any) -> str:
+    return hint.__name__ if hint in (int, float, str) else "str"
+
+
+def _choices(value: Any) -> tuple[Any, ...] | None:
+    if isinstance(value, list | tuple | set | frozenset) and all(not isinstance(v, _Computed) for v in value):
+        return tuple(sorted(value, key=str) if isinstance(value, set | frozenset) else value)
+    return None
+
+
+def _field_flag(name: str, hint: Any, meta: dict[str, Any], default: Any) -> ReleaseFlag:
+    """`add_cli_args_from_dataclass`, for one field."""
+    cli = meta.get("cli_name") or "--" + name.replace("-", "_").replace("_", "-")
+    names = (cli, *(meta.get("aliases") or ()))
+    inner = _optional(hint)
+    parser = meta.get("type_parser")
+    if meta.get("action") is not None:
+        return ReleaseFlag(name, names, "value" if meta.get("action_kwargs") else "switch", default=default)
+    if typing.get_origin(inner) is Literal:
+        literal = typing.get_args(inner)
+        kind = _type_name(type(literal[0])) if literal and parser is None else "str"
+        return ReleaseFlag(name, names, "value", kind, _choices(meta.get("choices") or literal), default)
+    if typing.get_origin(inner) is list and parser is None:
+        element = (typing.get_args(inner) or (str,))[0]
+        return ReleaseFlag(name, names, "list", _type_name(element), _choices(meta.get("choices")), default)
+    if inner is bool:
+        return ReleaseFlag(name, names, "switch", default=bool(default))
+    kind = "str" if parser is not None else _type_name(inner)
+    nargs: Kind = "list" if meta.get("nargs") in ("+", "*") else "value"
+    return ReleaseFlag(name, names, nargs, kind, _choices(meta.get("choices")), default)
+
+
+def _fields(root: Path, names: _Names) -> Iterator[ReleaseFlag]:
+    for path in sorted((root / FIELDS).glob("*.py")):
+        for cls in ast.parse(path.read_text(encoding="utf-8")).body:
+            if not isinstance(cls, ast.ClassDef):
+                continue
+            for node in cls.body:
+                if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
+                    continue
+                hint, meta = _unwrap(_evaluate(node.annotation, names))
+                if meta is None or meta.get("no_cli"):
+                    continue
+                yield _field_flag(node.target.id, hint, meta, _default(node.value))
+
+
+# --- reading the flags registered by hand ------------------------------------------------------------------
+
+
+def _add_cli_args(root: Path) -> ast.FunctionDef | None:
+    for node in ast.walk(ast.parse((root / SERVER_ARGS).read_text(encoding="utf-8"))):
+        if isinstance(node, ast.FunctionDef) and node.name == "add_cli_args":
+            return node
+    return None
+
+
+def _manual_flag(call: ast.Call, names: _Names, defaults: dict[str, Any]) -> ReleaseFlag | None:
+    flags = tuple(a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str))
+    if not flags:
+        return None
+    kw = {k.arg: k.value for k in call.keywords if k.arg}
+    dest_node = kw.get("dest")
+    dest = (
+        str(dest_node.value)
+        if isinstance(dest_node, ast.Constant)
+        else flags[0].lstrip("-").replace("-", "_")
+    )
+    default: Any = _default(kw.get("default"))
+    if isinstance(d := kw.get("default"), ast.Call) and d.args and isinstance(d.args[0], ast.Constant):
+        default = defaults.get(str(d.args[0].value))  # _declared_default("field")
+    action = kw.get("action")
+    switch = isinstance(action, ast.Constant) and action.value == "store_true"
+    if isinstance(action, ast.Name) and "StoreTrue" in action.id:
+        switch = True
+    if switch:
+        return ReleaseFlag(dest, flags, "switch", default=bool(default))
+    type_node = kw.get("type")
+    kind = type_node.id if isinstance(type_node, ast.Name) and type_node.id in ("int", "float") else "str"
+    choices = _choices(_evaluate(kw["choices"], names)) if "choices" in kw else None
+    nargs = kw.get("nargs")
+    many = isinstance(nargs, ast.Constant) and nargs.value in ("+", "*")
+    return ReleaseFlag(dest, flags, "list" if many else "value", kind, choices, default)
+
+
+def read_flags(root: Path) -> dict[str, ReleaseFlag]:
+    """Every flag of the release's `sglang serve`, by its first name without dashes."""
+    names = _namespace(root)
+    flags = {f.names[0].lstrip("-"): f for f in _fields(root, names)}
+    defaults = {f.dest: f.default for f in flags.values()}
+    if function := _add_cli_args(root):
+        calls = [n for n in ast.walk(function) if isinstance(n, ast.Call)]
+        for call in calls:
+            if getattr(call.func, "attr", "") == "add_argument" and (
+                flag := _manual_flag(call, names, defaults)
+            ):
+                flags[flag.names[0].lstrip("-")] = flag
+    return flags
+
+
+def source_strings(root: Path, under: str = "sglang/srt") -> set[str]:
+    """Every string the release's code holds, f-strings with `{}` where a value goes: what its log lines,
+    error messages, metric names and HTTP fields can be."""
+    found: set[str] = set()
+    for path in sorted((root / under).rglob("*.py")):
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+        except (SyntaxError, UnicodeDecodeError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.JoinedStr):
+                found.add("".join(str(v.value) if isinstance(v, ast.Constant) else "{}" for v in node.values))
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                found.add(node.value)
+    return found
+
+
+# --- the committed tables ----------------------------------------------------------------------------------
+
+
+def table_path(version: str) -> Path:
+    return TABLES / f"sglang-{version}.json"
+
+
+def nearest_release(version: str) -> str:
+    """The newest release with a table not newer than `version` (the oldest where all are newer)."""
+    wanted = _version_tuple(version)
+    known = sorted(RELEASES, key=_version_tuple)
+    older = [r for r in known if _version_tuple(r) <= wanted]
+    return older[-1] if older else known[0]
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in version.split(".")[:3] if p.isdigit())
+
+
+def load_table(version: str) -> dict[str, ReleaseFlag]:
+    """The committed flag table of `version` (the nearest release with one)."""
+    rows = json.loads(table_path(nearest_release(version)).read_text(encoding="utf-8"))
+    return {
+        key: ReleaseFlag(
+            row["dest"],
+            tuple(row["names"]),
+            row["kind"],
+            row["type"],
+            None if row["choices"] is None else tuple(row["choices"]),
+            row["default"],
+        )
+        for key, row in rows.items()
+    }
+
+
+def table_json(flags: dict[str, ReleaseFlag]) -> str:
+    return (
+        json.dumps({k: asdict(flags[k]) for k in sorted(flags)}, indent=1, sort_keys=True, default=str) + "\n"
+    )
+
+
+def main(argv: list[str]) -> int:
+    """`python -m sweep.engines.sglang_release write`: regenerate the committed tables from the releases."""
+    if argv != ["write"]:
+        print("usage: python -m sweep.engines.sglang_release write", file=sys.stderr)
+        return 2
+    TABLES.mkdir(exist_ok=True)
+    for version in RELEASES:
+        flags = read_flags(source_root(version))
+        table_path(version).write_text(table_json(flags), encoding="utf-8")
+        print(f"SGLang {version}: {len(flags)} flags -> {table_path(version)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
