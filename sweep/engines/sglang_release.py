@@ -301,13 +301,13 @@ def table_path(version: str) -> Path:
 
 def nearest_release(version: str) -> str:
     """The newest release with a table not newer than `version` (the oldest where all are newer)."""
-    wanted = _version_tuple(version)
-    known = sorted(RELEASES, key=_version_tuple)
-    older = [r for r in known if _version_tuple(r) <= wanted]
+    wanted = version_tuple(version)
+    known = sorted(RELEASES, key=version_tuple)
+    older = [r for r in known if version_tuple(r) <= wanted]
     return older[-1] if older else known[0]
 
 
-def _version_tuple(version: str) -> tuple[int, ...]:
+def version_tuple(version: str) -> tuple[int, ...]:
     return tuple(int(p) for p in version.split(".")[:3] if p.isdigit())
 
 

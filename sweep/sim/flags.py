@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import argparse
 
+from sweep.engines.sglang_release import version_tuple
+
 KV_DTYPES = ("auto", "fp8_e5m2", "fp8_e4m3", "mxfp8", "bf16", "bfloat16", "nvfp4", "fp4_mx_block16")
 # Releases before the CUDA-graph refactor (PR #23906) had one max-bs flag and the NGRAM window flags.
 NEW_FLAGS_FROM = (0, 5, 23)
-
-
-def version_tuple(version: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in version.split(".")[:3] if part.isdigit())
 
 
 def build_parser(version: str) -> argparse.ArgumentParser:
