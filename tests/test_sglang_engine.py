@@ -53,23 +53,32 @@ def test_argv_and_what_specsweep_always_adds() -> None:
     assert "--speculative-algorithm" not in engine().argv({"speculative-algorithm": "none"}, port=1)
 
 
-def test_renamed_and_removed_flags_by_release(tmp_path: Path) -> None:
-    old_profile = tmp_path / "old.yaml"
-    old_profile.write_text(
+def test_flags_by_release(tmp_path: Path) -> None:
+    """The flags are the installed release's (its --help): 0.5.20 lacks what 0.5.23 added; a release from
+    before the CUDA-graph rename (its --help lists --cuda-graph-max-bs) gets the old spelling."""
+    profile_020 = tmp_path / "0.5.20.yaml"
+    profile_020.write_text(
         (PROFILES / "qwen3.8-27b-int4-32gb.yaml")
         .read_text()
-        .replace("sglang_version: 0.5.23", "sglang_version: 0.5.19")
+        .replace("sglang_version: 0.5.23", "sglang_version: 0.5.20")
     )
-    old = engine("--sim-profile", str(old_profile))
-    assert "--cuda-graph-max-bs" in old.argv({"cuda-graph-max-bs-decode": 16}, port=1)
+    release_020 = engine("--sim-profile", str(profile_020))
+    with pytest.raises(UserError, match="has no flag --speculative-draft-sink-size"):
+        release_020.check_value("speculative-draft-sink-size", 4)
     new = engine()
+    new.check_value("speculative-draft-sink-size", 4)
     assert "--cuda-graph-max-bs-decode" in new.argv({"cuda-graph-max-bs": 16}, port=1)
     with pytest.raises(UserError, match="has no flag --speculative-ngram-branch-length"):
         new.check_value("speculative-ngram-branch-length", 18)
-    with pytest.raises(UserError, match="has no flag --cuda-graph-max-bs-prefill"):
-        old.check_value("cuda-graph-max-bs-prefill", 2048)
     with pytest.raises(UserError, match="set by specsweep"):
         new.check_value("port", 1234)
+    before_rename = engine()
+    before_rename.flags = (
+        before_rename.flags - {"cuda-graph-max-bs-decode", "cuda-graph-max-bs-prefill"}
+    ) | {"cuda-graph-max-bs"}
+    assert "--cuda-graph-max-bs" in before_rename.argv({"cuda-graph-max-bs-decode": 16}, port=1)
+    with pytest.raises(UserError, match="has no flag --cuda-graph-max-bs-prefill"):
+        before_rename.check_value("cuda-graph-max-bs-prefill", 2048)
 
 
 def test_sglang_rules() -> None:

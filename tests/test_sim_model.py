@@ -151,18 +151,55 @@ def test_speculative_rules() -> None:
         resolve(args("--speculative-algorithm", "MEDUSA"), PROFILE)
 
 
-def test_flag_sets_by_release(capsys: pytest.CaptureFixture[str]) -> None:
+def refused(version: str, capsys: pytest.CaptureFixture[str], *flags: str) -> str:
     with pytest.raises(SystemExit):
-        build_parser("0.5.23").parse_args(["--model-path", "/m", "--cuda-graph-max-bs", "16"])
-    assert (
-        "ambiguous option: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode, --cuda-graph-max-bs-prefill"
-        in capsys.readouterr().err
+        build_parser(version).parse_args(["--model-path", "/m", *flags])
+    return capsys.readouterr().err.splitlines()[-1]
+
+
+def test_the_simulator_parses_as_the_release_of_its_profile(capsys: pytest.CaptureFixture[str]) -> None:
+    assert refused("0.5.23", capsys, "--cuda-graph-max-bs", "16") == (
+        "sglang serve: error: ambiguous option: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode, "
+        "--cuda-graph-max-bs-prefill"
     )
+    # `--tp` is no flag of 0.5.23, but argparse takes it as the one flag it starts (`--tp-size`), as the release.
+    assert build_parser("0.5.23").parse_args(["--model", "/m", "--tp", "2"]).tp_size == 2
+    assert "invalid choice: 'flashmla2'" in refused("0.5.23", capsys, "--attention-backend", "flashmla2")
+    assert "invalid choice: 'fp8'" in refused("0.5.23", capsys, "--speculative-draft-kv-cache-dtype", "fp8")
+    assert "unrecognized arguments: --speculative-ngram-branch-length 18" in refused(
+        "0.5.23", capsys, "--speculative-ngram-branch-length", "18"
+    )
+    # Flags of one release only: 0.5.23 added the draft's attention sink, 0.5.20 still took fp4_e2m1.
+    assert "unrecognized arguments" in refused("0.5.20", capsys, "--speculative-draft-sink-size", "4")
+    assert "invalid choice: 'fp4_e2m1'" in refused("0.5.23", capsys, "--kv-cache-dtype", "fp4_e2m1")
+    assert build_parser("0.5.20").parse_args(["--model", "/m", "--kv-cache-dtype", "fp4_e2m1"]).kv_cache_dtype
+    assert "tc_piecewise was removed" in refused(
+        "0.5.23", capsys, "--cuda-graph-backend-decode", "tc_piecewise"
+    )
+    assert "the following arguments are required: --model-path/--model" in refused_without_model(capsys)
+    # The release's own types: SI and IEC suffixes for token counts, its defaults where a flag is not given.
+    parsed = normalize(
+        build_parser("0.5.23").parse_args(
+            [
+                "--model",
+                "/m",
+                "--context-length",
+                "32Ki",
+                "--tensor-parallel-size",
+                "2",
+                "--speculative-algo",
+                "EAGLE",
+            ]
+        )
+    )
+    assert (parsed.context_length, parsed.tp_size, parsed.speculative_algorithm) == (32768, 2, "EAGLE")
+    assert (parsed.max_prefill_tokens, parsed.decode_log_interval, parsed.port) == (16384, 40, 30000)
+
+
+def refused_without_model(capsys: pytest.CaptureFixture[str]) -> str:
     with pytest.raises(SystemExit):
-        build_parser("0.5.23").parse_args(["--model-path", "/m", "--speculative-ngram-branch-length", "18"])
-    assert "unrecognized arguments: --speculative-ngram-branch-length 18" in capsys.readouterr().err
-    old = normalize(build_parser("0.5.19").parse_args(["--model-path", "/m", "--cuda-graph-max-bs", "16"]))
-    assert old.cuda_graph_max_bs_decode == 16
+        build_parser("0.5.23").parse_args([])
+    return capsys.readouterr().err.splitlines()[-1]
 
 
 def test_startup_failures_for_memory() -> None:

@@ -15,15 +15,18 @@ profile names.
 
 from __future__ import annotations
 
+import argparse
 import ast
 import json
+import re
 import subprocess
 import sys
 import tempfile
 import typing
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
 
@@ -35,7 +38,6 @@ TABLES = Path(__file__).parent / "releases"
 CACHE = Path.home() / ".cache" / "specsweep" / "sglang"
 FIELDS = Path("sglang/srt/arg_groups/fields")
 SERVER_ARGS = Path("sglang/srt/server_args.py")
-CHOICES = Path("sglang/srt/arg_groups/choices.py")
 
 Kind = Literal["switch", "value", "list"]
 
@@ -50,6 +52,8 @@ class ReleaseFlag:
     type: str = "str"  # int, float or str (what argparse converts the value with)
     choices: tuple[Any, ...] | None = None  # None: any value (or choices computed at run time)
     default: Any = None  # None also where the default is computed (a factory, a call)
+    parser: str | None = None  # the release's own type function (`human_readable_int`), where it has one
+    required: bool = False
 
 
 def source_root(version: str, cache: Path = CACHE) -> Path:
@@ -107,21 +111,59 @@ class _Names(dict[str, Any]):
         return COMPUTED
 
 
-def _constants(path: Path) -> dict[str, Any]:
-    """Module-level constants whose values are literals (the shared choices lists)."""
+class _Function:
+    """A function the release defines (a type parser): known by its name."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+def _module_names(path: Path, names: _Names) -> dict[str, Any]:
+    """A module's top-level names as far as literals reach: constants (evaluated in order, so one may name
+    another), classes of constants (`Backend.ALL`) and functions (by name)."""
     found: dict[str, Any] = {}
+    scope = _Names({**names})
     for node in ast.parse(path.read_text(encoding="utf-8")).body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            try:
-                found[node.targets[0].id] = ast.literal_eval(node.value)
-            except ValueError:
-                continue
+        if isinstance(node, ast.FunctionDef):
+            found[node.name] = _Function(node.name)
+        elif isinstance(node, ast.ClassDef):
+            body = _Names({**scope})
+            for item in node.body:
+                if (
+                    isinstance(item, ast.Assign)
+                    and len(item.targets) == 1
+                    and isinstance(item.targets[0], ast.Name)
+                ):
+                    body[item.targets[0].id] = _evaluate(item.value, body)
+            found[node.name] = type(node.name, (), {k: v for k, v in body.items() if k not in scope})
+        elif (
+            isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+        ):
+            found[node.targets[0].id] = _evaluate(node.value, scope)
+        else:
+            continue
+        scope.update(found)
     return found
 
 
-def _namespace(root: Path) -> _Names:
-    names = _Names(_constants(root / CHOICES) if (root / CHOICES).is_file() else {})
-    names.update(
+def _imported(root: Path, path: Path, names: _Names) -> _Names:
+    """`names`, plus what `path` imports from the release's own modules."""
+    scope = _Names(names)
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if not (isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("sglang.")):
+            continue
+        module = root / Path(*node.module.split(".")).with_suffix(".py")
+        wanted = [a for a in node.names if a.name not in names]  # A and Arg stay this reading's own
+        if not module.is_file() or not wanted:
+            continue
+        defined = _module_names(module, names)
+        scope.update({a.asname or a.name: defined[a.name] for a in wanted if a.name in defined})
+    return scope
+
+
+def _namespace() -> _Names:
+    """What a field declaration may name without importing it (its typing and `arg_utils` helpers)."""
+    return _Names(
         A=typing.Annotated,
         Arg=_Arg,
         Optional=typing.Optional,
@@ -131,12 +173,12 @@ def _namespace(root: Path) -> _Names:
         Literal=Literal,
         list=list,
         dict=dict,
+        tuple=tuple,
         int=int,
         float=float,
         str=str,
         bool=bool,
     )
-    return names
 
 
 def _evaluate(node: ast.expr, names: _Names) -> Any:
@@ -186,30 +228,40 @@ def _choices(value: Any) -> tuple[Any, ...] | None:
     return None
 
 
-def _field_flag(name: str, hint: Any, meta: dict[str, Any], default: Any) -> ReleaseFlag:
-    """`add_cli_args_from_dataclass`, for one field."""
+def _parser_name(meta: dict[str, Any]) -> str | None:
+    parser = meta.get("type_parser")
+    if parser is None:
+        return None
+    return parser.name if isinstance(parser, _Function) else "computed"
+
+
+def _field_flag(name: str, hint: Any, meta: dict[str, Any], default: Any, missing: bool) -> ReleaseFlag:
+    """`add_cli_args_from_dataclass`, for one field (`missing`: it declares no default)."""
     cli = meta.get("cli_name") or "--" + name.replace("-", "_").replace("_", "-")
     names = (cli, *(meta.get("aliases") or ()))
     inner = _optional(hint)
-    parser = meta.get("type_parser")
+    parser = _parser_name(meta)
     if meta.get("action") is not None:
         return ReleaseFlag(name, names, "value" if meta.get("action_kwargs") else "switch", default=default)
     if typing.get_origin(inner) is Literal:
         literal = typing.get_args(inner)
-        kind = _type_name(type(literal[0])) if literal and parser is None else "str"
-        return ReleaseFlag(name, names, "value", kind, _choices(meta.get("choices") or literal), default)
+        kind = _type_name(type(literal[0])) if literal else "str"
+        choices = _choices(meta.get("choices") or literal)
+        return ReleaseFlag(name, names, "value", kind, choices, default, parser)
     if typing.get_origin(inner) is list and parser is None:
         element = (typing.get_args(inner) or (str,))[0]
         return ReleaseFlag(name, names, "list", _type_name(element), _choices(meta.get("choices")), default)
     if inner is bool:
         return ReleaseFlag(name, names, "switch", default=bool(default))
-    kind = "str" if parser is not None else _type_name(inner)
     nargs: Kind = "list" if meta.get("nargs") in ("+", "*") else "value"
-    return ReleaseFlag(name, names, nargs, kind, _choices(meta.get("choices")), default)
+    required = meta.get("required") is True or (meta.get("required") is None and missing)
+    choices = _choices(meta.get("choices"))
+    return ReleaseFlag(name, names, nargs, _type_name(inner), choices, default, parser, required)
 
 
-def _fields(root: Path, names: _Names) -> Iterator[ReleaseFlag]:
+def _fields(root: Path, base: _Names) -> Iterator[ReleaseFlag]:
     for path in sorted((root / FIELDS).glob("*.py")):
+        names = _imported(root, path, base)
         for cls in ast.parse(path.read_text(encoding="utf-8")).body:
             if not isinstance(cls, ast.ClassDef):
                 continue
@@ -219,7 +271,7 @@ def _fields(root: Path, names: _Names) -> Iterator[ReleaseFlag]:
                 hint, meta = _unwrap(_evaluate(node.annotation, names))
                 if meta is None or meta.get("no_cli"):
                     continue
-                yield _field_flag(node.target.id, hint, meta, _default(node.value))
+                yield _field_flag(node.target.id, hint, meta, _default(node.value), node.value is None)
 
 
 # --- reading the flags registered by hand ------------------------------------------------------------------
@@ -254,16 +306,20 @@ def _manual_flag(call: ast.Call, names: _Names, defaults: dict[str, Any]) -> Rel
         return ReleaseFlag(dest, flags, "switch", default=bool(default))
     type_node = kw.get("type")
     kind = type_node.id if isinstance(type_node, ast.Name) and type_node.id in ("int", "float") else "str"
+    parser = {"type_parser": _evaluate(type_node, names)} if type_node is not None and kind == "str" else {}
     choices = _choices(_evaluate(kw["choices"], names)) if "choices" in kw else None
     nargs = kw.get("nargs")
     many = isinstance(nargs, ast.Constant) and nargs.value in ("+", "*")
-    return ReleaseFlag(dest, flags, "list" if many else "value", kind, choices, default)
+    required = isinstance(r := kw.get("required"), ast.Constant) and r.value is True
+    kind_of: Kind = "list" if many else "value"
+    return ReleaseFlag(dest, flags, kind_of, kind, choices, default, _parser_name(parser), required)
 
 
 def read_flags(root: Path) -> dict[str, ReleaseFlag]:
     """Every flag of the release's `sglang serve`, by its first name without dashes."""
-    names = _namespace(root)
-    flags = {f.names[0].lstrip("-"): f for f in _fields(root, names)}
+    base = _namespace()
+    flags = {f.names[0].lstrip("-"): f for f in _fields(root, base)}
+    names = _imported(root, root / SERVER_ARGS, base)
     defaults = {f.dest: f.default for f in flags.values()}
     if function := _add_cli_args(root):
         calls = [n for n in ast.walk(function) if isinstance(n, ast.Call)]
@@ -290,6 +346,89 @@ def source_strings(root: Path, under: str = "sglang/srt") -> set[str]:
             elif isinstance(node, ast.Constant) and isinstance(node.value, str):
                 found.add(node.value)
     return found
+
+
+# --- the release's argparse, rebuilt from a table ---------------------------------------------------------
+
+
+def human_readable_int(value: str) -> int:
+    """The release's `utils.common.human_readable_int`: 8k, 1.5M, 32Ki as ints."""
+    value = value.strip()
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|M|G|T)", value)
+    if match:
+        number, suffix = match.groups()
+        if suffix in IEC:
+            if "." in number:
+                raise argparse.ArgumentTypeError(
+                    f"Decimals are not allowed with IEC suffixes like '{suffix}'. "
+                    f"Use an integer IEC value such as '{int(Decimal(number))}{suffix}', "
+                    f"or an SI value such as '{number}{suffix[0]}'."
+                )
+            return int(number) * IEC[suffix]
+        return int(Decimal(number) * SI[suffix])
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"Invalid integer value: '{value}'. "
+            "Use a plain integer, SI suffixes (1k, 1M), or IEC suffixes (1Ki, 1Mi). "
+            "Suffixes are case-sensitive."
+        ) from None
+
+
+def _json(value: str) -> Any:
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        raise argparse.ArgumentTypeError(
+            f"Invalid JSON list: {value}. Please provide a valid JSON list."
+        ) from None
+
+
+def _cuda_graph_backend(raw: str) -> str:
+    if raw == "tc_piecewise":
+        raise argparse.ArgumentTypeError("tc_piecewise was removed; select breakable, full, or disabled")
+    return raw
+
+
+SI = {"k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+IEC = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+# The release's type functions by name; one it computes (a lambda, a registry) takes the value as given.
+TYPE_FUNCTIONS: dict[str, Callable[[str], Any]] = {
+    "int": int,
+    "float": float,
+    "str": str,
+    "human_readable_int": human_readable_int,
+    "json_list_type": _json,
+    "nullable_str": lambda value: None if not value or value == "None" else value,
+    "parse_cuda_graph_backend_arg": _cuda_graph_backend,
+}
+
+
+def add_release_flags(parser: argparse.ArgumentParser, flags: dict[str, ReleaseFlag]) -> None:
+    """Register every flag of a table as the release's `ServerArgs.add_cli_args` does."""
+    for flag in flags.values():
+        if flag.kind == "switch":
+            parser.add_argument(*flag.names, dest=flag.dest, action="store_true", default=flag.default)
+            continue
+        convert = TYPE_FUNCTIONS.get(flag.parser or flag.type, str)
+        parser.add_argument(
+            *flag.names,
+            dest=flag.dest,
+            type=convert,
+            choices=flag.choices,
+            default=flag.default,
+            required=flag.required,
+            nargs="+" if flag.kind == "list" else None,
+        )
+
+
+def release_parser(version: str) -> argparse.ArgumentParser:
+    """`sglang serve`'s parser of `version` (the nearest release with a table): prefix matching on, so a
+    shortened flag works where it is unambiguous and fails as ambiguous where two flags share it."""
+    parser = argparse.ArgumentParser(prog="sglang serve", description=f"SGLang {version} server")
+    add_release_flags(parser, load_table(version))
+    return parser
 
 
 # --- the committed tables ----------------------------------------------------------------------------------
@@ -322,6 +461,8 @@ def load_table(version: str) -> dict[str, ReleaseFlag]:
             row["type"],
             None if row["choices"] is None else tuple(row["choices"]),
             row["default"],
+            row.get("parser"),
+            bool(row.get("required")),
         )
         for key, row in rows.items()
     }
