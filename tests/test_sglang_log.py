@@ -102,8 +102,18 @@ def test_mla_swa_and_post_capture_pools(line: str, tokens: int, gb: float, draft
             "Unknown speculative algorithm name: MEDUSA",
         ),
         (
-            'speculative_hook.py", line 1160\n    assert speculative_eagle_topk is None\nAssertionError',
+            'speculative_hook.py", line 1160, in _handle_eagle_family\n    assert (\nAssertionError',
             "without --speculative-num-steps",
+        ),
+        (
+            'speculative_hook.py", line 1274, in _handle_eagle_family\n    cfg.speculative_eagle_topk > 1\n'
+            "TypeError: '>' not supported between instances of 'NoneType' and 'int'",
+            "set speculative-eagle-topk",
+        ),
+        (
+            "RuntimeError: Hybrid (mamba/linear-attention) state cache is too small to serve any requests. "
+            "max_mamba_cache_size=2, mamba_ratio=5, resulting max_num_reqs=0. Try: (1) reduce",
+            "state cache is too small to serve any requests. max_mamba_cache_size=2",
         ),
     ],
 )

@@ -12,7 +12,7 @@ import pytest
 from sweep.sim.flags import build_parser, normalize
 from sweep.sim.model import StartupFailure, StepModel
 from sweep.sim.profile import DEFAULT_PROFILE, PROFILES, Profile
-from sweep.sim.sglang import plan_memory, resolve
+from sweep.sim.sglang import plan_memory, resolve, speculation
 
 PROFILE = Profile.load(DEFAULT_PROFILE)
 
@@ -121,34 +121,118 @@ def test_graph_capture_oom_on_a_24gb_card_with_the_larger_defaults() -> None:
 
 def test_speculative_rules() -> None:
     r = resolve(
-        args(
-            "--speculative-algorithm",
-            "EAGLE",
-            "--speculative-num-steps",
-            "3",
-            "--speculative-num-draft-tokens",
-            "7",
-        ),
-        PROFILE,
+        args(*EAGLE, "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "7"), PROFILE
     )
-    assert (r.steps, r.topk, r.draft_tokens, r.max_running_requests) == (3, 1, 4, 48)
+    assert (r.algorithm, r.steps, r.topk, r.draft_tokens, r.max_running_requests) == ("EAGLE", 3, 1, 4, 48)
     assert any("adjusted to speculative_num_steps + 1" in n for n in r.notices)
-    with pytest.raises(StartupFailure, match="AssertionError"):
+    assert (
+        resolve(args(*NEXTN, "2", "--speculative-eagle-topk", "1"), PROFILE).algorithm == "EAGLE"
+    )  # an alias
+    # 0.5.23 crashes on steps with top-k unset, and asserts on top-k or draft tokens without steps.
+    with pytest.raises(StartupFailure, match=r"TypeError: '>' not supported between instances of 'NoneType'"):
+        resolve(args(*EAGLE, "3"), PROFILE)
+    with pytest.raises(StartupFailure, match=r"in _handle_eagle_family\n    assert \(\nAssertionError"):
         resolve(args("--speculative-algorithm", "EAGLE", "--speculative-eagle-topk", "2"), PROFILE)
     ngram = resolve(
         args(
-            "--speculative-algorithm",
-            "NGRAM",
-            "--speculative-eagle-topk",
-            "4",
-            "--speculative-ngram-max-bfs-breadth",
-            "6",
+            *("--speculative-algorithm", "NGRAM", "--speculative-eagle-topk", "4"),
+            *("--speculative-ngram-max-bfs-breadth", "6"),
         ),
         PROFILE,
     )
     assert (ngram.topk, ngram.draft_tokens) == (6, 12)
     with pytest.raises(StartupFailure, match="Unknown speculative algorithm name: MEDUSA"):
         resolve(args("--speculative-algorithm", "MEDUSA"), PROFILE)
+
+
+EAGLE = ("--speculative-algorithm", "EAGLE", "--speculative-num-steps")
+
+
+def test_auto_chosen_parameters_by_architecture() -> None:
+    """`_auto_choose_speculative_params`: (5, 4, 8) for Llama and Grok, (3, 1, 4) for the rest and STANDALONE."""
+    plain = args("--speculative-algorithm", "EAGLE")
+    assert (speculation(plain, "LlamaForCausalLM").steps, speculation(plain, "LlamaForCausalLM").topk) == (
+        5,
+        4,
+    )
+    assert speculation(plain, "LlamaForCausalLM").draft_tokens == 8
+    assert speculation(plain, "Qwen3NextForCausalLM").draft_tokens == 4
+    standalone = args("--speculative-algorithm", "STANDALONE", "--speculative-draft-model-path", "/d")
+    assert speculation(standalone, "LlamaForCausalLM").draft_tokens == 4
+
+
+def test_adaptive_speculation_as_the_release_runs_it(tmp_path: Path) -> None:
+    adaptive = ("--speculative-adaptive",)
+    started = resolve(args("--speculative-algorithm", "NEXTN", *adaptive), PROFILE)
+    # The default config's candidates are [0, 1, 3, 5, 7] (every slot's): it starts at the middle one.
+    assert (started.steps, started.topk, started.draft_tokens) == (3, 1, 4)
+    assert started.adaptive_slots is not None
+    with pytest.raises(StartupFailure, match=r"--speculative-num-steps=4 is not in the adaptive config "):
+        resolve(args(*EAGLE, "4", *adaptive), PROFILE)
+    # Where it cannot run it warns and runs the static parameters instead of dying.
+    for flags, reason in (
+        (
+            (
+                "--speculative-algorithm",
+                "STANDALONE",
+                "--speculative-num-steps",
+                "2",
+                "--speculative-eagle-topk",
+                "1",
+            ),
+            "speculative_algorithm=STANDALONE (only EAGLE/EAGLE3 are supported)",
+        ),
+        (
+            (*EAGLE, "2", "--speculative-eagle-topk", "2", "--speculative-num-draft-tokens", "4"),
+            "speculative_eagle_topk=2 (only topk=1 is supported)",
+        ),
+        (
+            (*EAGLE, "2", "--speculative-eagle-topk", "1", "--enable-multi-layer-eagle"),
+            "enable_multi_layer_eagle=True is not supported",
+        ),
+    ):
+        static = resolve(args(*flags, *adaptive), PROFILE)
+        assert static.adaptive_slots is None and static.steps == 2
+        assert any(n.startswith(f"speculative_adaptive disabled: {reason}") for n in static.notices)
+    broken = tmp_path / "adaptive.json"
+    broken.write_text('{"1": {"candidate_steps": [-1]}}')
+    with pytest.raises(
+        StartupFailure, match=r"ValueError: BS 1: candidate_steps must be a list of non-negative"
+    ):
+        resolve(args(*EAGLE, "3", *adaptive, "--speculative-adaptive-config", str(broken)), PROFILE)
+
+
+def test_block_drafts_dflash_and_dspark() -> None:
+    with pytest.raises(
+        StartupFailure, match="DFLASH speculative decoding requires setting --speculative-draft"
+    ):
+        resolve(args("--speculative-algorithm", "DFLASH"), PROFILE)
+    dflash = ("--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", "/d")
+    block = resolve(
+        args(*dflash, "--speculative-dflash-block-size", "8", "--speculative-num-steps", "3"), PROFILE
+    )
+    assert (block.steps, block.topk, block.draft_tokens) == (1, 1, 8)  # the block is the verify width
+    assert any("overriding speculative_num_steps=3 to 1" in n for n in block.notices)
+    assert resolve(args(*dflash), PROFILE).draft_tokens == 16
+    with pytest.raises(StartupFailure, match="For DFLASH they must match"):
+        resolve(
+            args(*dflash, "--speculative-dflash-block-size", "8", "--speculative-num-draft-tokens", "9"),
+            PROFILE,
+        )
+    dspark = ("--speculative-algorithm", "DSPARK")
+    assert resolve(args(*dspark), PROFILE).draft_tokens == 8  # gamma 7 by default, verified with the root
+    assert resolve(args(*dspark, "--speculative-dspark-block-size", "4"), PROFILE).draft_tokens == 5
+    with pytest.raises(StartupFailure, match=r"must equal gamma \+ 1 \(= 5 for gamma=4\)"):
+        resolve(
+            args(*dspark, "--speculative-dspark-block-size", "4", "--speculative-num-draft-tokens", "4"),
+            PROFILE,
+        )
+    # One draft forward per block: a longer block accepts more per step on the same chain acceptance.
+    short, long = (
+        StepModel(PROFILE, resolve(args(*dspark, "--speculative-dspark-block-size", n), PROFILE), "code", 200)
+        for n in ("2", "6")
+    )
+    assert long.expected_accept_length() > short.expected_accept_length() > 1
 
 
 def refused(version: str, capsys: pytest.CaptureFixture[str], *flags: str) -> str:
@@ -210,7 +294,8 @@ def test_startup_failures_for_memory() -> None:
         plan_memory(resolve(low, PROFILE), low, PROFILE)
     few = args(*NEXTN, "3", "--max-mamba-cache-size", "3")
     with pytest.raises(
-        StartupFailure, match=r"Not enough GPU memory for hybrid \(mamba/linear-attention\) state cache"
+        StartupFailure,
+        match=r"Hybrid \(mamba/linear-attention\) state cache is too small to serve any requests",
     ):
         plan_memory(resolve(few, PROFILE), few, PROFILE)
 
@@ -249,7 +334,14 @@ def test_drift_speed_factor_and_greedy_text() -> None:
 def test_verification_cost_grows_with_the_batch_so_the_best_depth_falls() -> None:
     def best_depth(running: int) -> int:
         def tps(steps: int) -> float:
-            flags = args("--speculative-algorithm", "NEXTN", "--speculative-num-steps", str(steps))
+            flags = args(
+                "--speculative-algorithm",
+                "NEXTN",
+                "--speculative-eagle-topk",
+                "1",
+                "--speculative-num-steps",
+                str(steps),
+            )
             return StepModel(PROFILE, resolve(flags, PROFILE), "code", 300).expected_tps(running)
 
         return max(range(1, 9), key=tps)

@@ -10,6 +10,8 @@ import asyncio
 import json
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -31,6 +33,7 @@ from sweep.engines.base import (
 )
 from sweep.engines.schedules import sglang_adaptive_config
 from sweep.errors import SpeculationInactive, UserError
+from sweep.modelfiles import read_config
 from sweep.results import LaunchFacts, RequestStatus, SpecShape
 from sweep.server import ExitPatterns
 
@@ -71,21 +74,42 @@ LIMIT_LINES = (
     ),
 )
 
-# Why a server exited during start, most specific first.
+# Why a server exited during start, most specific first. Every SGLang message here is one 0.5.23 prints
+# (tests/test_sglang_conformance.py holds them against its source); the CUDA and argparse ones are torch's and
+# Python's.
 EXIT_REASONS: ExitPatterns = (
     (re.compile(r"Capture cuda graph failed: (.*)"), "CUDA-graph capture ran out of memory: {0}"),
     (re.compile(r"(?:torch\.\w+Error|RuntimeError): CUDA (?:error: )?out of memory"), "CUDA out of memory"),
     (re.compile(r"(Not enough memory\. Please try to increase --mem-fraction-static[^\n]*)"), "{0}"),
     (re.compile(r"(Not enough GPU memory for hybrid \(mamba/linear-attention\) state cache[^\n]*)"), "{0}"),
+    (
+        re.compile(
+            r"(Hybrid \(mamba/linear-attention\) state cache is too small to serve any requests[^\n]*)"
+        ),
+        "{0}",
+    ),
     (re.compile(r"AssertionError: (Can not alloc mamba cache[^\n]*)"), "mamba state allocation failed: {0}"),
     (re.compile(r"error: (unrecognized arguments: [^\n]*)"), "SGLang rejected the arguments: {0}"),
     (re.compile(r"error: (ambiguous option: [^\n]*)"), "SGLang rejected the arguments: {0}"),
     (re.compile(r"error: (argument [^\n]*)"), "SGLang rejected an argument: {0}"),
     (re.compile(r"ValueError: (Unknown speculative algorithm name: [^\n]*)"), "{0}"),
+    (
+        re.compile(
+            r"ValueError: (--speculative-num-steps=\d+ is not in the adaptive config candidate_steps[^\n]*)"
+        ),
+        "{0}",
+    ),
+    (re.compile(r"ValueError: ((?:DFLASH|DSpark) [^\n]*)"), "{0}"),
     (re.compile(r"Initialization failed\. warmup error: ([^\n]*)"), "warm-up failed: {0}"),
     (
-        re.compile(r"assert speculative_eagle_topk is None"),
-        "AssertionError during argument resolution (topk or draft tokens set without --speculative-num-steps?)",
+        re.compile(r"in _handle_eagle_family\n(?:[^\n]*\n){0,4}?TypeError: '>' not supported[^\n]*"),
+        "SGLang crashed on --speculative-num-steps without --speculative-eagle-topk (0.5.23 compares the unset "
+        "top-k in _handle_eagle_family): set speculative-eagle-topk",
+    ),
+    (
+        re.compile(r"in _handle_eagle_family\n(?:[^\n]*\n){0,4}?AssertionError"),
+        "AssertionError in _handle_eagle_family: speculative-eagle-topk or -num-draft-tokens set without "
+        "--speculative-num-steps",
     ),
 )
 
@@ -153,21 +177,72 @@ VALUE_RANGES: dict[str, tuple[type, float, float]] = {
 # (GB) each row applies below, its chunked-prefill size and its decode CUDA-graph max batch size.
 AUTO_MEMORY = ((20, 2048, 8), (35, 4096, 48), (60, 4096, 32), (90, 8192, 256), (160, 8192, 256))
 AUTO_MEMORY_TOP = (16384, 512)
+MLA_PREFILL_GRAPH_MB = 1.5 * 1024  # `reserve_for_graph_mb`: what an MLA model's prefill graphs keep back
 
 
-def auto_memory_fraction(gpu_gb: float, params: Params, tp: int) -> tuple[float, str]:
-    """SGLang's `mem_fraction_static` when unset: what the GPU keeps back (512 MB, 1.5 x the chunk, 1/8 GB per
-    tensor-parallel GPU, 2 MB per decode graph size, 8 MB per prefill graph size; at least 10 GB above 60 GB)
-    off its memory. Runs before the speculative hook, so it sizes decode graphs for the unset batch limit."""
-    chunk, max_bs = next(((c, b) for top, c, b in AUTO_MEMORY if gpu_gb < top), AUTO_MEMORY_TOP)
-    chunk = int(params.get("chunked-prefill-size", chunk))
-    max_bs = int(params.get("cuda-graph-max-bs-decode", params.get("cuda-graph-max-bs", max_bs)))
-    prefill = int(params.get("cuda-graph-max-bs-prefill", chunk))
-    reserved = 512 + 1.5 * max(chunk, 2048) + tp / 8 * 1024 + 2 * max_bs + 8 * prefill / 256
-    if gpu_gb > 60:
-        reserved = max(reserved, 10 * 1024)
+@dataclass(frozen=True)
+class GraphReserve:
+    """What SGLang's automatic `mem_fraction_static` keeps back for: the prefill chunk's activations, tensor
+    parallelism, and the CUDA graphs it will capture (0: that phase captures none)."""
+
+    chunk: int
+    tensor_parallel: int = 1
+    decode_max_bs: int = 0
+    prefill_max_bs: int = 0
+    mla: bool = False
+
+    @property
+    def megabytes(self) -> float:
+        """`handle_gpu_memory_settings` + `reserve_for_graph_mb` (0.5.23): 512 MB, 1.5 MB per activation token,
+        1/8 GB per GPU of the model, 2 MB per decode graph batch size, 8 MB per captured prefill size."""
+        graphs = 2.0 * self.decode_max_bs
+        if self.prefill_max_bs:
+            graphs += MLA_PREFILL_GRAPH_MB if self.mla else 8 * len(prefill_graph_sizes(self.prefill_max_bs))
+        return 512 + 1.5 * max(self.chunk, 2048) + self.tensor_parallel / 8 * 1024 + graphs
+
+
+def prefill_graph_sizes(max_tokens: int) -> list[int]:
+    """`generate_prefill_cuda_graph_batch_sizes`: the token counts the prefill graphs are captured for."""
+    sizes = [
+        *range(4, 33, 4),
+        *range(48, 257, 16),
+        *range(288, 513, 32),
+        *range(576, 1025, 64),
+        *range(1280, 4097, 256),
+        *range(4608, max_tokens + 1, 512),
+    ]
+    return [s for s in sizes if s <= max_tokens]
+
+
+def auto_memory_fraction(gpu_gb: float, reserve: GraphReserve) -> float:
+    """SGLang's `mem_fraction_static` when unset: the GPU's memory less the reserve (at least 10 GB above 60 GB).
+    Runs before the speculative hook, so it sizes decode graphs for the unset batch limit."""
     megabytes = gpu_gb * 1024
-    return round((megabytes - reserved) / megabytes, 3), f"SGLang's automatic value for a {gpu_gb:g} GB GPU"
+    reserved = reserve.megabytes
+    if megabytes > 60 * 1024:
+        reserved = max(reserved, 10 * 1024)
+    return round((megabytes - reserved) / megabytes, 3)
+
+
+def memory_defaults(gpu_gb: float) -> tuple[int, int]:
+    """The chunked-prefill size and decode max batch size SGLang picks for a GPU of this size."""
+    return next(((c, b) for top, c, b in AUTO_MEMORY if gpu_gb < top), AUTO_MEMORY_TOP)
+
+
+# `_auto_choose_speculative_params` (0.5.23): steps, topk and draft tokens where none is given, by architecture;
+# STANDALONE always takes the default.
+AUTO_SPEC_DEFAULT = (3, 1, 4)
+AUTO_SPEC_BY_ARCHITECTURE = {
+    "LlamaForCausalLM": (5, 4, 8),
+    "Grok1ForCausalLM": (5, 4, 8),
+    "Grok1VForCausalLM": (5, 4, 8),
+}
+
+
+def auto_spec_params(algorithm: str, architecture: str | None) -> tuple[int, int, int]:
+    if algorithm == "STANDALONE" or architecture is None:
+        return AUTO_SPEC_DEFAULT
+    return AUTO_SPEC_BY_ARCHITECTURE.get(architecture, AUTO_SPEC_DEFAULT)
 
 
 # --- the engine -------------------------------------------------------------------------------------------
@@ -192,6 +267,68 @@ RENAMED = {
     "cuda-graph-bs": "cuda-graph-bs-decode",
 }
 EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
+BLOCK_DRAFTS = ("DFLASH", "DSPARK")  # a block of draft tokens in one step (steps and topk forced to 1)
+# Block drafts: the flag of the block size, its default, and whether the block excludes the root it is verified
+# with (DSPARK's gamma: num_draft_tokens = gamma + 1) or includes it (DFLASH: num_draft_tokens = block size).
+BLOCK_SIZES = {
+    "DFLASH": ("speculative-dflash-block-size", 16, False),
+    "DSPARK": ("speculative-dspark-block-size", 7, True),
+}
+# `adaptive_unsupported_reason` (0.5.23): where adaptive speculation does not run, and the reason it logs.
+ADAPTIVE_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN")
+ADAPTIVE_UNSUPPORTED = (
+    (
+        "enable-dp-attention",
+        "attention DP is not supported (adaptive tier decisions are not synchronized across DP ranks)",
+    ),
+    (
+        "enable-multi-layer-eagle",
+        "enable_multi_layer_eagle=True is not supported (MultiLayerEagleWorkerV2 does not implement adaptive)",
+    ),
+    (
+        "enable-two-batch-overlap",
+        "enable_two_batch_overlap=True is not supported (adaptive state swap would discard the TboAttnBackend "
+        "wrapper)",
+    ),
+    (
+        "enable-pdmux",
+        "enable_pdmux=True is not supported (adaptive state swap does not update decode_attn_backend_group)",
+    ),
+)
+# `adaptive_spec_params.DEFAULT_ADAPTIVE_CONFIG` (0.5.23): candidate steps per batch-size slot.
+DEFAULT_ADAPTIVE_CONFIG: dict[str, dict[str, Any]] = {
+    "1": {
+        "candidate_steps": [1, 3, 5, 7],
+        "up_hysteresis": 0.0,
+        "down_hysteresis": -0.25,
+        "ceiling_coeff": 0,
+    },
+    "8": {"candidate_steps": [0, 1, 3], "up_hysteresis": 0.0, "down_hysteresis": 0.0, "ceiling_coeff": 0},
+    "32": {"candidate_steps": [0, 1], "up_hysteresis": 0.0, "down_hysteresis": 0.0, "ceiling_coeff": 0},
+    "64": {"candidate_steps": [0], "up_hysteresis": 0.0, "down_hysteresis": 0.0, "ceiling_coeff": 0},
+}
+
+
+def adaptive_candidate_steps(path: str | None) -> list[int]:
+    """`resolve_candidate_steps_from_config`: the union of every slot's candidate steps (the default config's
+    where no file is given); the starting steps must be one of them."""
+    config: Any = DEFAULT_ADAPTIVE_CONFIG
+    if path is not None:
+        try:
+            config = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise UserError(
+                f"cannot read the adaptive speculation config {path}: {exc}",
+                "give speculative-adaptive-config a readable JSON file",
+            ) from None
+    slots = (
+        [v for k, v in config.items() if str(k).isdigit() and isinstance(v, dict)]
+        if isinstance(config, dict)
+        else []
+    )
+    return sorted({int(s) for slot in slots for s in slot.get("candidate_steps") or []})
+
+
 FLUSH_ATTEMPTS = 50
 # Where SGLang says which chat template it loaded (template_manager.py); absent where it found none.
 TEMPLATE_LOG = re.compile(
@@ -221,6 +358,11 @@ class SGLangEngine(Engine):
     def __init__(self, setup: ServerSetup) -> None:
         super().__init__(setup)
         self.flags: set[str] = set()
+        config, _ = read_config(Path(setup.model)) if Path(setup.model).is_dir() else ({}, "")
+        # What SGLang decides from the model's config.json: the auto-chosen speculative parameters (by the
+        # first architecture) and the prefill-graph reserve (1.5 GB for MLA attention, which has kv_lora_rank).
+        self.architecture: str | None = (config.get("architectures") or [None])[0]
+        self.mla = "kv_lora_rank" in config
 
     @classmethod
     def default_launcher(cls, binary: str) -> list[str]:
@@ -275,6 +417,11 @@ class SGLangEngine(Engine):
 
     def check_params(self, params: Params) -> None:
         super().check_params(params)
+        if params.get("speculative-adaptive") and (why := self.adaptive_refusal(params)):
+            raise UserError(
+                f"adaptive speculation cannot run here: {why}",
+                "use EAGLE, EAGLE3 or NEXTN with top-k 1 and steps among the config's candidate_steps",
+            )
         if (
             algorithm(params) in EAGLE_FAMILY
             and "speculative-num-steps" not in params
@@ -286,21 +433,20 @@ class SGLangEngine(Engine):
             )
 
     def derive(self, params: dict[str, Any]) -> dict[str, Any]:
-        """Values SGLang would force anyway, set before launch so no two trials differ only in an ignored value."""
+        """Values SGLang would force anyway, set before launch so no two trials differ only in an ignored value,
+        and top-k made explicit where steps are given: 0.5.23 crashes on steps with top-k unset."""
         algo = algorithm(params)
         out = dict(params)
-        if (
-            algo in EAGLE_FAMILY
-            and "speculative-num-steps" in out
-            and int(out.get("speculative-eagle-topk", 1)) == 1
-        ):
-            out["speculative-num-draft-tokens"] = (
-                int(out["speculative-num-steps"]) + 1
-            )  # topk 1 forces steps + 1
+        if algo in EAGLE_FAMILY and "speculative-num-steps" in out:
+            out.setdefault("speculative-eagle-topk", 1)
+            if int(out["speculative-eagle-topk"]) == 1:  # topk 1 forces steps + 1
+                out["speculative-num-draft-tokens"] = int(out["speculative-num-steps"]) + 1
         if algo == "NGRAM":
-            out.pop(
-                "speculative-eagle-topk", None
-            )  # NGRAM overwrites topk with --speculative-ngram-max-bfs-breadth
+            # NGRAM overwrites topk with --speculative-ngram-max-bfs-breadth
+            out.pop("speculative-eagle-topk", None)
+        if algo in BLOCK_DRAFTS:  # one step of topk 1 drafts the whole block
+            out.pop("speculative-num-steps", None)
+            out.pop("speculative-eagle-topk", None)
         if algo is None:
             out = {
                 k: v
@@ -308,6 +454,26 @@ class SGLangEngine(Engine):
                 if not k.startswith("speculative-") or k == "speculative-algorithm"
             }
         return out
+
+    def adaptive_refusal(self, params: Params, candidates: list[int] | None = None) -> str | None:
+        """Why 0.5.23 would not run adaptive speculation with these parameters (it warns and runs static steps,
+        not what the trial asked for) or refuses its steps; None where it runs them. `candidates`: the config's
+        candidate steps (default: read from the config the parameters name)."""
+        algo, topk = algorithm(params), params.get("speculative-eagle-topk")
+        if algo not in ADAPTIVE_ALGORITHMS:
+            return f"speculative_algorithm={algo} (only EAGLE/EAGLE3 are supported)"
+        if topk is not None and int(topk) != 1:
+            return f"speculative_eagle_topk={topk} (only topk=1 is supported)"
+        if reason := next((why for flag, why in ADAPTIVE_UNSUPPORTED if params.get(flag)), None):
+            return reason
+        if candidates is None:
+            candidates = adaptive_candidate_steps(params.get("speculative-adaptive-config"))
+        steps = params.get("speculative-num-steps")
+        if steps is not None and int(steps) not in candidates:
+            return (
+                f"--speculative-num-steps={steps} is not in the adaptive config candidate_steps {candidates}"
+            )
+        return None
 
     def constraints(self, params: Params) -> dict[str, float]:
         """Optuna constraints (feasible when <= 0): the draft tree must hold num_draft_tokens - 1 candidates."""
@@ -329,17 +495,15 @@ class SGLangEngine(Engine):
     def schedule_params(
         self, params: Params, depths: list[tuple[int, int]], config: str
     ) -> dict[str, Any] | None:
-        """Adaptive speculation with one candidate per batch-size slot: a fixed depth per batch size. It runs
-        EAGLE-family chains only; the buffers are sized for the deepest step."""
-        if algorithm(params) not in EAGLE_FAMILY:
+        """Adaptive speculation with one candidate per batch-size slot: a fixed depth per batch size. 0.5.23 runs
+        it for EAGLE and EAGLE3 chains only (NEXTN is EAGLE) and falls back to static steps elsewhere; its
+        buffers are sized for the starting steps, the deepest candidate here."""
+        deepest = max(depth for _, depth in depths)
+        out = {k: v for k, v in params.items() if k != "speculative-num-draft-tokens"}
+        out |= {"speculative-num-steps": deepest, "speculative-eagle-topk": 1, "speculative-adaptive": True}
+        if deepest < 1 or self.adaptive_refusal(out, sorted({depth for _, depth in depths})) is not None:
             return None
-        out = {
-            k: v
-            for k, v in params.items()
-            if k not in ("speculative-eagle-topk", "speculative-num-draft-tokens")
-        }
-        out["speculative-num-steps"] = max(1, max(depth for _, depth in depths))
-        return {**out, "speculative-adaptive": True, "speculative-adaptive-config": config}
+        return {**out, "speculative-adaptive-config": config}
 
     def schedule_file(self, depths: list[tuple[int, int]]) -> dict[str, Any] | None:
         return sglang_adaptive_config(depths)
@@ -357,10 +521,36 @@ class SGLangEngine(Engine):
     def memory_share(self, gpu_gb: float, params: Params) -> tuple[float, str] | None:
         if "mem-fraction-static" in params:
             return float(params["mem-fraction-static"]), "--mem-fraction-static"
-        return auto_memory_fraction(gpu_gb, params, self.tensor_parallel(params))
+        chunk, max_bs = memory_defaults(gpu_gb)
+        chunk = int(params.get("chunked-prefill-size", chunk))
+        off = bool(params.get("disable-cuda-graph"))
+        decode_off = (
+            off
+            or params.get("cuda-graph-backend-decode") == "disabled"
+            or params.get("disable-decode-cuda-graph")
+        )
+        prefill_off = (
+            off
+            or params.get("cuda-graph-backend-prefill") == "disabled"
+            or params.get("disable-prefill-cuda-graph")
+        )
+        reserve = GraphReserve(
+            chunk=chunk,
+            tensor_parallel=self.tensor_parallel(params) * int(params.get("pp-size", 1)),
+            decode_max_bs=0
+            if decode_off
+            else int(params.get("cuda-graph-max-bs-decode", params.get("cuda-graph-max-bs", max_bs))),
+            prefill_max_bs=0 if prefill_off else int(params.get("cuda-graph-max-bs-prefill", chunk)),
+            mla=self.mla,
+        )
+        return auto_memory_fraction(gpu_gb, reserve), f"SGLang's automatic value for a {gpu_gb:g} GB GPU"
 
     def tensor_parallel(self, params: Params) -> int:
-        return int(params.get("tp-size", params.get("tp", 1)) or 1)
+        # `--tp-size`, its alias, or `--tp` (argparse takes the one flag it starts)
+        for name in ("tp-size", "tensor-parallel-size", "tp"):
+            if name in params:
+                return int(params[name] or 1)
+        return 1
 
     @classmethod
     def draft_layers_read(cls, config: Mapping[str, Any]) -> tuple[int, str] | None:
@@ -388,15 +578,16 @@ class SGLangEngine(Engine):
         return None
 
     def spec_shape(self, params: Params) -> SpecShape | None:
-        """Steps x top-k with a draft-token budget (EAGLE family, SGLang's defaults where unset); NGRAM drafts up to
-        its draft tokens over `max_bfs_breadth` branches; the other methods draft a block of their draft tokens."""
+        """Steps x top-k with a draft-token budget (EAGLE family, SGLang's auto-chosen values for the model's
+        architecture where unset); NGRAM drafts up to its draft tokens over `max_bfs_breadth` branches; DFLASH
+        and DSPARK draft a block in one step; the other methods a block of their draft tokens."""
         algo = algorithm(params)
         if algo is None:
             return None
         draft_tokens = params.get("speculative-num-draft-tokens")
         if algo in EAGLE_FAMILY:
             if "speculative-num-steps" not in params:
-                steps, topk, draft_tokens = 3, 1, 4  # _auto_choose_speculative_params
+                steps, topk, draft_tokens = auto_spec_params(algo, self.architecture)
             else:
                 steps, topk = (
                     int(params["speculative-num-steps"]),
@@ -412,6 +603,15 @@ class SGLangEngine(Engine):
                 width_param="speculative-eagle-topk",
                 budget_param="speculative-num-draft-tokens",
             )
+        if algo in BLOCK_DRAFTS:
+            flag, block, verified_with_root = BLOCK_SIZES[algo]
+            size = int(params.get(flag, block))
+            budget = (
+                (size if verified_with_root else size - 1)
+                if flag in params or draft_tokens is None
+                else int(draft_tokens) - 1
+            )
+            return SpecShape(algo, depth=budget, budget=budget, depth_param=flag)
         budget = int(draft_tokens or (12 if algo == "NGRAM" else 16)) - 1
         if algo == "NGRAM":
             breadth = int(params.get("speculative-ngram-max-bfs-breadth", 10))

@@ -19,30 +19,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-DEFAULT_CONFIG: dict[str, dict[str, Any]] = {
-    "1": {"candidate_steps": [1, 3, 5, 7], "up_hysteresis": 0.0, "down_hysteresis": -0.25},
-    "8": {"candidate_steps": [0, 1, 3], "up_hysteresis": 0.0, "down_hysteresis": 0.0},
-    "32": {"candidate_steps": [0, 1], "up_hysteresis": 0.0, "down_hysteresis": 0.0},
-    "64": {"candidate_steps": [0], "up_hysteresis": 0.0, "down_hysteresis": 0.0},
-}
+from sweep.engines.sglang import DEFAULT_ADAPTIVE_CONFIG
 
 
 class AdaptiveConfigError(ValueError):
-    """The config SGLang would refuse at start, with its message."""
+    """The config SGLang would refuse at start, with the last line it prints (`ValueError: ...`)."""
 
 
 def load_config(path: str | None) -> dict[int, dict[str, Any]]:
+    """`_load_adaptive_config`: the default config, or the file's (unreadable: the error `open`/`json` raise)."""
     if path is None:
-        cfg: Any = DEFAULT_CONFIG
+        cfg: Any = DEFAULT_ADAPTIVE_CONFIG
     else:
         try:
             cfg = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
-            raise AdaptiveConfigError(f"cannot read speculative adaptive config {path}: {exc}") from None
+        except OSError as exc:
+            raise AdaptiveConfigError(f"{type(exc).__name__}: {exc}") from None
+        except json.JSONDecodeError as exc:
+            raise AdaptiveConfigError(f"json.decoder.JSONDecodeError: {exc}") from None
     if not isinstance(cfg, dict):
-        raise AdaptiveConfigError(
-            f"speculative adaptive config must be a JSON object, got {type(cfg).__name__}"
-        )
+        raise AdaptiveConfigError(f"AttributeError: '{type(cfg).__name__}' object has no attribute 'items'")
     slots: dict[int, dict[str, Any]] = {}
     for key, entry in cfg.items():
         if not str(key).isdigit():
@@ -50,13 +46,13 @@ def load_config(path: str | None) -> dict[int, dict[str, Any]]:
         steps = entry.get("candidate_steps") if isinstance(entry, dict) else None
         if not isinstance(steps, list) or not steps or not all(isinstance(s, int) and s >= 0 for s in steps):
             raise AdaptiveConfigError(
-                f"BS {key}: candidate_steps must be a list of non-negative ints, got {steps!r}"
+                f"ValueError: BS {key}: candidate_steps must be a list of non-negative ints, got {steps!r}"
             )
         shared = {k: v for k, v in cfg.items() if not str(k).isdigit()}
         slots[int(key)] = {**shared, **entry}
     if not slots:
         raise AdaptiveConfigError(
-            "speculative_adaptive_config must contain at least one integer-string BS key, e.g. "
+            "ValueError: speculative_adaptive_config must contain at least one integer-string BS key, e.g. "
             f'{{"1": {{"candidate_steps": [1,3,7]}}}}. Got keys: {list(cfg)}'
         )
     return slots

@@ -12,8 +12,9 @@ from typing import Any
 
 from sweep.sim.profile import Profile
 
-EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
-ALGORITHMS = (*EAGLE_FAMILY, "NGRAM", "DFLASH", "DSPARK", "UNO")
+EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "FROZEN_KV_MTP")
+BLOCK_DRAFTS = ("DFLASH", "DSPARK")  # one draft forward proposes a whole block, verified as a chain
+ALGORITHMS = (*EAGLE_FAMILY, "NGRAM", *BLOCK_DRAFTS, "UNO")
 GIB = 1024**3
 CONTEXT_128K = 131072
 SPEC_DEFAULT_MAX_RUNNING = 48
@@ -41,6 +42,7 @@ class Resolved:
     notices: list[str] = field(default_factory=list)
     # Adaptive speculation: the per-batch-size slots of its config (None: a fixed depth).
     adaptive_slots: dict[int, dict[str, Any]] | None = None
+    draft_kv_bytes: int = 2  # bytes per element of the draft's KV cache (--speculative-draft-kv-cache-dtype)
 
     @property
     def speculative(self) -> bool:
@@ -107,14 +109,18 @@ class StepModel:
     @property
     def depth(self) -> int:
         """Tree levels a draft can reach: the steps, at most the budget (n-gram: the budget, drafted as a chain)."""
-        if self.resolved.algorithm == "NGRAM":
+        if self.resolved.algorithm == "NGRAM" or self.block:
             return self.draft_budget
         return min(self.steps, self.draft_budget)
 
     @property
+    def block(self) -> bool:
+        return self.resolved.algorithm in BLOCK_DRAFTS
+
+    @property
     def width(self) -> float:
         """Nodes per level the budget allows, at most topk (1 for a chain)."""
-        if self.resolved.algorithm == "NGRAM" or self.steps_override is not None:
+        if self.resolved.algorithm == "NGRAM" or self.block or self.steps_override is not None:
             return 1.0
         topk = max(1, self.resolved.topk)
         return max(1.0, min(float(topk), self.draft_budget / max(1, self.depth)))
@@ -150,6 +156,14 @@ class StepModel:
                 s.step_ms
                 + s.per_draft_ms / 10 * tokens
                 + s.step_ms_at_128k_extra * self._t
+                + self.verify_ms(running * tokens)
+            )
+        elif self.block:  # one draft forward over the block: it costs more the wider the block
+            tokens = self.draft_budget + 1
+            ms = (
+                s.step_ms
+                + s.per_draft_ms * (1 + tokens / 16)
+                + s.step_ms_at_128k_extra * self._t / 3
                 + self.verify_ms(running * tokens)
             )
         else:

@@ -8,8 +8,15 @@ from __future__ import annotations
 
 import argparse
 import math
+from dataclasses import dataclass, field
 from typing import Any
 
+from sweep.engines.sglang import (
+    ADAPTIVE_UNSUPPORTED,
+    GraphReserve,
+    auto_memory_fraction,
+    auto_spec_params,
+)
 from sweep.sim.adaptive import AdaptiveConfigError, load_config
 from sweep.sim.model import (
     ALGORITHMS,
@@ -21,6 +28,36 @@ from sweep.sim.model import (
     StartupFailure,
 )
 from sweep.sim.profile import Profile
+
+HOOK = "/usr/local/lib/python3.12/dist-packages/sglang/srt/arg_groups/speculative_hook.py"
+# `_handle_eagle_family` with steps given and topk not: `cfg.speculative_eagle_topk > 1` on None (0.5.23).
+TOPK_UNSET = (
+    f'  File "{HOOK}", line 1274, in _handle_eagle_family\n    cfg.speculative_eagle_topk > 1\n'
+    "TypeError: '>' not supported between instances of 'NoneType' and 'int'"
+)
+AUTO_PARAMS_GIVEN = f'  File "{HOOK}", line 1160, in _handle_eagle_family\n    assert (\nAssertionError'
+SPEC_RESET = (
+    "Max running requests is reset to 48 for speculative decoding. You can override this by explicitly "
+    "setting --max-running-requests."
+)
+
+
+@dataclass
+class Speculation:
+    """The speculative arguments as SGLang's hooks resolve them, and the warnings they log."""
+
+    algorithm: str | None
+    steps: int | None
+    topk: int | None
+    draft_tokens: int | None
+    max_running: int | None
+    notices: list[str] = field(default_factory=list)
+    adaptive_slots: dict[int, dict[str, Any]] | None = None
+
+    def reset_running(self) -> None:
+        if self.max_running is None:
+            self.max_running = SPEC_DEFAULT_MAX_RUNNING
+            self.notices.append(SPEC_RESET)
 
 
 def resolve(args: argparse.Namespace, profile: Profile) -> Resolved:
@@ -36,90 +73,204 @@ def resolve(args: argparse.Namespace, profile: Profile) -> Resolved:
     if args.mem_fraction_static is not None:
         fraction = args.mem_fraction_static
     else:
-        reserved_mb = 512 + 1.5 * max(chunked, 2048) + 1024 / 8 + 2 * max_bs_decode + 8 * max_bs_prefill / 256
-        fraction = round((profile.gpu.memory_gb * 1024 - reserved_mb) / (profile.gpu.memory_gb * 1024), 3)
-    kv_bytes = 1 if str(args.kv_cache_dtype).startswith("fp8") else 2
-    notices: list[str] = []
-    algorithm = args.speculative_algorithm.upper() if args.speculative_algorithm else None
-    if algorithm is not None and algorithm not in ALGORITHMS:
-        raise StartupFailure(f"ValueError: Unknown speculative algorithm name: {args.speculative_algorithm}")
-    steps, topk, draft_tokens = (
-        args.speculative_num_steps,
-        args.speculative_eagle_topk,
-        args.speculative_num_draft_tokens,
-    )
-    max_running = args.max_running_requests
-    if algorithm is not None and max_running is None:
-        max_running = SPEC_DEFAULT_MAX_RUNNING
-        notices.append(
-            "Max running requests is reset to 48 for speculative decoding. You can override this by explicitly "
-            "setting --max-running-requests."
+        fraction = auto_memory_fraction(
+            profile.gpu.memory_gb,
+            GraphReserve(
+                chunk=chunked,
+                tensor_parallel=args.tp_size * args.pp_size,
+                decode_max_bs=0 if args.disable_cuda_graph else max_bs_decode,
+                prefill_max_bs=0 if args.disable_cuda_graph else max_bs_prefill,
+            ),
         )
-    adaptive_slots = None
-    if getattr(args, "speculative_adaptive", False) and algorithm is not None:
-        adaptive_slots, steps, topk, draft_tokens = _adaptive(args, algorithm, steps, topk)
-    elif algorithm in EAGLE_FAMILY:
-        if steps is None:
-            # speculative_hook: auto parameters only when nothing was given
-            if topk is not None or draft_tokens is not None:
-                raise StartupFailure(
-                    '  File "sglang/srt/arg_groups/speculative_hook.py", line 1160, in _handle_eagle_family\n'
-                    "    assert speculative_eagle_topk is None and speculative_num_draft_tokens is None\nAssertionError"
-                )
-            steps, topk, draft_tokens = 3, 1, 4
-        topk = topk or 1
-        if topk == 1 and draft_tokens != steps + 1:
-            if draft_tokens is not None:
-                notices.append(
-                    "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when speculative_eagle_topk == 1"
-                )
-            draft_tokens = steps + 1
-        draft_tokens = draft_tokens or steps + 1
-    elif algorithm == "NGRAM":
-        topk = args.speculative_ngram_max_bfs_breadth  # NGRAM overwrites topk with its BFS breadth
-        draft_tokens = draft_tokens or 12
-        steps = draft_tokens // max(topk, 1)
-    elif algorithm is not None:
-        steps, topk, draft_tokens = 1, 1, draft_tokens or 16
-    else:
-        steps, topk, draft_tokens = 0, 0, 0
+    kv_bytes = 1 if str(args.kv_cache_dtype).startswith("fp8") else 2
+    spec = speculation(args, profile.model.architecture)
     return Resolved(
-        algorithm=algorithm,
-        steps=steps or 0,
-        topk=topk or 0,
-        draft_tokens=draft_tokens or 0,
-        max_running_requests=max_running or 0,
+        algorithm=spec.algorithm,
+        steps=spec.steps or 0,
+        topk=spec.topk or 0,
+        draft_tokens=spec.draft_tokens or 0,
+        max_running_requests=spec.max_running or 0,
         chunked_prefill_size=chunked,
         max_bs_decode=max_bs_decode,
         max_bs_prefill=max_bs_prefill,
         mem_fraction_static=fraction,
         kv_bytes=kv_bytes,
         context_length=args.context_length or profile.model.context_length,
-        notices=notices,
-        adaptive_slots=adaptive_slots,
+        notices=spec.notices,
+        adaptive_slots=spec.adaptive_slots,
+        draft_kv_bytes=_draft_kv_bytes(args, kv_bytes),
     )
 
 
-def _adaptive(
-    args: argparse.Namespace, algorithm: str, steps: int | None, topk: int | None
-) -> tuple[dict[int, dict[str, Any]], int, int, int]:
-    """SGLang's checks for adaptive speculation (`adaptive_unsupported_reason`), then its slots: the buffers are
-    sized for the deepest candidate, so the draft tokens (and memory) are those of the largest step."""
+def _draft_kv_bytes(args: argparse.Namespace, target: int) -> int:
+    dtype = args.speculative_draft_kv_cache_dtype
+    if dtype in (None, "auto"):
+        return target
+    return 1 if str(dtype).startswith("fp8") else 2
+
+
+def speculation(args: argparse.Namespace, architecture: str) -> Speculation:
+    """`handle_speculative_decoding`: the name (NEXTN is EAGLE), adaptive speculation, then the algorithm's
+    own handler, raising StartupFailure with what SGLang prints where it refuses or crashes."""
+    name = args.speculative_algorithm.upper() if args.speculative_algorithm else None
+    algorithm = "EAGLE" if name in ("NEXTN", "EAGLE") else name
+    if algorithm is not None and algorithm not in ALGORITHMS:
+        raise StartupFailure(f"ValueError: Unknown speculative algorithm name: {name}")
+    spec = Speculation(
+        algorithm,
+        args.speculative_num_steps,
+        args.speculative_eagle_topk,
+        args.speculative_num_draft_tokens,
+        args.max_running_requests,
+    )
+    if algorithm is None:
+        return Speculation(None, 0, 0, 0, args.max_running_requests)
+    if args.speculative_adaptive:
+        _adaptive(args, spec)
+    HANDLERS.get(algorithm, _other)(args, spec, architecture)
+    return spec
+
+
+def _adaptive(args: argparse.Namespace, spec: Speculation) -> None:
+    """`_maybe_disable_adaptive` (a warning, then static parameters) and `_init_adaptive_speculative_params`."""
     reason = ""
-    if algorithm not in ("EAGLE", "EAGLE3", "NEXTN"):  # NEXTN is an alias of EAGLE
-        reason = f"speculative_algorithm={algorithm} (only EAGLE/EAGLE3 are supported)"
-    elif topk is not None and topk != 1:
-        reason = f"speculative_eagle_topk={topk} (only topk=1 is supported)"
+    if spec.algorithm not in ("EAGLE", "EAGLE3"):
+        reason = f"speculative_algorithm={spec.algorithm} (only EAGLE/EAGLE3 are supported)"
+    elif spec.topk is not None and spec.topk != 1:
+        reason = f"speculative_eagle_topk={spec.topk} (only topk=1 is supported)"
+    else:
+        flags = (why for flag, why in ADAPTIVE_UNSUPPORTED if getattr(args, flag.replace("-", "_"), False))
+        reason = next(flags, "")
     if reason:
-        raise StartupFailure(f"ValueError: --speculative-adaptive is not supported with {reason}")
+        spec.notices.append(
+            f"speculative_adaptive disabled: {reason}. Falling back to static speculative params."
+        )
+        return
     try:
         slots = load_config(args.speculative_adaptive_config)
     except AdaptiveConfigError as exc:
-        raise StartupFailure(f"ValueError: {exc}") from None
-    deepest = max(s for entry in slots.values() for s in entry["candidate_steps"])
-    first = sorted(set(slots[min(slots)]["candidate_steps"]))
-    initial = steps if steps is not None else first[len(first) // 2]
-    return slots, initial, 1, max(deepest, initial) + 1
+        raise StartupFailure(str(exc)) from None
+    candidates = sorted({s for entry in slots.values() for s in entry["candidate_steps"]})
+    spec.topk = 1 if spec.topk is None else spec.topk
+    spec.steps = candidates[len(candidates) // 2] if spec.steps is None else spec.steps
+    if spec.steps not in candidates:
+        raise StartupFailure(
+            f"ValueError: --speculative-num-steps={spec.steps} is not in the adaptive config candidate_steps "
+            f"{candidates}. Pass one of those values."
+        )
+    spec.draft_tokens = spec.steps + 1
+    spec.adaptive_slots = slots
+
+
+def _eagle_family(args: argparse.Namespace, spec: Speculation, architecture: str) -> None:
+    """`_handle_eagle_family`: auto parameters only when nothing was given, topk 1 forces steps + 1, and a
+    topk left unset beside given steps crashes its `topk > 1` check."""
+    spec.reset_running()
+    if spec.adaptive_slots is None and spec.steps is None:
+        if spec.topk is not None or spec.draft_tokens is not None:
+            raise StartupFailure(AUTO_PARAMS_GIVEN)
+        spec.steps, spec.topk, spec.draft_tokens = auto_spec_params(spec.algorithm or "", architecture)
+    if spec.topk == 1 and spec.draft_tokens != (spec.steps or 0) + 1:
+        spec.notices.append(
+            "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when speculative_eagle_topk == 1"
+        )
+        spec.draft_tokens = (spec.steps or 0) + 1
+    if spec.topk is None:
+        raise StartupFailure(TOPK_UNSET)
+
+
+def _ngram(args: argparse.Namespace, spec: Speculation, architecture: str) -> None:
+    spec.reset_running()
+    spec.topk = args.speculative_ngram_max_bfs_breadth  # NGRAM overwrites topk with its BFS breadth
+    if spec.draft_tokens is None:
+        spec.draft_tokens = 12
+        spec.notices.append(
+            "speculative_num_draft_tokens is set to 12 by default for ngram speculative decoding. "
+            "You can override this by explicitly setting --speculative-num-draft-tokens."
+        )
+    if spec.steps is None:
+        spec.steps = spec.draft_tokens // max(spec.topk, 1)
+
+
+def _one_step_block(spec: Speculation, label: str) -> None:
+    """DFLASH and DSPARK draft a block in one step: steps and topk are forced to 1, with a warning."""
+    for attribute, flag in (("steps", "speculative_num_steps"), ("topk", "speculative_eagle_topk")):
+        given = getattr(spec, attribute)
+        if given is not None and int(given) != 1:
+            spec.notices.append(f"{label} only supports {flag} == 1; overriding {flag}={given} to 1.")
+        setattr(spec, attribute, 1)
+
+
+def _dflash(args: argparse.Namespace, spec: Speculation, architecture: str) -> None:
+    """`_handle_dflash`: the block is the verify width (`num_draft_tokens = block size`, 16 by default)."""
+    if args.speculative_draft_model_path is None:
+        raise StartupFailure(
+            "ValueError: DFLASH speculative decoding requires setting --speculative-draft-model-path."
+        )
+    _one_step_block(spec, "DFLASH")
+    block = args.speculative_dflash_block_size
+    if block is not None:
+        if block <= 0:
+            raise StartupFailure(
+                f"ValueError: DFLASH requires --speculative-dflash-block-size to be positive, got {block}."
+            )
+        if spec.draft_tokens is not None and spec.draft_tokens != block:
+            raise StartupFailure(
+                "ValueError: Both --speculative-num-draft-tokens and --speculative-dflash-block-size are set but "
+                "they differ. For DFLASH they must match. "
+                f"speculative_num_draft_tokens={spec.draft_tokens}, speculative_dflash_block_size={block}."
+            )
+        spec.draft_tokens = block
+    if spec.draft_tokens is None:
+        spec.draft_tokens = DFLASH_DEFAULT_BLOCK
+        spec.notices.append(
+            f"speculative_num_draft_tokens is not set; defaulting to {DFLASH_DEFAULT_BLOCK} for DFLASH."
+        )
+    spec.reset_running()
+
+
+def _dspark(args: argparse.Namespace, spec: Speculation, architecture: str) -> None:
+    """`_handle_dspark`: gamma drafts a block verified with the root (`num_draft_tokens = gamma + 1`)."""
+    _one_step_block(spec, "DSpark")
+    gamma = args.speculative_dspark_block_size
+    if gamma is not None and gamma <= 0:
+        raise StartupFailure(
+            f"ValueError: DSpark requires --speculative-dspark-block-size to be positive, got {gamma}."
+        )
+    if gamma is None and spec.draft_tokens is None:
+        gamma = DSPARK_DEFAULT_GAMMA
+        spec.notices.append(f"DSpark gamma is not set; defaulting to {gamma}.")
+    if gamma is not None:
+        if spec.draft_tokens is not None and spec.draft_tokens != gamma + 1:
+            raise StartupFailure(
+                f"ValueError: DSpark speculative_num_draft_tokens must equal gamma + 1 (= {gamma + 1} for "
+                f"gamma={gamma}), but got speculative_num_draft_tokens={spec.draft_tokens}."
+            )
+        spec.draft_tokens = gamma + 1
+    if (spec.draft_tokens or 0) < 2:
+        raise StartupFailure(
+            "ValueError: DSpark speculative_num_draft_tokens must be >= 2 (= gamma + 1), "
+            f"got {spec.draft_tokens}."
+        )
+    spec.reset_running()
+
+
+def _other(args: argparse.Namespace, spec: Speculation, architecture: str) -> None:
+    spec.steps, spec.topk, spec.draft_tokens = 1, 1, spec.draft_tokens or 16
+    spec.reset_running()
+
+
+DFLASH_DEFAULT_BLOCK = 16  # when the draft's config names no block size
+DSPARK_DEFAULT_GAMMA = 7  # dspark_config.DEFAULT_DSPARK_GAMMA
+HANDLERS = {
+    "EAGLE": _eagle_family,
+    "EAGLE3": _eagle_family,
+    "STANDALONE": _eagle_family,
+    "FROZEN_KV_MTP": _eagle_family,
+    "NGRAM": _ngram,
+    "DFLASH": _dflash,
+    "DSPARK": _dspark,
+}
 
 
 def decode_buckets(max_bs: int, cap: int) -> list[int]:
@@ -138,14 +289,12 @@ def plan_memory(r: Resolved, args: argparse.Namespace, profile: Profile) -> Memo
     draft_layers = (
         (m.num_hidden_layers if m.mtp_misread else m.mtp_layers) if r.algorithm in EAGLE_FAMILY else 0
     )
-    cell_assumed = int(cell * (1 + draft_layers / m.kv_layers))
+    draft_cell = cell * r.draft_kv_bytes // max(1, r.kv_bytes)  # --speculative-draft-kv-cache-dtype
+    cell_assumed = int(cell + draft_cell * draft_layers / m.kv_layers)
     draft_gb = m.vocab_draft_gb if r.algorithm in EAGLE_FAMILY else 0.0
     budget_gb = r.mem_fraction_static * gpu.memory_gb - m.weight_gb - draft_gb - gpu.other_static_gb
     if budget_gb <= 0:
-        raise StartupFailure(
-            "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
-            f"Current value: mem_fraction_static={r.mem_fraction_static}"
-        )
+        raise StartupFailure("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.")
     pool_tokens = int(budget_gb * GIB / cell_assumed)
     if args.max_total_tokens:
         pool_tokens = min(pool_tokens, args.max_total_tokens)
@@ -155,8 +304,9 @@ def plan_memory(r: Resolved, args: argparse.Namespace, profile: Profile) -> Memo
     per_request = m.hybrid_state_slots_per_request + (r.draft_tokens if r.speculative else 0)
     if slots < per_request:
         raise StartupFailure(
-            "RuntimeError: Not enough GPU memory for hybrid (mamba/linear-attention) state cache. "
-            f"max_mamba_cache_size={slots} holds fewer than the {per_request} state slots one request needs."
+            "RuntimeError: Hybrid (mamba/linear-attention) state cache is too small to serve any requests. "
+            f"max_mamba_cache_size={slots}, mamba_ratio={per_request}, resulting max_num_reqs=0. Try: (1) reduce "
+            "--max-running-requests, (2) increase --mem-fraction-static, or (3) use GPUs with more memory."
         )
     log = []
     if r.max_running_requests:
@@ -166,14 +316,16 @@ def plan_memory(r: Resolved, args: argparse.Namespace, profile: Profile) -> Memo
     if slots // per_request < running:
         log.append(
             f"max_running_requests is capped to {slots // per_request} by the mamba state cache "
-            f"(max_mamba_cache_size={slots}, {per_request} state slots per request). To raise it: set "
-            "--max-mamba-cache-size or lower --mem-fraction-static."
+            f"(max_mamba_cache_size={slots}, {per_request} state slots per request). To raise it: increase "
+            "--mamba-full-memory-ratio or --max-mamba-cache-size, or halve the state size with --mamba-ssm-dtype "
+            "bfloat16."
         )
         running = slots // per_request
     if pool_tokens < r.context_length:
         log.append(
-            f"KV pool holds {pool_tokens} tokens, fewer than --context-length {r.context_length}. "
-            "One full-length request cannot fit, so long inputs are rejected."
+            f"KV pool holds {pool_tokens} tokens, fewer than --context-length {r.context_length}. One full-length "
+            "request cannot fit, so long requests will be refused or truncated at serving time. Lower "
+            "--context-length, raise --mem-fraction-static, or free memory taken before the pool is sized."
         )
     buckets = decode_buckets(r.max_bs_decode, running) if not args.disable_cuda_graph else []
     width = r.draft_tokens if r.speculative else 1
