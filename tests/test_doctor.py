@@ -338,10 +338,11 @@ def test_the_room_a_gpu_leaves_for_the_pool(
     # A GPU too small for the logged pool is not the launch's GPU.
     assert main(["doctor", str(qwen_folder), "--log", str(log), "--gpu-memory", "24", *flags]) == 0
     assert "PROBLEM: room for the KV pool: at most 4.38 GB" in capsys.readouterr().out
-    # No log, no share given: SGLang's automatic share for the GPU, the weights from the files.
+    # No log, no share given: SGLang's automatic share for the GPU, the weights from the files. 0.5.23 keeps back
+    # 512 MB + 1.5 x 4096 + 128 (one GPU) + 2 x 48 decode sizes + 8 x 50 prefill sizes = 7280 MB of 24576.
     assert main(["doctor", str(qwen_folder), "--gpu-memory", "24", "--json"]) == 0
     (finding,) = json.loads(capsys.readouterr().out)["findings"]
-    assert "0.715 (SGLang's automatic value for a 24 GB GPU)" in finding["detail"]
+    assert "0.704 (SGLang's automatic value for a 24 GB GPU)" in finding["detail"]
     assert "of weights (the files)" in finding["detail"]
     assert main(["doctor", str(qwen_folder), "--gpu-memory", "24", "--", "0.92"]) == 2
     assert "'0.92' is not a flag" in capsys.readouterr().err

@@ -106,8 +106,8 @@ class Acceptance:
 @dataclass(frozen=True)
 class Profile:
     name: str
-    # The release whose flags the simulator accepts: "0.5.23" (renamed CUDA-graph flags, no old NGRAM flags)
-    # or an older one such as "0.5.19" (`--cuda-graph-max-bs`, the NGRAM window flags).
+    # The release whose command line the simulator parses: one with a committed table (0.5.20, 0.5.23), else
+    # the nearest one (`sweep/engines/sglang_release.py`).
     sglang_version: str
     model: Geometry
     gpu: Gpu
