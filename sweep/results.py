@@ -49,8 +49,8 @@ class RequestMeasurement:
     accepted_tokens: int = 0
     acceptance_rate: float | None = None
     acceptance_length: float | None = None
-    # Share of verify steps that accepted the draft at each position, over the request's batch (from the
-    # server's per-position counters where it has them: vLLM).
+    # Share of verify steps that accepted the draft at each position: the request's own (SGLang's histogram of
+    # correct drafts) or its batch's (the server's per-position counters: vLLM).
     position_acceptance: tuple[float, ...] = ()
     wall_s: float = 0.0
     finish: str = (
@@ -156,7 +156,10 @@ class WorkloadSummary:
     prefill_tps: Spread | None = None
     acceptance_rate: Spread | None = None
     acceptance_length: Spread | None = None
-    position_acceptance: tuple[float, ...] = ()  # per draft position, the median over the batches
+    position_acceptance: tuple[float, ...] = ()  # per draft position, the median over the requests
+    # The server's own acceptance-length gauge after each batch (SGLang's `sglang:spec_accept_length`): a
+    # cross-check of `acceptance_length`, which is computed per request from its own counts.
+    acceptance_gauge: Spread | None = None
     draft_tokens: int = 0
     accepted_tokens: int = 0
     prompt_tokens: Spread | None = None

@@ -598,13 +598,17 @@ def observations(
     records: Sequence[TrialRecord], workload: str, context: float | None = None
 ) -> list[Observation]:
     """What each complete launch measured on a workload (median decode t/s and acceptance length), at the
-    context its requests carried (the prompt tokens the server counted; `context` where it counted none)."""
+    context its requests carried (the prompt tokens the server counted; `context` where it counted none). Where
+    the server gave acceptance per draft position but no length, the length is 1 + their sum (each verify
+    step emits the bonus token and every draft position it accepted)."""
     out = []
     for record in records:
         summary = record.workloads.get(workload)
         if record.failed or summary is None or summary.status != "ok" or summary.decode_tps is None:
             continue
         length = summary.acceptance_length.median if summary.acceptance_length else None
+        if length is None and summary.position_acceptance:
+            length = 1 + sum(summary.position_acceptance)
         tokens = summary.prompt_tokens.median if summary.prompt_tokens else context
         out.append(Observation(record.params, record.shape, summary.decode_tps.median, length, tokens))
     return out

@@ -387,6 +387,8 @@ def test_every_launch_the_engine_builds_is_accepted_by_the_releases_parser(
     assert parsed.model_path == "/models/q" and parsed.port == 30001
     if "speculative-num-steps" in derived and sglang.algorithm(derived) in sglang.EAGLE_FAMILY:
         assert parsed.speculative_eagle_topk is not None  # 0.5.23 crashes without it
+    if parsed.speculative_adaptive_config:  # specsweep's candidate-steps dimension, as the release reads it
+        assert sglang.adaptive_candidate_steps(parsed.speculative_adaptive_config) == [1, 3, 5]
 
 
 def test_an_exported_schedule_runs_only_where_the_release_runs_adaptive(tmp_path: Path) -> None:

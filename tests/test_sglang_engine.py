@@ -140,6 +140,8 @@ def test_final_chunk_new_and_old_field_names() -> None:
             "spec_verify_ct": 10,
             "spec_num_correct_drafts": 30,
             "spec_num_proposed_drafts": 30,
+            # 0.5.23: verify steps by correct drafts (2 with none, 3 with one, 5 with two or more ...)
+            "spec_correct_drafts_histogram": [2, 3, 0, 5],
         },
     }
     report = e.read_final(new)
@@ -148,6 +150,7 @@ def test_final_chunk_new_and_old_field_names() -> None:
         30,
         80.0,
     )
+    assert report.position_acceptance == (0.8, 0.5, 0.5)
     old = {
         "meta_info": {
             "finish_reason": "length",
@@ -215,6 +218,14 @@ def test_study_against_the_simulator(tmp_path: Path) -> None:
     # Measurements: acceptance on, cache proven cold, prose accepts less than code.
     code, prose = nextn["workloads"]["code"], nextn["workloads"]["prose"]
     assert code["acceptance_length"]["median"] > prose["acceptance_length"]["median"] > 1
+    # Per draft position (from each reply's histogram), falling along the chain, and the server's gauge.
+    positions = code["position_acceptance"]
+    assert len(positions) == 3 and 1 >= positions[0] >= positions[1] >= positions[2] > 0
+    assert code["acceptance_gauge"]["median"] > 1 and "position_acceptance" in prose
+    assert (
+        base["workloads"]["code"]["position_acceptance"] == []
+        and base["workloads"]["code"]["acceptance_gauge"] is None
+    )
     assert code["decode_tps"]["median"] > 1.5 * base["workloads"]["code"]["decode_tps"]["median"]
     assert medusa["failure"] == "Unknown speculative algorithm name: MEDUSA" and medusa["stage"] == "launch"
     rows = [
@@ -223,6 +234,36 @@ def test_study_against_the_simulator(tmp_path: Path) -> None:
         for line in p.read_text().splitlines()
     ]
     assert rows and all(r["cached_tokens"] == 0 for r in rows)
+
+
+def test_adaptive_candidate_steps_as_a_dimension(tmp_path: Path) -> None:
+    """specsweep's `speculative-adaptive-candidate-steps` runs as 0.5.23's adaptive config file; a starting
+    depth outside the candidates is never launched (0.5.23 refuses it)."""
+    e = engine()
+    with pytest.raises(UserError, match="speculative-adaptive-candidate-steps cannot be 'a,b'"):
+        e.check_value("speculative-adaptive-candidate-steps", "a,b")
+    plan = e.plan(
+        {
+            "speculative-algorithm": "NEXTN",
+            "speculative-adaptive-candidate-steps": "1,3",
+            "speculative-num-steps": 2,
+        }
+    )
+    assert "is not in the adaptive config candidate_steps [1, 3]" in plan.invalid
+    space = (
+        SPACE.replace(
+            "speculative-num-steps: {int: [1, 5], when: {speculative-algorithm: NEXTN}}",
+            'speculative-adaptive-candidate-steps: {choices: ["1,2", "1,3,5"], when: {speculative-algorithm: NEXTN}}',
+        )
+        .replace("speculative-num-steps: 3}", 'speculative-adaptive-candidate-steps: "1,3,5"}')
+        .replace("trials: 4", "trials: 3")
+    )
+    study = run_space(tmp_path, space)
+    adaptive = records(study)[1]
+    assert study.trials[1].state.name == "COMPLETE", adaptive.get("failure")
+    assert adaptive["shape"]["variant"] == "candidate_steps=1,3,5" and adaptive["shape"]["depth"] == 5
+    assert adaptive["facts"]["resolved_args"]["speculative_num_steps"] == 3  # the middle candidate to start
+    assert adaptive["workloads"]["code"]["acceptance_length"]["median"] > 1
 
 
 def test_input_too_long_does_not_fit(tmp_path: Path) -> None:

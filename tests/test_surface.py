@@ -3,6 +3,7 @@ predicts for configurations never launched, and where it says it is unsure."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -228,3 +229,23 @@ def test_a_failed_start_rules_out_larger_drafts_of_the_same_method() -> None:
     assert chance(smaller_params, smaller_shape) == StartChance.LIKELY
     other = SpecShape("EAGLE3", 5, 1, 5)  # another method: its own memory, no evidence
     assert 0.2 < chance({}, other) < 0.95
+
+
+def test_acceptance_per_position_gives_the_length_where_the_server_gave_none() -> None:
+    """A verify step emits the bonus token and each position it accepted: length = 1 + the positions' shares,
+    the identity the simulator's histograms obey."""
+    from sweep.results import Spread, TrialRecord, WorkloadSummary
+    from sweep.surface import observations
+
+    _, shape = config(3)
+    positions = (0.8, 0.6, 0.45)
+    summary = WorkloadSummary("code", "ok", decode_tps=Spread.of([50.0]), position_acceptance=positions)
+    record = TrialRecord(1, {"speculative-num-steps": 3}, shape=shape, workloads={"code": summary})
+    (seen,) = observations([record], "code")
+    assert seen.accept_length == pytest.approx(2.85)
+    with_length = dataclasses.replace(summary, acceptance_length=Spread.of([2.5]))
+    (measured,) = observations([dataclasses.replace(record, workloads={"code": with_length})], "code")
+    assert measured.accept_length == 2.5  # the server's own length wins where it gave one
+    model = truth("code", 3)
+    a = model.acceptance()
+    assert 1 + sum(a ** (i + 1) for i in range(3)) == pytest.approx(model.expected_accept_length())

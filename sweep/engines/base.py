@@ -207,6 +207,19 @@ class ServerReport:
     draft_tokens: int = 0
     accepted_tokens: int = 0
     acceptance_length: float | None = None
+    # Share of this request's verify steps that accepted the draft at each position, where the server says
+    # (SGLang's per-request histogram of correct drafts).
+    position_acceptance: tuple[float, ...] = ()
+
+
+def positions_from_histogram(histogram: Sequence[int | float]) -> tuple[float, ...]:
+    """Per draft position, the share of verify steps that accepted it, from a histogram of verify steps by
+    how many drafts they accepted (`[steps with 0 correct, with 1, ...]`): position i is accepted by every step
+    that accepted more than i drafts."""
+    steps = float(sum(histogram))
+    if steps <= 0:
+        return ()
+    return tuple(round(sum(histogram[i + 1 :]) / steps, 4) for i in range(len(histogram) - 1))
 
 
 @dataclass(frozen=True)
@@ -479,4 +492,9 @@ class Engine(ABC):
 
     async def draft_counters(self, client: httpx.AsyncClient) -> DraftCounters | None:
         """Cumulative speculative counters, where the engine exposes them."""
+        return None
+
+    async def acceptance_gauge(self, client: httpx.AsyncClient) -> float | None:
+        """The server's own acceptance length (tokens per verify step, the bonus included) of its most recent
+        decode batches, where it publishes one: read after a batch, beside the length measured per request."""
         return None

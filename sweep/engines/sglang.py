@@ -28,6 +28,8 @@ from sweep.engines.base import (
     first_line,
     flags_argv,
     help_flags,
+    parse_prometheus,
+    positions_from_histogram,
     renders_chat,
     template_header,
 )
@@ -309,6 +311,38 @@ DEFAULT_ADAPTIVE_CONFIG: dict[str, dict[str, Any]] = {
 }
 
 
+# specsweep's own dimension: adaptive speculation's candidate steps ("1,3,5"), written as a one-slot config file
+# (`--speculative-adaptive-config`, content-addressed under ADAPTIVE_CONFIGS) at launch.
+CANDIDATES = "speculative-adaptive-candidate-steps"
+ADAPTIVE_CONFIGS = Path.home() / ".cache" / "specsweep" / "adaptive"
+
+
+def parse_candidates(value: Any) -> list[int]:
+    """Candidate steps as a space gives them ("1,3,5", "1 3 5" or a list), sorted; UserError where they are
+    not non-negative integers with one above 0."""
+    words = value if isinstance(value, list | tuple) else str(value).replace(",", " ").split()
+    try:
+        steps = sorted({int(str(w)) for w in words})
+    except ValueError:
+        steps = []
+    if not steps or steps[0] < 0 or steps[-1] < 1:
+        raise UserError(
+            f"{CANDIDATES} cannot be {value!r}",
+            'give it non-negative integers with one above 0, e.g. "1,3,5"',
+        )
+    return steps
+
+
+def candidates_config(steps: list[int]) -> Path:
+    """The adaptive config file holding one slot (every batch size) with these candidates."""
+    text = json.dumps({"1": {"candidate_steps": steps}}, sort_keys=True)
+    path = ADAPTIVE_CONFIGS / f"candidates-{'-'.join(map(str, steps))}.json"
+    if not path.is_file() or path.read_text(encoding="utf-8") != text:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return path
+
+
 def adaptive_candidate_steps(path: str | None) -> list[int]:
     """`resolve_candidate_steps_from_config`: the union of every slot's candidate steps (the default config's
     where no file is given); the starting steps must be one of them."""
@@ -392,11 +426,14 @@ class SGLangEngine(Engine):
         )
 
     def known_params(self) -> list[str]:
-        return sorted(self.flags - MANAGED)
+        return sorted((self.flags - MANAGED) | {CANDIDATES})
 
     def check_value(self, name: str, value: Any) -> None:
         if name in MANAGED:
             raise UserError(f"--{name} is set by specsweep", f"remove '{name}' from the space")
+        if name == CANDIDATES:
+            parse_candidates(value)
+            return
         self.flag_for(name)
         if name in VALUE_RANGES:
             kind, low, high = VALUE_RANGES[name]
@@ -417,13 +454,15 @@ class SGLangEngine(Engine):
 
     def check_params(self, params: Params) -> None:
         super().check_params(params)
-        if params.get("speculative-adaptive") and (why := self.adaptive_refusal(params)):
+        given = parse_candidates(params[CANDIDATES]) if CANDIDATES in params else None
+        if params.get("speculative-adaptive") and (why := self.adaptive_refusal(params, given)):
             raise UserError(
                 f"adaptive speculation cannot run here: {why}",
                 "use EAGLE, EAGLE3 or NEXTN with top-k 1 and steps among the config's candidate_steps",
             )
         if (
             algorithm(params) in EAGLE_FAMILY
+            and not params.get("speculative-adaptive")  # adaptive picks its starting steps from the config
             and "speculative-num-steps" not in params
             and ("speculative-eagle-topk" in params or "speculative-num-draft-tokens" in params)
         ):
@@ -447,6 +486,10 @@ class SGLangEngine(Engine):
         if algo in BLOCK_DRAFTS:  # one step of topk 1 drafts the whole block
             out.pop("speculative-num-steps", None)
             out.pop("speculative-eagle-topk", None)
+        if CANDIDATES in out and algo is not None:  # adaptive chains: topk 1, draft tokens follow the steps
+            out["speculative-adaptive"] = True
+            out["speculative-eagle-topk"] = 1
+            out.pop("speculative-num-draft-tokens", None)
         if algo is None:
             out = {
                 k: v
@@ -585,6 +628,15 @@ class SGLangEngine(Engine):
         if algo is None:
             return None
         draft_tokens = params.get("speculative-num-draft-tokens")
+        if algo in EAGLE_FAMILY and CANDIDATES in params:
+            # The server moves between the candidates; the deepest bounds the chain, the set is the variant.
+            steps_set = parse_candidates(params[CANDIDATES])
+            return SpecShape(
+                algo,
+                depth=steps_set[-1],
+                budget=steps_set[-1],
+                variant=f"candidate_steps={','.join(map(str, steps_set))}",
+            )
         if algo in EAGLE_FAMILY:
             if "speculative-num-steps" not in params:
                 steps, topk, draft_tokens = auto_spec_params(algo, self.architecture)
@@ -627,6 +679,10 @@ class SGLangEngine(Engine):
         return SpecShape(algo, depth=budget, budget=budget, budget_param="speculative-num-draft-tokens")
 
     def argv(self, params: Params, port: int) -> list[str]:
+        if CANDIDATES in params:
+            config = candidates_config(parse_candidates(params[CANDIDATES]))
+            params = {k: v for k, v in params.items() if k != CANDIDATES}
+            params["speculative-adaptive-config"] = str(config)
         spelled = {
             self.flag_for(name): value
             for name, value in params.items()
@@ -770,6 +826,8 @@ class SGLangEngine(Engine):
             accepted_tokens=correct,
             # Tokens per verify step, bonus included; the first token comes from prefill, not a verify step.
             acceptance_length=(completion - 1) / verify if verify else None,
+            # 0.5.23: verify steps by how many drafts they accepted, per request.
+            position_acceptance=positions_from_histogram(meta.get("spec_correct_drafts_histogram") or []),
         )
 
     def classify_error(self, status_code: int, body: str) -> tuple[RequestStatus, str]:
@@ -781,6 +839,13 @@ class SGLangEngine(Engine):
         if any(text in message for text in LENGTH_ERRORS):
             return "does_not_fit", message
         return "error", f"HTTP {status_code}: {message}"
+
+    async def acceptance_gauge(self, client: httpx.AsyncClient) -> float | None:
+        # `sglang:spec_accept_length` (--enable-metrics): accepted tokens per forward of the last logged interval.
+        response = await client.get("/metrics")
+        values = parse_prometheus(response.text, "sglang:") if response.status_code == 200 else {}
+        gauge = values.get("spec_accept_length")
+        return gauge if gauge else None
 
     async def tokenize(self, client: httpx.AsyncClient, text: str) -> list[int]:
         response = await client.post("/tokenize", json={"prompt": text})

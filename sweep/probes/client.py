@@ -181,5 +181,6 @@ def _measurement(
         accepted_tokens=report.accepted_tokens,
         acceptance_rate=report.accepted_tokens / report.draft_tokens if report.draft_tokens else None,
         acceptance_length=report.acceptance_length,
+        position_acceptance=report.position_acceptance,
         wall_s=wall,
     )

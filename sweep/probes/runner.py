@@ -164,6 +164,7 @@ class Batch:
     batch: float | None = None  # requests decoding at once, as their decode windows overlap
     attempts: int = 1
     discarded: list[RequestMeasurement] = field(default_factory=list)  # earlier attempts' rows, not counted
+    acceptance_gauge: float | None = None  # the server's own acceptance length after the batch
 
     @property
     def ok(self) -> bool:
@@ -246,9 +247,16 @@ async def _batch(
         for r, content, nonce in zip(rows, contents, nonces, strict=True)
     ]
     rows = await _with_acceptance_length(client, engine, rows, before)
+    gauge = await engine.acceptance_gauge(client) if any(r.draft_tokens for r in rows) else None
     if not all(r.status == "ok" for r in rows) or workload.streams == 1:
-        return Batch(rows)
-    return Batch(rows, _window_rate(rows), sum(r.decode_tps or 0.0 for r in rows), _decode_batch(rows))
+        return Batch(rows, acceptance_gauge=gauge)
+    return Batch(
+        rows,
+        _window_rate(rows),
+        sum(r.decode_tps or 0.0 for r in rows),
+        _decode_batch(rows),
+        acceptance_gauge=gauge,
+    )
 
 
 def _window_rate(rows: list[RequestMeasurement]) -> float | None:
@@ -369,6 +377,7 @@ def summarize(workload: Workload, batches: list[Batch]) -> WorkloadSummary:
         acceptance_rate=Spread.of([r.acceptance_rate for r in rows if r.acceptance_rate is not None]),
         acceptance_length=Spread.of([r.acceptance_length for r in rows if r.acceptance_length is not None]),
         position_acceptance=_position_medians(rows),
+        acceptance_gauge=Spread.of([b.acceptance_gauge for b in batches if b.acceptance_gauge is not None]),
         draft_tokens=drafted,
         accepted_tokens=sum(r.accepted_tokens for r in rows),
         prompt_tokens=Spread.of([float(r.prompt_tokens) for r in rows]),

@@ -269,6 +269,7 @@ class Simulator:
                 with self.lock:
                     self.cache.append(tokens)
                 produced, verify, correct, proposed, decode = 1, 0, 0, 0, 0.0
+                histogram: list[int] = []  # verify steps by accepted drafts (SGLang's per-request histogram)
                 yield text.take(1), None
                 while produced < max_new:
                     with self.lock:
@@ -286,6 +287,8 @@ class Simulator:
                             log(line, scheduler=True)
                     if self.resolved.speculative:
                         verify, correct = verify + 1, correct + accepted
+                        histogram += [0] * (accepted + 1 - len(histogram))
+                        histogram[accepted] += 1
                         proposed += max(1, model.draft_budget)  # this step's depth (adaptive: its own)
                         self._count_positions(accepted)
                     yield text.take(emit), None
@@ -298,7 +301,10 @@ class Simulator:
             "e2e_latency": queued + ttft + decode,
             "decode_throughput": (produced - 1) / decode if decode else 0.0,
         }
-        yield "", self._meta(len(tokens), produced, cached, (verify, correct, proposed), times)
+        meta = self._meta(len(tokens), produced, cached, (verify, correct, proposed), times)
+        if histogram:
+            meta["spec_correct_drafts_histogram"] = histogram
+        yield "", meta
 
     def _count_positions(self, accepted: int) -> None:
         with self.lock:
@@ -360,11 +366,9 @@ class Simulator:
                 "token_capacity": p.pool_tokens,
             },
         }
-        with self.lock:
-            if self.accept_window:
-                state["avg_spec_accept_length"] = 1 + sum(a for a, _ in self.accept_window) / sum(
-                    v for _, v in self.accept_window
-                )
+        if length := self.accept_length():
+            # internal_state._average_accept_length: accepted tokens (bonus included) per forward
+            state["avg_spec_accept_length"] = length
         return args | {
             "speculative_algorithm": r.algorithm,
             "speculative_num_steps": r.steps or None,
@@ -384,6 +388,12 @@ class Simulator:
             "internal_states": [state],
         }
 
+    def accept_length(self) -> float | None:
+        """Tokens per verify step (accepted drafts and the bonus token) since the last flush."""
+        with self.lock:
+            verifies = sum(v for _, v in self.accept_window)
+            return sum(a for a, _ in self.accept_window) / verifies if verifies else None
+
     def flush(self) -> bool:
         with self.lock:
             if self.running:
@@ -399,6 +409,11 @@ class Simulator:
                 f"sglang:{name}_total{{{labels}}} {float(value)}" for name, value in self.counters.items()
             ]
         lines.append(f"sglang:max_total_num_tokens{{{labels}}} {float(self.plan.pool_tokens)}")
+        if self.resolved.speculative:  # gauges of the most recent batches: tokens per verify, accepted share
+            length = self.accept_length() or 0.0
+            lines.append(f"sglang:spec_accept_length{{{labels}}} {length}")
+            budget = max(1, self.resolved.draft_tokens - 1)
+            lines.append(f"sglang:spec_accept_rate{{{labels}}} {max(0.0, length - 1) / budget}")
         return "\n".join(lines) + "\n"
 
 
