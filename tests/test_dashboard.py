@@ -166,7 +166,17 @@ def test_recommendations_come_from_the_confirmation(
             assert f"trial {rec['recommended_trial']}" in confirmed
         else:  # anything short of faster for sure: speculation off
             assert rec["recommended_trial"] == 0
-    assert report["overall"]["worst_gain"] == min(report["overall"]["gains"].values())
+    overall = report["overall"]
+    if overall[
+        "gains"
+    ]:  # one configuration confirmed faster on every workload: its weakest gain is the headline
+        assert overall["worst_gain"] == min(overall["gains"].values()) and overall["trial"] != 0
+    else:  # the launches' own noise decides: where one workload is not surely faster, one server runs without
+        assert (
+            overall["trial"] == 0
+            and overall["worst_gain"] == 0.0
+            and "run without speculation" in overall["why"]
+        )
 
 
 def test_export_formats_and_compare(study_runs: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -19,7 +19,15 @@ from typing import Any
 import pytest
 
 from sweep.engines import ServerSetup, SGLangEngine, sglang
-from sweep.engines.sglang_release import PINNED, RELEASES, release_parser, source_root, source_strings
+from sweep.engines import sglang_rules as rules
+from sweep.engines.sglang_release import (
+    PINNED,
+    RELEASES,
+    parse_source,
+    release_parser,
+    source_root,
+    source_strings,
+)
 from sweep.server import reason_from_log
 from sweep.sim.flags import build_parser, normalize
 from sweep.sim.model import StartupFailure
@@ -276,7 +284,7 @@ def release_table() -> dict[str, Any]:
 
 
 def function(path: Path, name: str) -> ast.FunctionDef:
-    tree = ast.parse((source_root(PINNED) / path).read_text(encoding="utf-8"))
+    tree = parse_source(source_root(PINNED) / path)
     return next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == name)
 
 
@@ -300,26 +308,52 @@ def test_auto_chosen_parameters_are_the_releases() -> None:
     assert len(named) > 10 and default
     for key, value in named.items():
         if key.startswith("algorithm:"):
-            assert sglang.auto_spec_params(key.split(":")[1], "LlamaForCausalLM") == value
+            assert rules.auto_spec_params(key.split(":")[1], "LlamaForCausalLM") == value
         else:
-            assert sglang.auto_spec_params("EAGLE", key) == value, key
-    assert sglang.auto_spec_params("EAGLE", "SomeNewForCausalLM") == default
+            assert rules.auto_spec_params("EAGLE", key) == value, key
+    assert rules.auto_spec_params("EAGLE", "SomeNewForCausalLM") == default
 
 
 def test_adaptive_defaults_and_refusals_are_the_releases() -> None:
-    tree = ast.parse((source_root(PINNED) / ADAPTIVE).read_text(encoding="utf-8"))
+    tree = parse_source(source_root(PINNED) / ADAPTIVE)
     declared = next(
         n.value
         for n in tree.body
         if isinstance(n, ast.AnnAssign) and getattr(n.target, "id", "") == "DEFAULT_ADAPTIVE_CONFIG"
     )
-    assert ast.literal_eval(declared) == sglang.DEFAULT_ADAPTIVE_CONFIG  # type: ignore[arg-type]
+    assert ast.literal_eval(declared) == rules.DEFAULT_ADAPTIVE_CONFIG  # type: ignore[arg-type]
     strings = source_strings(source_root(PINNED))
-    for flag, reason in sglang.ADAPTIVE_UNSUPPORTED:
+    for flag, reason in rules.ADAPTIVE_UNSUPPORTED:
         assert reason in strings and flag in {
             n.lstrip("-") for f in release_table().values() for n in f.names
         }
-    assert sglang.adaptive_candidate_steps(None) == [0, 1, 3, 5, 7]
+    assert rules.adaptive_candidate_steps(None) == [0, 1, 3, 5, 7]
+
+
+def test_the_models_that_turn_multi_layer_eagle_on_are_the_releases() -> None:
+    """Every model override of the release that sets `enable_multi_layer_eagle` (adaptive then does not run),
+    by the architectures its registration names."""
+    named: set[str] = set()
+    root = source_root(PINNED) / "sglang/srt/arg_groups"
+    for path in [root / "overrides.py", *sorted((root / "model_overrides").glob("*.py"))]:
+        for node in ast.walk(parse_source(path)):
+            if not isinstance(node, ast.FunctionDef) or not node.decorator_list:
+                continue
+            turns_on = any(
+                isinstance(a, ast.Assign)
+                and isinstance(a.targets[0], ast.Subscript)
+                and getattr(a.targets[0].slice, "value", None) == "enable_multi_layer_eagle"
+                and getattr(a.value, "value", None) is True
+                for a in ast.walk(node)
+            )
+            if turns_on:
+                named |= {
+                    c.value
+                    for d in node.decorator_list
+                    for c in ast.walk(d)
+                    if isinstance(c, ast.Constant) and isinstance(c.value, str) and c.value[:1].isupper()
+                }
+    assert named == rules.MULTI_LAYER_EAGLE_ARCHITECTURES
 
 
 def test_the_automatic_memory_fraction_follows_the_releases_reserve() -> None:
@@ -330,13 +364,13 @@ def test_the_automatic_memory_fraction_follows_the_releases_reserve() -> None:
         function(Path("sglang/srt/arg_groups/cuda_graph_hook.py"), "generate_prefill_cuda_graph_batch_sizes")
     )
     assert "range(4608, max_bs + 1, 512)" in sizes
-    assert len(sglang.prefill_graph_sizes(8192)) == 58
-    plain = sglang.GraphReserve(chunk=4096, decode_max_bs=32, prefill_max_bs=4096)
+    assert len(rules.prefill_graph_sizes(8192)) == 58
+    plain = rules.GraphReserve(chunk=4096, decode_max_bs=32, prefill_max_bs=4096)
     assert plain.megabytes == 512 + 1.5 * 4096 + 128 + 64 + 8 * 50
-    assert sglang.GraphReserve(chunk=4096, decode_max_bs=32, prefill_max_bs=4096, mla=True).megabytes == (
+    assert rules.GraphReserve(chunk=4096, decode_max_bs=32, prefill_max_bs=4096, mla=True).megabytes == (
         512 + 1.5 * 4096 + 128 + 64 + 1536
     )
-    assert sglang.auto_memory_fraction(141, plain) == round((141 * 1024 - 10 * 1024) / (141 * 1024), 3)
+    assert rules.auto_memory_fraction(141, plain) == round((141 * 1024 - 10 * 1024) / (141 * 1024), 3)
 
 
 # --- argv ----------------------------------------------------------------------------------------------------
@@ -388,7 +422,7 @@ def test_every_launch_the_engine_builds_is_accepted_by_the_releases_parser(
     if "speculative-num-steps" in derived and sglang.algorithm(derived) in sglang.EAGLE_FAMILY:
         assert parsed.speculative_eagle_topk is not None  # 0.5.23 crashes without it
     if parsed.speculative_adaptive_config:  # specsweep's candidate-steps dimension, as the release reads it
-        assert sglang.adaptive_candidate_steps(parsed.speculative_adaptive_config) == [1, 3, 5]
+        assert rules.adaptive_candidate_steps(parsed.speculative_adaptive_config) == [1, 3, 5]
 
 
 def test_an_exported_schedule_runs_only_where_the_release_runs_adaptive(tmp_path: Path) -> None:

@@ -236,6 +236,29 @@ def test_study_against_the_simulator(tmp_path: Path) -> None:
     assert rows and all(r["cached_tokens"] == 0 for r in rows)
 
 
+def test_what_the_model_folder_decides(tmp_path: Path) -> None:
+    """The architecture in config.json picks SGLang's auto parameters and whether adaptive runs; MLA attention
+    (kv_lora_rank) keeps 1.5 GB back for prefill graphs."""
+
+    def folder(name: str, **config: Any) -> SGLangEngine:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text(json.dumps(config))
+        return SGLangEngine(ServerSetup(launcher=["sglang"], model=str(tmp_path / name)))
+
+    llama = folder("llama", architectures=["LlamaForCausalLM"])
+    shape = llama.spec_shape({"speculative-algorithm": "EAGLE"})
+    assert shape is not None and (shape.depth, shape.width, shape.budget) == (5, 4, 7)
+    standalone = llama.spec_shape({"speculative-algorithm": "STANDALONE"})
+    assert standalone is not None and (standalone.depth, standalone.width) == (3, 1)
+    mimo = folder("mimo", architectures=["MiMoV2ForCausalLM"])
+    assert mimo.schedule_params({"speculative-algorithm": "NEXTN"}, [(1, 3)], "/c.json") is None
+    assert llama.schedule_params({"speculative-algorithm": "NEXTN"}, [(1, 3)], "/c.json") is not None
+    mla = folder("dsv3", architectures=["DeepseekV3ForCausalLM"], kv_lora_rank=512)
+    share, _ = mla.memory_share(48, {}) or (0.0, "")
+    plain, _ = llama.memory_share(48, {}) or (0.0, "")
+    assert share < plain  # 1.5 GB for MLA prefill graphs against 8 MB per captured size
+
+
 def test_adaptive_candidate_steps_as_a_dimension(tmp_path: Path) -> None:
     """specsweep's `speculative-adaptive-candidate-steps` runs as 0.5.23's adaptive config file; a starting
     depth outside the candidates is never launched (0.5.23 refuses it)."""

@@ -194,6 +194,9 @@ def test_adaptive_speculation_as_the_release_runs_it(tmp_path: Path) -> None:
         static = resolve(args(*flags, *adaptive), PROFILE)
         assert static.adaptive_slots is None and static.steps == 2
         assert any(n.startswith(f"speculative_adaptive disabled: {reason}") for n in static.notices)
+    # A model whose override turns multi-layer EAGLE on (MiMo-V2) runs static steps too.
+    mimo = speculation(args(*EAGLE, "3", "--speculative-eagle-topk", "1", *adaptive), "MiMoV2ForCausalLM")
+    assert mimo.adaptive_slots is None and "enable_multi_layer_eagle=True" in mimo.notices[0]
     broken = tmp_path / "adaptive.json"
     broken.write_text('{"1": {"candidate_steps": [-1]}}')
     with pytest.raises(

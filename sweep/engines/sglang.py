@@ -10,7 +10,6 @@ import asyncio
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +33,17 @@ from sweep.engines.base import (
     template_header,
 )
 from sweep.engines.schedules import sglang_adaptive_config
+from sweep.engines.sglang_rules import (
+    ADAPTIVE_ALGORITHMS,
+    ADAPTIVE_UNSUPPORTED,
+    BLOCK_SIZES,
+    MULTI_LAYER_EAGLE_ARCHITECTURES,
+    GraphReserve,
+    adaptive_candidate_steps,
+    auto_memory_fraction,
+    auto_spec_params,
+    memory_defaults,
+)
 from sweep.errors import SpeculationInactive, UserError
 from sweep.modelfiles import read_config
 from sweep.results import LaunchFacts, RequestStatus, SpecShape
@@ -175,78 +185,6 @@ VALUE_RANGES: dict[str, tuple[type, float, float]] = {
     "cuda-graph-max-bs": (int, 1, 1 << 16),
 }
 
-# Memory defaults by GPU size (`arg_groups/memory_hook.py`, tensor parallel under 4): the largest GPU memory
-# (GB) each row applies below, its chunked-prefill size and its decode CUDA-graph max batch size.
-AUTO_MEMORY = ((20, 2048, 8), (35, 4096, 48), (60, 4096, 32), (90, 8192, 256), (160, 8192, 256))
-AUTO_MEMORY_TOP = (16384, 512)
-MLA_PREFILL_GRAPH_MB = 1.5 * 1024  # `reserve_for_graph_mb`: what an MLA model's prefill graphs keep back
-
-
-@dataclass(frozen=True)
-class GraphReserve:
-    """What SGLang's automatic `mem_fraction_static` keeps back for: the prefill chunk's activations, tensor
-    parallelism, and the CUDA graphs it will capture (0: that phase captures none)."""
-
-    chunk: int
-    tensor_parallel: int = 1
-    decode_max_bs: int = 0
-    prefill_max_bs: int = 0
-    mla: bool = False
-
-    @property
-    def megabytes(self) -> float:
-        """`handle_gpu_memory_settings` + `reserve_for_graph_mb` (0.5.23): 512 MB, 1.5 MB per activation token,
-        1/8 GB per GPU of the model, 2 MB per decode graph batch size, 8 MB per captured prefill size."""
-        graphs = 2.0 * self.decode_max_bs
-        if self.prefill_max_bs:
-            graphs += MLA_PREFILL_GRAPH_MB if self.mla else 8 * len(prefill_graph_sizes(self.prefill_max_bs))
-        return 512 + 1.5 * max(self.chunk, 2048) + self.tensor_parallel / 8 * 1024 + graphs
-
-
-def prefill_graph_sizes(max_tokens: int) -> list[int]:
-    """`generate_prefill_cuda_graph_batch_sizes`: the token counts the prefill graphs are captured for."""
-    sizes = [
-        *range(4, 33, 4),
-        *range(48, 257, 16),
-        *range(288, 513, 32),
-        *range(576, 1025, 64),
-        *range(1280, 4097, 256),
-        *range(4608, max_tokens + 1, 512),
-    ]
-    return [s for s in sizes if s <= max_tokens]
-
-
-def auto_memory_fraction(gpu_gb: float, reserve: GraphReserve) -> float:
-    """SGLang's `mem_fraction_static` when unset: the GPU's memory less the reserve (at least 10 GB above 60 GB).
-    Runs before the speculative hook, so it sizes decode graphs for the unset batch limit."""
-    megabytes = gpu_gb * 1024
-    reserved = reserve.megabytes
-    if megabytes > 60 * 1024:
-        reserved = max(reserved, 10 * 1024)
-    return round((megabytes - reserved) / megabytes, 3)
-
-
-def memory_defaults(gpu_gb: float) -> tuple[int, int]:
-    """The chunked-prefill size and decode max batch size SGLang picks for a GPU of this size."""
-    return next(((c, b) for top, c, b in AUTO_MEMORY if gpu_gb < top), AUTO_MEMORY_TOP)
-
-
-# `_auto_choose_speculative_params` (0.5.23): steps, topk and draft tokens where none is given, by architecture;
-# STANDALONE always takes the default.
-AUTO_SPEC_DEFAULT = (3, 1, 4)
-AUTO_SPEC_BY_ARCHITECTURE = {
-    "LlamaForCausalLM": (5, 4, 8),
-    "Grok1ForCausalLM": (5, 4, 8),
-    "Grok1VForCausalLM": (5, 4, 8),
-}
-
-
-def auto_spec_params(algorithm: str, architecture: str | None) -> tuple[int, int, int]:
-    if algorithm == "STANDALONE" or architecture is None:
-        return AUTO_SPEC_DEFAULT
-    return AUTO_SPEC_BY_ARCHITECTURE.get(architecture, AUTO_SPEC_DEFAULT)
-
-
 # --- the engine -------------------------------------------------------------------------------------------
 
 DEFAULT_LAUNCHER = ("python3", "-m", "sglang.launch_server")
@@ -269,48 +207,7 @@ RENAMED = {
     "cuda-graph-bs": "cuda-graph-bs-decode",
 }
 EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
-BLOCK_DRAFTS = ("DFLASH", "DSPARK")  # a block of draft tokens in one step (steps and topk forced to 1)
-# Block drafts: the flag of the block size, its default, and whether the block excludes the root it is verified
-# with (DSPARK's gamma: num_draft_tokens = gamma + 1) or includes it (DFLASH: num_draft_tokens = block size).
-BLOCK_SIZES = {
-    "DFLASH": ("speculative-dflash-block-size", 16, False),
-    "DSPARK": ("speculative-dspark-block-size", 7, True),
-}
-# `adaptive_unsupported_reason` (0.5.23): where adaptive speculation does not run, and the reason it logs.
-ADAPTIVE_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN")
-ADAPTIVE_UNSUPPORTED = (
-    (
-        "enable-dp-attention",
-        "attention DP is not supported (adaptive tier decisions are not synchronized across DP ranks)",
-    ),
-    (
-        "enable-multi-layer-eagle",
-        "enable_multi_layer_eagle=True is not supported (MultiLayerEagleWorkerV2 does not implement adaptive)",
-    ),
-    (
-        "enable-two-batch-overlap",
-        "enable_two_batch_overlap=True is not supported (adaptive state swap would discard the TboAttnBackend "
-        "wrapper)",
-    ),
-    (
-        "enable-pdmux",
-        "enable_pdmux=True is not supported (adaptive state swap does not update decode_attn_backend_group)",
-    ),
-)
-# `adaptive_spec_params.DEFAULT_ADAPTIVE_CONFIG` (0.5.23): candidate steps per batch-size slot.
-DEFAULT_ADAPTIVE_CONFIG: dict[str, dict[str, Any]] = {
-    "1": {
-        "candidate_steps": [1, 3, 5, 7],
-        "up_hysteresis": 0.0,
-        "down_hysteresis": -0.25,
-        "ceiling_coeff": 0,
-    },
-    "8": {"candidate_steps": [0, 1, 3], "up_hysteresis": 0.0, "down_hysteresis": 0.0, "ceiling_coeff": 0},
-    "32": {"candidate_steps": [0, 1], "up_hysteresis": 0.0, "down_hysteresis": 0.0, "ceiling_coeff": 0},
-    "64": {"candidate_steps": [0], "up_hysteresis": 0.0, "down_hysteresis": 0.0, "ceiling_coeff": 0},
-}
-
-
+BLOCK_DRAFTS = tuple(BLOCK_SIZES)  # a block of draft tokens in one step (steps and topk forced to 1)
 # specsweep's own dimension: adaptive speculation's candidate steps ("1,3,5"), written as a one-slot config file
 # (`--speculative-adaptive-config`, content-addressed under ADAPTIVE_CONFIGS) at launch.
 CANDIDATES = "speculative-adaptive-candidate-steps"
@@ -341,26 +238,6 @@ def candidates_config(steps: list[int]) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
     return path
-
-
-def adaptive_candidate_steps(path: str | None) -> list[int]:
-    """`resolve_candidate_steps_from_config`: the union of every slot's candidate steps (the default config's
-    where no file is given); the starting steps must be one of them."""
-    config: Any = DEFAULT_ADAPTIVE_CONFIG
-    if path is not None:
-        try:
-            config = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
-            raise UserError(
-                f"cannot read the adaptive speculation config {path}: {exc}",
-                "give speculative-adaptive-config a readable JSON file",
-            ) from None
-    slots = (
-        [v for k, v in config.items() if str(k).isdigit() and isinstance(v, dict)]
-        if isinstance(config, dict)
-        else []
-    )
-    return sorted({int(s) for slot in slots for s in slot.get("candidate_steps") or []})
 
 
 FLUSH_ATTEMPTS = 50
@@ -507,7 +384,11 @@ class SGLangEngine(Engine):
             return f"speculative_algorithm={algo} (only EAGLE/EAGLE3 are supported)"
         if topk is not None and int(topk) != 1:
             return f"speculative_eagle_topk={topk} (only topk=1 is supported)"
-        if reason := next((why for flag, why in ADAPTIVE_UNSUPPORTED if params.get(flag)), None):
+        multi_layer = algo in ("EAGLE", "NEXTN") and self.architecture in MULTI_LAYER_EAGLE_ARCHITECTURES
+        switched = {flag for flag, _ in ADAPTIVE_UNSUPPORTED if params.get(flag)}
+        if multi_layer:
+            switched.add("enable-multi-layer-eagle")
+        if reason := next((why for flag, why in ADAPTIVE_UNSUPPORTED if flag in switched), None):
             return reason
         if candidates is None:
             candidates = adaptive_candidate_steps(params.get("speculative-adaptive-config"))
@@ -842,7 +723,10 @@ class SGLangEngine(Engine):
 
     async def acceptance_gauge(self, client: httpx.AsyncClient) -> float | None:
         # `sglang:spec_accept_length` (--enable-metrics): accepted tokens per forward of the last logged interval.
-        response = await client.get("/metrics")
+        try:
+            response = await client.get("/metrics")
+        except httpx.HTTPError:
+            return None  # a server gone after its batch fails the trial where the next request does
         values = parse_prometheus(response.text, "sglang:") if response.status_code == 200 else {}
         gauge = values.get("spec_accept_length")
         return gauge if gauge else None

@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import typing
+import warnings
 import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
@@ -77,6 +78,14 @@ def source_root(version: str, cache: Path = CACHE) -> Path:
     return root
 
 
+def parse_source(path: Path) -> ast.Module:
+    """A release module's syntax tree (its regex strings' old escapes do not warn: they are its, not ours)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SyntaxWarning)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return ast.parse(path.read_text(encoding="utf-8"))
+
+
 # --- reading the declared fields ---------------------------------------------------------------------------
 
 
@@ -123,7 +132,7 @@ def _module_names(path: Path, names: _Names) -> dict[str, Any]:
     another), classes of constants (`Backend.ALL`) and functions (by name)."""
     found: dict[str, Any] = {}
     scope = _Names({**names})
-    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+    for node in parse_source(path).body:
         if isinstance(node, ast.FunctionDef):
             found[node.name] = _Function(node.name)
         elif isinstance(node, ast.ClassDef):
@@ -149,7 +158,7 @@ def _module_names(path: Path, names: _Names) -> dict[str, Any]:
 def _imported(root: Path, path: Path, names: _Names) -> _Names:
     """`names`, plus what `path` imports from the release's own modules."""
     scope = _Names(names)
-    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+    for node in parse_source(path).body:
         if not (isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("sglang.")):
             continue
         module = root / Path(*node.module.split(".")).with_suffix(".py")
@@ -262,7 +271,7 @@ def _field_flag(name: str, hint: Any, meta: dict[str, Any], default: Any, missin
 def _fields(root: Path, base: _Names) -> Iterator[ReleaseFlag]:
     for path in sorted((root / FIELDS).glob("*.py")):
         names = _imported(root, path, base)
-        for cls in ast.parse(path.read_text(encoding="utf-8")).body:
+        for cls in parse_source(path).body:
             if not isinstance(cls, ast.ClassDef):
                 continue
             for node in cls.body:
@@ -278,7 +287,7 @@ def _fields(root: Path, base: _Names) -> Iterator[ReleaseFlag]:
 
 
 def _add_cli_args(root: Path) -> ast.FunctionDef | None:
-    for node in ast.walk(ast.parse((root / SERVER_ARGS).read_text(encoding="utf-8"))):
+    for node in ast.walk(parse_source(root / SERVER_ARGS)):
         if isinstance(node, ast.FunctionDef) and node.name == "add_cli_args":
             return node
     return None
@@ -337,7 +346,7 @@ def source_strings(root: Path, under: str = "sglang/srt") -> set[str]:
     found: set[str] = set()
     for path in sorted((root / under).rglob("*.py")):
         try:
-            tree = ast.parse(path.read_text(encoding="utf-8"))
+            tree = parse_source(path)
         except (SyntaxError, UnicodeDecodeError):
             continue
         for node in ast.walk(tree):

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sweep.engines.sglang import DEFAULT_ADAPTIVE_CONFIG
+from sweep.engines.sglang_rules import DEFAULT_ADAPTIVE_CONFIG
 
 
 class AdaptiveConfigError(ValueError):

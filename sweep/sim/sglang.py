@@ -11,8 +11,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from sweep.engines.sglang import (
+from sweep.engines.sglang_rules import (
     ADAPTIVE_UNSUPPORTED,
+    BLOCK_SIZES,
+    MULTI_LAYER_EAGLE_ARCHITECTURES,
     GraphReserve,
     auto_memory_fraction,
     auto_spec_params,
@@ -126,12 +128,12 @@ def speculation(args: argparse.Namespace, architecture: str) -> Speculation:
     if algorithm is None:
         return Speculation(None, 0, 0, 0, args.max_running_requests)
     if args.speculative_adaptive:
-        _adaptive(args, spec)
+        _adaptive(args, spec, architecture)
     HANDLERS.get(algorithm, _other)(args, spec, architecture)
     return spec
 
 
-def _adaptive(args: argparse.Namespace, spec: Speculation) -> None:
+def _adaptive(args: argparse.Namespace, spec: Speculation, architecture: str) -> None:
     """`_maybe_disable_adaptive` (a warning, then static parameters) and `_init_adaptive_speculative_params`."""
     reason = ""
     if spec.algorithm not in ("EAGLE", "EAGLE3"):
@@ -139,8 +141,10 @@ def _adaptive(args: argparse.Namespace, spec: Speculation) -> None:
     elif spec.topk is not None and spec.topk != 1:
         reason = f"speculative_eagle_topk={spec.topk} (only topk=1 is supported)"
     else:
-        flags = (why for flag, why in ADAPTIVE_UNSUPPORTED if getattr(args, flag.replace("-", "_"), False))
-        reason = next(flags, "")
+        switched = {flag for flag, _ in ADAPTIVE_UNSUPPORTED if getattr(args, flag.replace("-", "_"), False)}
+        if spec.algorithm == "EAGLE" and architecture in MULTI_LAYER_EAGLE_ARCHITECTURES:
+            switched.add("enable-multi-layer-eagle")  # the model's override turns it on
+        reason = next((why for flag, why in ADAPTIVE_UNSUPPORTED if flag in switched), "")
     if reason:
         spec.notices.append(
             f"speculative_adaptive disabled: {reason}. Falling back to static speculative params."
@@ -260,8 +264,8 @@ def _other(args: argparse.Namespace, spec: Speculation, architecture: str) -> No
     spec.reset_running()
 
 
-DFLASH_DEFAULT_BLOCK = 16  # when the draft's config names no block size
-DSPARK_DEFAULT_GAMMA = 7  # dspark_config.DEFAULT_DSPARK_GAMMA
+DFLASH_DEFAULT_BLOCK = BLOCK_SIZES["DFLASH"][1]  # when the draft's config names no block size
+DSPARK_DEFAULT_GAMMA = BLOCK_SIZES["DSPARK"][1]  # dspark_config.DEFAULT_DSPARK_GAMMA
 HANDLERS = {
     "EAGLE": _eagle_family,
     "EAGLE3": _eagle_family,
