@@ -78,18 +78,10 @@ def lines_of(text: str) -> list[str]:
 
 # Start-ups that reach each line the engine reads: plain, speculative with every warning, adaptive, capped by the
 # mamba cache, a pool shorter than the context, and the failures.
+CHAIN = ("--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3", "--speculative-eagle-topk", "1")
 STARTS: tuple[tuple[str, ...], ...] = (
     (),
-    (
-        "--speculative-algorithm",
-        "NEXTN",
-        "--speculative-num-steps",
-        "3",
-        "--speculative-eagle-topk",
-        "1",
-        "--speculative-num-draft-tokens",
-        "6",
-    ),
+    (*CHAIN, "--speculative-num-draft-tokens", "6"),
     ("--speculative-algorithm", "EAGLE", "--speculative-adaptive"),
     (
         "--speculative-algorithm",
@@ -114,16 +106,7 @@ STARTS: tuple[tuple[str, ...], ...] = (
     ("--speculative-algorithm", "DSPARK"),
     ("--max-mamba-cache-size", "12", "--context-length", "1000000"),
     ("--mem-fraction-static", "0.5"),
-    (
-        "--max-mamba-cache-size",
-        "2",
-        "--speculative-algorithm",
-        "NEXTN",
-        "--speculative-num-steps",
-        "3",
-        "--speculative-eagle-topk",
-        "1",
-    ),
+    ("--max-mamba-cache-size", "2", *CHAIN),
     ("--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3"),
     ("--speculative-algorithm", "NEXTN", "--speculative-eagle-topk", "2"),
     ("--speculative-algorithm", "MEDUSA"),
@@ -283,14 +266,15 @@ def release_table() -> dict[str, Any]:
 # --- rules ---------------------------------------------------------------------------------------------------
 
 
-def function(path: Path, name: str) -> ast.FunctionDef:
-    tree = parse_source(source_root(PINNED) / path)
+def function(path: Path, name: str, version: str = PINNED) -> ast.FunctionDef:
+    tree = parse_source(source_root(version) / path)
     return next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == name)
 
 
-def test_auto_chosen_parameters_are_the_releases() -> None:
+@pytest.mark.parametrize("version", RELEASES)
+def test_auto_chosen_parameters_are_the_releases(version: str) -> None:
     """`_auto_choose_speculative_params`, branch by branch: each architecture it names, and the rest."""
-    body = function(HOOK, "_auto_choose_speculative_params").body
+    body = function(HOOK, "_auto_choose_speculative_params", version).body
     named: dict[str, tuple[int, ...]] = {}
     default: tuple[int, ...] = ()
     for node in ast.walk(ast.Module(body=body, type_ignores=[])):
@@ -312,6 +296,18 @@ def test_auto_chosen_parameters_are_the_releases() -> None:
         else:
             assert rules.auto_spec_params("EAGLE", key) == value, key
     assert rules.auto_spec_params("EAGLE", "SomeNewForCausalLM") == default
+
+
+@pytest.mark.parametrize("version", RELEASES)
+def test_both_releases_crash_on_steps_without_topk_and_start_adaptive_in_the_middle(version: str) -> None:
+    """The rules the engine's `derive` and the simulator follow are the same in 0.5.20: top-k compared unset
+    where steps are given, adaptive's starting steps the middle of every slot's candidates."""
+    eagle = ast.unparse(function(HOOK, "_handle_eagle_family", version))
+    assert "if not cfg.speculative_adaptive and cfg.speculative_num_steps is None:" in eagle
+    assert "cfg.speculative_eagle_topk > 1" in eagle and "cfg.speculative_eagle_topk == 1" in eagle
+    start = ast.unparse(function(HOOK, "_init_adaptive_speculative_params", version))
+    assert "speculative_num_steps=candidate_steps[len(candidate_steps) // 2]" in start
+    assert "speculative_num_draft_tokens=cfg.speculative_num_steps + 1" in start
 
 
 def test_adaptive_defaults_and_refusals_are_the_releases() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from sweep.sim.server import main as sim_main
+from sweep.sim.front import main as sim_main
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

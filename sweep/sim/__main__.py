@@ -2,6 +2,6 @@
 
 import sys
 
-from sweep.sim.server import main
+from sweep.sim.front import main
 
 sys.exit(main(sys.argv[1:]))

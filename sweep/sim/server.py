@@ -805,11 +805,7 @@ def template_lines(profile: Profile) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    """SGLang's command line; `vllm serve MODEL ...` is vLLM's (`sweep/sim/vllm.py`)."""
-    if argv[:1] == ["vllm"]:
-        from sweep.sim import vllm
-
-        return vllm.main(argv[1:])
+    """SGLang's command line (`sweep/sim/front.py` hands vLLM's to `vllm.py`)."""
     profile = load_profile(argv)
     args = normalize(build_parser(profile.sglang_version).parse_args(argv))
 
