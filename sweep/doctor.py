@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,7 +42,9 @@ KV_DTYPE_BYTES = {
     "fp8_e5m2": 1,
     "q8_0": 1,
 }
-MTP_LAYER = re.compile(r"(?:^|\.)mtp\.layers\.(\d+)\.")
+# MTP layers under their own names: `mtp.layers.N.` (Qwen3-Next, Qwen3.5), `model.mtp_layers.N.` (MiMo). DeepSeek-V3
+# and GLM-4.5 store them as the decoder layers past `num_hidden_layers` (`model.layers.61.` of a 61-layer model).
+MTP_LAYER = re.compile(r"(?:^|\.)(?:mtp\.layers|mtp_layers)\.(\d+)\.")
 LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
 FULL_ATTENTION = re.compile(r"\.self_attn\.[kv]_proj\.weight$")
 DRAFT_DEPTH_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_layers")
@@ -188,17 +190,47 @@ def _from_config(g: Geometry, config: Mapping[str, Any], prefix: str) -> None:
             break
 
 
+def decoder_prefix(names: Iterable[str], layers: int | None, drafts: int) -> str:
+    """Where the decoder's layers are (`model.layers.`, `model.language_model.layers.`): the prefix holding every
+    index below `num_hidden_layers` whose count is nearest the decoder's and its MTP layers', so a vision
+    tower's `encoder.layers.N` is taken for neither."""
+    indexes: dict[str, set[int]] = {}
+    for name in names:
+        if not MTP_LAYER.search(name) and (found := LAYER.search(name)):
+            indexes.setdefault(name[: found.start(1)], set()).add(int(found.group(1)))
+
+    def fit(prefix: str) -> tuple[bool, int]:
+        held = indexes[prefix]
+        covers = layers is not None and set(range(layers)) <= held
+        return covers, -abs(len(held) - (layers or 0) - drafts) if layers is not None else len(held)
+
+    return max(indexes, key=fit, default="")
+
+
+def mtp_layer(name: str, layers: int | None, prefix: str) -> int | None:
+    """The MTP layer a tensor belongs to, under every naming released checkpoints use (None: a target tensor)."""
+    if found := MTP_LAYER.search(name):
+        return int(found.group(1))
+    found = LAYER.search(name)
+    if layers is not None and found and name[: found.start(1)] == prefix and int(found.group(1)) >= layers:
+        return int(found.group(1)) - layers  # stored as the next decoder layer
+    return None
+
+
 def _from_tensors(g: Geometry, tensors: Mapping[str, tuple[Path, Mapping[str, Any]]]) -> None:
     total = sum(int(e["data_offsets"][1]) - int(e["data_offsets"][0]) for _, e in tensors.values())
     g.weight_bytes = Fact(total, f"safetensors headers ({len(tensors)} tensors)")
-    mtp = {int(m.group(1)) for name in tensors if (m := MTP_LAYER.search(name))}
-    files = sorted({f.name for name, (f, _) in tensors.items() if MTP_LAYER.search(name)})
-    g.draft_layers = Fact(len(mtp), f"tensors: mtp.layers.N.* in {', '.join(files) or 'no file'}")
-    target = {int(m.group(1)) for name in tensors if not MTP_LAYER.search(name) and (m := LAYER.search(name))}
+    count = g.layers.value if g.layers else None
+    prefix = decoder_prefix(tensors, count, g.draft_layers_config.value if g.draft_layers_config else 0)
+    drafts = {name: index for name in tensors if (index := mtp_layer(name, count, prefix)) is not None}
+    mtp = set(drafts.values())
+    files = sorted({tensors[name][0].name for name in drafts})
+    naming = "mtp.layers.N / mtp_layers.N / layers.N past num_hidden_layers"
+    g.draft_layers = Fact(len(mtp), f"tensors: {naming} in {', '.join(files) or 'no file'}")
+    decoder = [(name, m) for name in tensors if name not in drafts and (m := LAYER.search(name))]
+    target = {int(m.group(1)) for name, m in decoder if name[: m.start(1)] == prefix}
     full = {
-        int(m.group(1))
-        for name in tensors
-        if not MTP_LAYER.search(name) and FULL_ATTENTION.search(name) and (m := LAYER.search(name))
+        int(m.group(1)) for name, m in decoder if name[: m.start(1)] == prefix and FULL_ATTENTION.search(name)
     }
     vocab = int(g.config.get("vocab_size", 0))
     vocab_bytes = sum(

@@ -346,3 +346,50 @@ def test_the_room_a_gpu_leaves_for_the_pool(
     assert "of weights (the files)" in finding["detail"]
     assert main(["doctor", str(qwen_folder), "--gpu-memory", "24", "--", "0.92"]) == 2
     assert "'0.92' is not a flag" in capsys.readouterr().err
+
+
+def folder_of(tmp_path: Path, name: str, config: dict[str, Any], prefixes: list[str]) -> Path:
+    """A model folder: config.json and one safetensors file with a full-attention layer at each prefix."""
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "config.json").write_text(
+        json.dumps({**config, "num_key_value_heads": KV_HEADS, "head_dim": HEAD_DIM})
+    )
+    body: dict[str, tuple[str, list[int]]] = {}
+    for prefix in prefixes:
+        body |= layer(prefix, "full_attention")
+    write_safetensors(folder / "model.safetensors", body)
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("family", "prefixes"),
+    [
+        # DeepSeek-V3 / GLM-4.5: the MTP layer is the decoder layer after the last (model.layers.61 of 61).
+        ("next decoder layer", [f"model.layers.{i}" for i in range(4)]),
+        # MiMo: its own namespace.
+        ("mtp_layers", [*(f"model.layers.{i}" for i in range(3)), "model.mtp_layers.0"]),
+        # Qwen3-Next / Qwen3.5: mtp.layers.
+        ("mtp.layers", [*(f"model.layers.{i}" for i in range(3)), "mtp.layers.0"]),
+    ],
+)
+def test_mtp_layers_under_every_released_naming(tmp_path: Path, family: str, prefixes: list[str]) -> None:
+    g = geometry_of(
+        folder_of(tmp_path, "m", {"num_hidden_layers": 3, "num_nextn_predict_layers": 1}, prefixes)
+    )
+    assert g.draft_layers is not None and g.draft_layers.value == 1, family
+    assert g.kv_layers is not None and g.kv_layers.value == 3 and not g.disagreements, g.disagreements
+    assert g.cell_bytes(1) == (3 * 2 * KV_HEADS * HEAD_DIM, 2 * KV_HEADS * HEAD_DIM)  # the draft is priced
+
+
+def test_a_vision_towers_layers_are_neither_decoder_nor_draft_layers(tmp_path: Path) -> None:
+    prefixes = [*(f"model.language_model.layers.{i}" for i in range(3))]
+    prefixes += [f"model.vision_tower.encoder.layers.{i}" for i in range(5)]  # deeper than the decoder
+    g = geometry_of(folder_of(tmp_path, "vlm", {"num_hidden_layers": 3}, prefixes))
+    assert g.draft_layers is not None and g.draft_layers.value == 0 and not g.disagreements, g.disagreements
+    # A checkpoint whose config counts no MTP layer but holds one past the decoder's: said, not silently priced.
+    g = geometry_of(
+        folder_of(tmp_path, "unsaid", {"num_hidden_layers": 2}, [f"model.layers.{i}" for i in range(3)])
+    )
+    assert g.draft_layers is not None and g.draft_layers.value == 1
+    assert any("names no draft depth" in d for d in g.disagreements)
