@@ -34,15 +34,15 @@ from sweep.engines.base import (
 )
 from sweep.engines.schedules import sglang_adaptive_config
 from sweep.engines.sglang_rules import (
-    ADAPTIVE_ALGORITHMS,
     ADAPTIVE_UNSUPPORTED,
     BLOCK_SIZES,
-    MULTI_LAYER_EAGLE_ARCHITECTURES,
     GraphReserve,
     adaptive_candidate_steps,
+    adaptive_unsupported_reason,
     auto_memory_fraction,
     auto_spec_params,
     memory_defaults,
+    resolved_algorithm,
 )
 from sweep.errors import SpeculationInactive, UserError
 from sweep.modelfiles import read_config
@@ -379,16 +379,12 @@ class SGLangEngine(Engine):
         """Why 0.5.23 would not run adaptive speculation with these parameters (it warns and runs static steps,
         not what the trial asked for) or refuses its steps; None where it runs them. `candidates`: the config's
         candidate steps (default: read from the config the parameters name)."""
-        algo, topk = algorithm(params), params.get("speculative-eagle-topk")
-        if algo not in ADAPTIVE_ALGORITHMS:
-            return f"speculative_algorithm={algo} (only EAGLE/EAGLE3 are supported)"
-        if topk is not None and int(topk) != 1:
-            return f"speculative_eagle_topk={topk} (only topk=1 is supported)"
-        multi_layer = algo in ("EAGLE", "NEXTN") and self.architecture in MULTI_LAYER_EAGLE_ARCHITECTURES
-        switched = {flag for flag, _ in ADAPTIVE_UNSUPPORTED if params.get(flag)}
-        if multi_layer:
-            switched.add("enable-multi-layer-eagle")
-        if reason := next((why for flag, why in ADAPTIVE_UNSUPPORTED if flag in switched), None):
+        topk = params.get("speculative-eagle-topk")
+        switches = {flag for flag, _ in ADAPTIVE_UNSUPPORTED if params.get(flag)}
+        algo = resolved_algorithm(algorithm(params))
+        if reason := adaptive_unsupported_reason(
+            algo, None if topk is None else int(topk), switches, self.architecture
+        ):
             return reason
         if candidates is None:
             candidates = adaptive_candidate_steps(params.get("speculative-adaptive-config"))

@@ -8,6 +8,7 @@ written once; `tests/test_sglang_conformance.py` reads each back from the releas
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -92,8 +93,8 @@ BLOCK_SIZES = {
     "DFLASH": ("speculative-dflash-block-size", 16, False),
     "DSPARK": ("speculative-dspark-block-size", 7, True),
 }
-# `adaptive_unsupported_reason` (0.5.23): where adaptive speculation does not run, and the reason it logs.
-ADAPTIVE_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN")
+# `adaptive_unsupported_reason` (0.5.23): the switches under which adaptive speculation does not run, and the
+# reason it logs for each.
 ADAPTIVE_UNSUPPORTED = (
     (
         "enable-dp-attention",
@@ -139,9 +140,36 @@ DEFAULT_ADAPTIVE_CONFIG: dict[str, dict[str, Any]] = {
 }
 
 
+def resolved_algorithm(name: str | None) -> str | None:
+    """`_resolve_speculative_algorithm_alias`: NEXTN is EAGLE (upper case, as the hook stores it)."""
+    upper = name.upper() if name else None
+    return "EAGLE" if upper == "NEXTN" else upper
+
+
+def adaptive_unsupported_reason(
+    algorithm: str | None, topk: int | None, switches: Iterable[str], architecture: str | None
+) -> str | None:
+    """`adaptive_unsupported_reason`: why adaptive speculation does not run (0.5.23 then warns and runs static
+    steps), None where it does. `algorithm` as resolved; `switches`: the flags set (`enable-dp-attention`);
+    a model whose override turns multi-layer EAGLE on counts as that switch."""
+    if algorithm not in ("EAGLE", "EAGLE3"):
+        return f"speculative_algorithm={algorithm} (only EAGLE/EAGLE3 are supported)"
+    if topk is not None and topk != 1:
+        return f"speculative_eagle_topk={topk} (only topk=1 is supported)"
+    on = set(switches)
+    if algorithm == "EAGLE" and architecture in MULTI_LAYER_EAGLE_ARCHITECTURES:
+        on.add("enable-multi-layer-eagle")
+    return next((why for flag, why in ADAPTIVE_UNSUPPORTED if flag in on), None)
+
+
+def candidate_union(slots: Iterable[Mapping[str, Any]]) -> list[int]:
+    """`resolve_candidate_steps_from_config`: every slot's candidate steps together, sorted."""
+    return sorted({int(s) for slot in slots for s in slot.get("candidate_steps") or []})
+
+
 def adaptive_candidate_steps(path: str | None) -> list[int]:
-    """`resolve_candidate_steps_from_config`: the union of every slot's candidate steps (the default config's
-    where no file is given); the starting steps must be one of them."""
+    """The candidate steps of the config file at `path` (the default config's where none is given): the starting
+    steps must be one of them."""
     config: Any = DEFAULT_ADAPTIVE_CONFIG
     if path is not None:
         try:
@@ -156,4 +184,4 @@ def adaptive_candidate_steps(path: str | None) -> list[int]:
         if isinstance(config, dict)
         else []
     )
-    return sorted({int(s) for slot in slots for s in slot.get("candidate_steps") or []})
+    return candidate_union(slots)

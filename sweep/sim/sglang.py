@@ -14,10 +14,12 @@ from typing import Any
 from sweep.engines.sglang_rules import (
     ADAPTIVE_UNSUPPORTED,
     BLOCK_SIZES,
-    MULTI_LAYER_EAGLE_ARCHITECTURES,
     GraphReserve,
+    adaptive_unsupported_reason,
     auto_memory_fraction,
     auto_spec_params,
+    candidate_union,
+    resolved_algorithm,
 )
 from sweep.sim.adaptive import AdaptiveConfigError, load_config
 from sweep.sim.model import (
@@ -115,7 +117,7 @@ def speculation(args: argparse.Namespace, architecture: str) -> Speculation:
     """`handle_speculative_decoding`: the name (NEXTN is EAGLE), adaptive speculation, then the algorithm's
     own handler, raising StartupFailure with what SGLang prints where it refuses or crashes."""
     name = args.speculative_algorithm.upper() if args.speculative_algorithm else None
-    algorithm = "EAGLE" if name in ("NEXTN", "EAGLE") else name
+    algorithm = resolved_algorithm(name)
     if algorithm is not None and algorithm not in ALGORITHMS:
         raise StartupFailure(f"ValueError: Unknown speculative algorithm name: {name}")
     spec = Speculation(
@@ -135,16 +137,8 @@ def speculation(args: argparse.Namespace, architecture: str) -> Speculation:
 
 def _adaptive(args: argparse.Namespace, spec: Speculation, architecture: str) -> None:
     """`_maybe_disable_adaptive` (a warning, then static parameters) and `_init_adaptive_speculative_params`."""
-    reason = ""
-    if spec.algorithm not in ("EAGLE", "EAGLE3"):
-        reason = f"speculative_algorithm={spec.algorithm} (only EAGLE/EAGLE3 are supported)"
-    elif spec.topk is not None and spec.topk != 1:
-        reason = f"speculative_eagle_topk={spec.topk} (only topk=1 is supported)"
-    else:
-        switched = {flag for flag, _ in ADAPTIVE_UNSUPPORTED if getattr(args, flag.replace("-", "_"), False)}
-        if spec.algorithm == "EAGLE" and architecture in MULTI_LAYER_EAGLE_ARCHITECTURES:
-            switched.add("enable-multi-layer-eagle")  # the model's override turns it on
-        reason = next((why for flag, why in ADAPTIVE_UNSUPPORTED if flag in switched), "")
+    switches = {flag for flag, _ in ADAPTIVE_UNSUPPORTED if getattr(args, flag.replace("-", "_"), False)}
+    reason = adaptive_unsupported_reason(spec.algorithm, spec.topk, switches, architecture)
     if reason:
         spec.notices.append(
             f"speculative_adaptive disabled: {reason}. Falling back to static speculative params."
@@ -154,7 +148,7 @@ def _adaptive(args: argparse.Namespace, spec: Speculation, architecture: str) ->
         slots = load_config(args.speculative_adaptive_config)
     except AdaptiveConfigError as exc:
         raise StartupFailure(str(exc)) from None
-    candidates = sorted({s for entry in slots.values() for s in entry["candidate_steps"]})
+    candidates = candidate_union(slots.values())
     spec.topk = 1 if spec.topk is None else spec.topk
     spec.steps = candidates[len(candidates) // 2] if spec.steps is None else spec.steps
     if spec.steps not in candidates:
