@@ -3,10 +3,15 @@
 It reads a model folder without loading weights: `config.json` (a nested `text_config` too), every safetensors
 header (8-byte little-endian length, then JSON: each tensor's dtype, shape and byte range), or a GGUF file's
 metadata. From them the geometry, each number with where it came from: layers, which hold a KV cache (full
-attention) and which do not (linear attention / recurrent state), KV heads x head dim, draft (MTP) layers
-counted from tensor names, vocabulary tensors, weight bytes; and where config and tensors disagree.
+attention), which a window and which none (linear attention / recurrent state, held per request), KV heads x
+head dim or MLA's latent, draft (MTP) layers counted from tensor names, vocabulary tensors, weight bytes; and
+where config and tensors disagree.
 
-Then the per-token KV cost (target and draft apart) at the KV dtype; with a server log, the pool the engine
+The geometry is priced as the engine holds it (`EngineRules`, from the engine: how it pools sliding-window
+layers, the draft its flags load, tensor parallel), and a draft that cannot work with the model (an EAGLE-3
+head launched as EAGLE, another model's vocabulary, MTP asked of a checkpoint without MTP layers) is named
+before any server starts. Then the per-token KV cost (target, draft, window and state apart) at the KV dtype;
+with a server log, the pool the engine
 should have had against the pool it logged (an engine that read the draft depth wrong sized the pool with the
 wrong cost: the named cause), free memory left after the pool larger than the pool (a miscalculation, not a
 shortage), and CUDA-graph batch sizes the server can never reach (decode sizes above its running limit,
@@ -21,11 +26,14 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sweep.errors import UserError
 from sweep.modelfiles import gguf_metadata, read_config, safetensors_header
-from sweep.results import LaunchFacts
+from sweep.results import DraftAsk, DraftKind, LaunchFacts, WindowPool
+
+if TYPE_CHECKING:
+    from sweep.engines.base import Engine
 
 GIB = 1024**3
 MISMATCH = 0.03  # a pool this far from the prediction is named
@@ -47,14 +55,18 @@ KV_DTYPE_BYTES = {
 MTP_LAYER = re.compile(r"(?:^|\.)(?:mtp\.layers|mtp_layers)\.(\d+)\.")
 LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
 FULL_ATTENTION = re.compile(r"\.self_attn\.[kv]_proj\.weight$")
-DRAFT_DEPTH_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_layers")
+# The config keys released checkpoints count their MTP layers under: DeepSeek-V3, GLM-4.5, MiMo, Ernie 4.5
+# (`num_nextn_predict_layers`), Qwen3.5 (`mtp_num_hidden_layers`), MiniMax-M2 (`num_mtp_modules`), IQuest
+# (`num_mtp_layers`).
+DRAFT_DEPTH_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_modules", "num_mtp_layers")
 # `layer_types` names: attention over every token, over a window, and the rest (linear attention, recurrent
 # state: a fixed state per request, no KV per token).
 FULL_TYPES = {"full_attention", "attention", "global_attention"}
 SLIDING_TYPES = {"sliding_attention", "local_attention", "chunked_attention"}
-# llama.cpp's sliding-window patterns by GGUF architecture (`set_swa_pattern` in llama-model.cpp): every n-th
-# layer attends to every token, the others to the window. GGUF files carry the window, not the pattern.
-GGUF_SWA_PATTERN = {"gemma2": 2, "gemma3": 6, "cohere2": 4}
+# Sliding-window patterns by family (llama.cpp's `set_swa_pattern` by GGUF architecture, transformers' config
+# defaults by model_type): every n-th layer attends to every token, the others to the window. GGUF files and
+# Gemma 3's config.json carry the window, not the pattern.
+SWA_PATTERN = {"gemma2": 2, "gemma3": 6, "cohere2": 4}
 
 
 @dataclass(frozen=True)
@@ -65,6 +77,27 @@ class Fact:
     source: str
 
 
+@dataclass(frozen=True)
+class LinearState:
+    """One linear-attention (gated delta net) or Mamba-2 layer's state, held per request, not per token: a
+    convolution state of `conv_dim` x (`conv_kernel` - 1) and a recurrent state of `heads` x `head_dim` x
+    `state_size` (SGLang's `Mamba2StateShape.create`: both split over tensor parallel; conv state in 16 bits,
+    the recurrent state in float32 unless the config's `mamba_ssm_dtype` says otherwise: `mamba2_state_dtype`)."""
+
+    conv_dim: int
+    conv_kernel: int
+    heads: int
+    head_dim: int
+    state_size: int
+    temporal_bytes: int = 4
+    conv_bytes: int = 2
+    source: str = ""
+
+    def layer_bytes(self, tp: int) -> int:
+        conv = self.conv_dim // tp * (self.conv_kernel - 1) * self.conv_bytes
+        return conv + self.heads // tp * self.head_dim * self.state_size * self.temporal_bytes
+
+
 @dataclass
 class Geometry:
     layers: Fact | None = None
@@ -72,46 +105,107 @@ class Geometry:
     sliding_layers: Fact | None = None  # layers whose KV cache holds the last `sliding_window` tokens only
     sliding_window: Fact | None = None
     state_layers: Fact | None = None  # linear-attention / recurrent layers (a fixed state, no KV per token)
-    kv_width: Fact | None = None  # KV heads x head dim, per layer, for K and for V
+    kv_width: Fact | None = None  # KV heads x head dim, per layer (for K; V's heads x v_head_dim)
     head_dim: int | None = None  # a KV head's width: tensor parallel splits KV heads, never a head
+    v_head_dim: int | None = None  # V's head width where it differs from K's (SGLang: head_dim + v_head_dim)
+    latent: Fact | None = None  # MLA: one latent + rope vector per layer and token, the same on every GPU
+    linear_state: LinearState | None = None
     draft_layers: Fact | None = None  # MTP layers, counted from tensor names
     draft_layers_config: Fact | None = None  # what config.json says about them, if anything
     vocab_tensor_bytes: Fact | None = None  # embedding + output head
     weight_bytes: Fact | None = None
     disagreements: list[str] = field(default_factory=list)
     config: dict[str, Any] = field(default_factory=dict)  # the (merged) config, as an engine would read it
+    tensor_parallel: int = 1
+    window: WindowPool | None = None  # how the engine pools the sliding-window layers (None: window only)
+    draft: Geometry | None = None  # a separate draft checkpoint's geometry (EAGLE head, small model)
+
+    @property
+    def priced(self) -> bool:
+        return self.kv_layers is not None and (self.kv_width is not None or self.latent is not None)
 
     def cell_bytes(self, kv_bytes: int, draft_layers: int | None = None) -> tuple[int, int]:
-        """Per-token KV bytes of the target and of the draft (its layers counted from tensors unless given)."""
-        if self.kv_layers is None or self.kv_width is None:
+        """Per-token KV bytes of the target and of the draft: a separate draft at its own layers' cost, MTP
+        layers (counted from tensors unless given) at the target's (they copy its attention). The target's
+        include what its sliding-window layers add per full token where the engine pools them at a ratio."""
+        if not self.priced or self.kv_layers is None:
             raise UserError(
                 "the model's KV geometry is unknown", "give a folder with config.json or a GGUF file"
             )
         per_layer = self.layer_bytes(kv_bytes)
+        target = self.kv_layers.value * per_layer + round(self.sliding_share * self.sliding_bytes(kv_bytes))
+        if draft_layers == 0:
+            return target, 0
+        if self.draft is not None and self.draft.priced and draft_layers is None:
+            return target, self.draft.draft_cost(kv_bytes)
         drafts = (
             draft_layers
             if draft_layers is not None
             else (self.draft_layers.value if self.draft_layers else 0)
         )
-        return self.kv_layers.value * per_layer, drafts * per_layer
+        return target, drafts * per_layer
+
+    def draft_cost(self, kv_bytes: int) -> int:
+        """What this checkpoint costs per token as a draft: its full-attention layers (an EAGLE head's one)."""
+        return sum(self.cell_bytes(kv_bytes, 0))
 
     def layer_bytes(self, kv_bytes: int) -> int:
-        """One layer's K and V for one token."""
-        return 2 * (self.kv_width.value if self.kv_width else 0) * kv_bytes
+        """One full-attention layer's cache for one token: MLA's latent, else K and V of the KV heads."""
+        if self.latent is not None:
+            return self.latent.value * kv_bytes
+        if self.kv_width is None:
+            return 0
+        heads = self.kv_width.value // self.head_dim if self.head_dim else 1
+        v_width = heads * self.v_head_dim if self.v_head_dim and self.head_dim else self.kv_width.value
+        return (self.kv_width.value + v_width) * kv_bytes
+
+    def sliding_bytes(self, kv_bytes: int) -> int:
+        """Per token, the sliding-window layers' cache (held for the window's tokens, or at the engine's ratio)."""
+        return (self.sliding_layers.value if self.sliding_layers else 0) * self.layer_bytes(kv_bytes)
+
+    @property
+    def sliding_share(self) -> float:
+        """Sliding-window tokens held per full-attention token where the engine sizes them together (0: the
+        window's tokens only, not per pool token)."""
+        return (self.window.ratio or 0.0) if self.window is not None and self.window.apart else 0.0
+
+    def state_bytes(self) -> int:
+        """Linear-attention / recurrent state one request holds, on one GPU."""
+        if self.linear_state is None or not self.state_layers:
+            return 0
+        return self.state_layers.value * self.linear_state.layer_bytes(self.tensor_parallel)
 
     def token_bytes(self, kv_bytes: int, drafting: bool) -> int:
         """What a token of context costs: the target's layers, and the draft's where one drafts."""
         return sum(self.cell_bytes(kv_bytes, None if drafting else 0))
 
+    def pooled(self, window: WindowPool) -> Geometry:
+        """The geometry as an engine that holds sliding-window layers this way prices it: pooled with the full
+        layers, they are full layers."""
+        if window.apart or not self.sliding_layers or self.kv_layers is None:
+            return dataclasses.replace(self, window=window)
+        full = Fact(
+            self.kv_layers.value + self.sliding_layers.value,
+            f"{self.kv_layers.source} + {self.sliding_layers.value} sliding-window layers ({window.source})",
+        )
+        return dataclasses.replace(self, kv_layers=full, sliding_layers=None, window=window)
+
     def per_gpu(self, tp: int) -> Geometry:
         """The geometry one GPU of `tp` (tensor parallel) holds: the KV heads split between them, each GPU
-        keeping at least one (fewer heads than GPUs are replicated)."""
-        if tp <= 1 or self.kv_width is None or not self.head_dim:
+        keeping at least one (fewer heads than GPUs are replicated: SGLang's `get_num_kv_heads`); MLA's latent
+        whole on every GPU; the linear-attention state split."""
+        if tp <= 1:
             return self
+        draft = self.draft.per_gpu(tp) if self.draft is not None else None
+        if self.latent is not None or self.kv_width is None or not self.head_dim:
+            return dataclasses.replace(self, tensor_parallel=tp, draft=draft)
         heads = self.kv_width.value // self.head_dim
         width = max(1, heads // tp) * self.head_dim
         return dataclasses.replace(
-            self, kv_width=Fact(width, f"{self.kv_width.source}, over tensor parallel {tp}")
+            self,
+            kv_width=Fact(width, f"{self.kv_width.source}, over tensor parallel {tp}"),
+            tensor_parallel=tp,
+            draft=draft,
         )
 
 
@@ -165,10 +259,15 @@ def _from_config(g: Geometry, config: Mapping[str, Any], prefix: str) -> None:
         if sliding:
             g.sliding_layers = Fact(sliding, where + "layer_types (sliding attention)")
         g.state_layers = Fact(len(types) - full - sliding, where + "layer_types (linear attention, state)")
-    elif g.sliding_window and config.get("sliding_window_pattern") and g.layers:
-        pattern = int(config["sliding_window_pattern"])
-        g.kv_layers = Fact(g.layers.value // pattern, where + f"sliding_window_pattern ({pattern})")
-        g.sliding_layers = Fact(g.layers.value - g.kv_layers.value, where + "sliding_window_pattern")
+    elif g.sliding_window and g.layers and (pattern := _swa_pattern(config)):
+        said = "sliding_window_pattern" if "sliding_window_pattern" in config else "model_type's pattern"
+        g.kv_layers = Fact(g.layers.value // pattern, where + f"{said} ({pattern})")
+        g.sliding_layers = Fact(g.layers.value - g.kv_layers.value, where + said)
+    elif isinstance(config.get("hybrid_override_pattern"), str) and g.layers:
+        # Nemotron-H: a character per layer, `*` attention, `M` Mamba-2, `-` / `E` MLP or experts only.
+        plan = str(config["hybrid_override_pattern"])
+        g.kv_layers = Fact(plan.count("*"), where + "hybrid_override_pattern (*: attention)")
+        g.state_layers = Fact(plan.count("M"), where + "hybrid_override_pattern (M: Mamba-2)")
     elif "full_attention_interval" in config and g.layers:
         interval = int(config["full_attention_interval"])
         g.kv_layers = Fact(g.layers.value // interval, where + f"full_attention_interval ({interval})")
@@ -184,10 +283,58 @@ def _from_config(g: Geometry, config: Mapping[str, Any], prefix: str) -> None:
     if heads and head_dim:
         g.kv_width = Fact(int(heads) * int(head_dim), where + "num_key_value_heads x head_dim")
         g.head_dim = int(head_dim)
+        if config.get("v_head_dim") and int(config["v_head_dim"]) != int(head_dim):
+            g.v_head_dim = int(config["v_head_dim"])
+    if config.get("kv_lora_rank"):
+        # SGLang's `calculate_mla_kv_cache_dim`: kv_lora_rank + qk_rope_head_dim per layer, one vector for K and
+        # V, stored whole on every GPU (`_compute_cell_size` does not divide it by the attention TP size).
+        rope = int(config.get("qk_rope_head_dim") or 0)
+        g.latent = Fact(int(config["kv_lora_rank"]) + rope, where + "kv_lora_rank + qk_rope_head_dim (MLA)")
+        g.kv_width = None
+    g.linear_state = _linear_state(config, where)
     for key in DRAFT_DEPTH_KEYS:
-        if key in config:
+        if config.get(key) is not None:
             g.draft_layers_config = Fact(int(config[key]), where + key)
             break
+
+
+def _swa_pattern(config: Mapping[str, Any]) -> int | None:
+    """Every n-th layer attends to every token: the config's `sliding_window_pattern`, else the family's (a
+    Gemma 3 config.json leaves it to transformers' default, 6)."""
+    if config.get("sliding_window_pattern"):
+        return int(config["sliding_window_pattern"])
+    return SWA_PATTERN.get(str(config.get("model_type", "")).removesuffix("_text"))
+
+
+def _linear_state(config: Mapping[str, Any], where: str) -> LinearState | None:
+    """The state a linear-attention layer holds per request: gated delta nets (`linear_*` keys: Qwen3-Next,
+    Qwen3.5, SGLang's `Qwen3NextConfig.mamba2_cache_params`) or Mamba-2 (`mamba_*` / `ssm_state_size`)."""
+    temporal = 2 if str(config.get("mamba_ssm_dtype", "float32")) in ("bfloat16", "float16") else 4
+    if "linear_num_value_heads" in config and "linear_key_head_dim" in config:
+        value_heads, value_dim = int(config["linear_num_value_heads"]), int(config["linear_value_head_dim"])
+        key_heads, key_dim = int(config["linear_num_key_heads"]), int(config["linear_key_head_dim"])
+        return LinearState(
+            conv_dim=value_heads * value_dim + 2 * key_heads * key_dim,
+            conv_kernel=int(config.get("linear_conv_kernel_dim", 4)),
+            heads=value_heads,
+            head_dim=value_dim,
+            state_size=key_dim,
+            temporal_bytes=temporal,
+            source=where + "linear_* (gated delta net)",
+        )
+    heads = config.get("mamba_num_heads") or config.get("mamba_n_heads")
+    if heads and config.get("mamba_head_dim") and config.get("ssm_state_size"):
+        head_dim, size = int(config["mamba_head_dim"]), int(config["ssm_state_size"])
+        return LinearState(
+            conv_dim=int(heads) * head_dim + 2 * int(config.get("n_groups", 1)) * size,
+            conv_kernel=int(config.get("conv_kernel", config.get("mamba_d_conv", 4))),
+            heads=int(heads),
+            head_dim=head_dim,
+            state_size=size,
+            temporal_bytes=temporal,
+            source=where + "mamba_* (Mamba-2)",
+        )
+    return None
 
 
 def decoder_prefix(names: Iterable[str], layers: int | None, drafts: int) -> str:
@@ -269,6 +416,11 @@ def _gguf_geometry(path: Path) -> Geometry:
         return None if value is None else Fact(int(value), f"gguf: {arch}.{key}")
 
     g = Geometry(config={k: v for k, v in meta.items() if not isinstance(v, list)})
+    tokens = meta.get("tokenizer.ggml.tokens")
+    if isinstance(tokens, list):  # a draft must share the target's vocabulary: its size as config.json has it
+        g.config["vocab_size"] = len(tokens)
+    if f"{arch}.embedding_length" in meta:
+        g.config["hidden_size"] = int(meta[f"{arch}.embedding_length"])
     g.layers = fact("block_count")
     heads, key_length = fact("attention.head_count_kv"), fact("attention.key_length")
     if heads and key_length:
@@ -276,7 +428,7 @@ def _gguf_geometry(path: Path) -> Geometry:
         g.head_dim = key_length.value
     g.kv_layers = g.layers
     g.sliding_window = fact("attention.sliding_window")
-    pattern = GGUF_SWA_PATTERN.get(arch)
+    pattern = SWA_PATTERN.get(arch)
     if g.layers and g.sliding_window and pattern:
         why = f"llama.cpp's {arch} pattern: every {pattern}th layer full"
         g.kv_layers = Fact(g.layers.value // pattern, f"{g.layers.source}, {why}")
@@ -284,6 +436,91 @@ def _gguf_geometry(path: Path) -> Geometry:
     g.draft_layers = fact("nextn_predict_layers") or Fact(0, f"gguf: no {arch}.nextn_predict_layers")
     g.weight_bytes = Fact(path.stat().st_size, "the file's size")
     return g
+
+
+# --- the draft ---------------------------------------------------------------------------------------------
+
+
+def is_eagle3_head(config: Mapping[str, Any]) -> bool:
+    """EAGLE-3 heads say so: in their architecture (`LlamaForCausalLMEagle3`, `Eagle3DeepseekV2ForCausalLM`), a
+    pruned `draft_vocab_size`, or an `eagle_config` naming the target layers whose hidden states they read."""
+    names = " ".join(str(a) for a in config.get("architectures") or []).lower()
+    eagle = config.get("eagle_config")
+    aux = isinstance(eagle, dict) and "eagle_aux_hidden_state_layer_ids" in eagle
+    return "eagle3" in names or "draft_vocab_size" in config or aux
+
+
+def draft_geometry(ask: DraftAsk | None) -> Geometry | None:
+    """A separate draft checkpoint's geometry, where the launch names one on this machine (None: the target's
+    own layers, a hub id, or files the doctor cannot read)."""
+    if ask is None or ask.path is None or not Path(ask.path).exists():
+        return None
+    try:
+        return read_geometry(Path(ask.path))
+    except (UserError, OSError, ValueError):
+        return None
+
+
+def draft_problems(target: Geometry, ask: DraftAsk, draft: Geometry | None) -> list[str]:
+    """What makes the draft a launch asks for unable to work with the target, read from both checkpoints'
+    files: MTP asked of a checkpoint without MTP layers, an EAGLE-3 head launched as EAGLE (or the reverse),
+    a vocabulary or hidden size that is not the target's. Nothing where the files cannot tell."""
+    if ask.kind is DraftKind.MTP:
+        return _mtp_problems(draft or target, ask)
+    if draft is None:
+        return []
+    out: list[str] = []
+    arch = ", ".join(str(a) for a in draft.config.get("architectures") or []) or "no architecture named"
+    head3 = is_eagle3_head(draft.config)
+    if ask.kind is DraftKind.EAGLE and head3:
+        out.append(
+            f"{ask.flags} loads an EAGLE-3 head ({arch}) as EAGLE: it is fed one hidden state where it reads "
+            "three and accepts nothing (accept length 1.00); launch it as EAGLE3"
+        )
+    elif ask.kind is DraftKind.EAGLE3 and not head3:
+        out.append(
+            f"{ask.flags} loads {arch}, not an EAGLE-3 head (no Eagle3 architecture, draft_vocab_size or "
+            "eagle_config): launch an EAGLE head as EAGLE, or give an EAGLE-3 head"
+        )
+    target_vocab, draft_vocab = target.config.get("vocab_size"), draft.config.get("vocab_size")
+    if target_vocab and draft_vocab and int(target_vocab) != int(draft_vocab):
+        out.append(
+            f"the draft's vocabulary is {draft_vocab} tokens, the target's {target_vocab}: its tokens are not the "
+            "target's (give a draft trained for this model)"
+        )
+    if ask.kind is not DraftKind.MODEL:
+        reads = draft.config.get("target_hidden_size") or draft.config.get("hidden_size")
+        hidden = target.config.get("hidden_size")
+        if reads and hidden and int(reads) != int(hidden):
+            out.append(
+                f"the draft reads hidden states of width {reads}, the target's are {hidden}: it was trained for "
+                "another model"
+            )
+    return out
+
+
+def _mtp_problems(g: Geometry, ask: DraftAsk) -> list[str]:
+    """MTP/NEXTN drafts with the checkpoint's own MTP layers: the tensors' count where the doctor read tensors
+    (a quantized release may drop them while config.json still counts them), else config.json's."""
+    if g.draft_layers is not None:
+        held, where = g.draft_layers.value, g.draft_layers.source
+    elif g.draft_layers_config is not None:
+        held, where = g.draft_layers_config.value, g.draft_layers_config.source
+    else:
+        return []  # a config alone that names no depth: nothing to hold it against
+    if held > 0:
+        return []
+    said = (
+        f" although {g.draft_layers_config.source} says {g.draft_layers_config.value}"
+        if g.draft_layers_config is not None
+        and g.draft_layers_config.value > 0
+        and g.draft_layers is not None
+        else ""
+    )
+    return [
+        f"{ask.flags} drafts with the checkpoint's MTP layers, and it has none ({where}){said}: use a "
+        "checkpoint with its MTP layers, or another method"
+    ]
 
 
 # --- the verdicts ------------------------------------------------------------------------------------------
@@ -543,6 +780,7 @@ def budget_findings(
 
 DraftReading = Callable[[Mapping[str, Any]], "tuple[int, str] | None"]
 GraphPins = Callable[[int | None, int | None], dict[str, Any]]
+WindowRule = Callable[[Mapping[str, Any]], WindowPool]
 
 
 @dataclass(frozen=True)
@@ -554,6 +792,83 @@ class EngineRules:
     reads: DraftReading | None = None
     pins: GraphPins | None = None
     tensor_parallel: int = 1
+    windows: WindowRule | None = None  # how it pools a model's sliding-window layers (`Engine.window_pool`)
+    draft: DraftAsk | None = None  # the draft the launch loads (`Engine.draft_ask`)
+
+    @classmethod
+    def of(cls, engine: Engine, params: Mapping[str, Any], tensor_parallel: int | None = None) -> EngineRules:
+        """The rules of `engine` for a launch with these parameters (`tensor_parallel`: the flags' unless given)."""
+        derived = engine.derive(dict(params))
+        return cls(
+            engine.draft_layers_read,
+            engine.graph_pins,
+            tensor_parallel if tensor_parallel is not None else engine.tensor_parallel(derived),
+            functools.partial(engine.window_pool, params=derived),
+            engine.draft_ask(derived) if engine.wants_speculation(derived) else None,
+        )
+
+
+@dataclass(frozen=True)
+class TokenCost:
+    """What the cache costs on one GPU, each part apart: bytes per token of context for the target's layers
+    pooled with every token, the draft's, and the sliding-window layers' (held for the window's tokens, or at
+    `sliding_ratio` tokens per full token where the engine sizes a pool of its own for them), and the
+    linear-attention state each request holds whatever its length."""
+
+    kv_bytes_per_element: int
+    tensor_parallel: int
+    target: int
+    draft: int
+    sliding: int
+    sliding_layers: int
+    sliding_window: int | None
+    sliding_ratio: float | None
+    sliding_pooled: str
+    state_per_request: int
+
+    @classmethod
+    def of(cls, g: Geometry, kv_bytes: int) -> TokenCost:
+        target, draft = g.cell_bytes(kv_bytes)
+        sliding = g.sliding_bytes(kv_bytes)
+        share = g.sliding_share
+        return cls(
+            kv_bytes_per_element=kv_bytes,
+            tensor_parallel=g.tensor_parallel,
+            target=target - round(share * sliding),
+            draft=draft,
+            sliding=sliding,
+            sliding_layers=g.sliding_layers.value if g.sliding_layers else 0,
+            sliding_window=g.sliding_window.value if g.sliding_window and sliding else None,
+            sliding_ratio=share or None,
+            sliding_pooled=g.window.source if g.window is not None else "the window's tokens only",
+            state_per_request=g.state_bytes(),
+        )
+
+    def lines(self, drafting: bool) -> list[str]:
+        gpu = f" per GPU of {self.tensor_parallel}" if self.tensor_parallel > 1 else ""
+        head = f"KV per token at {self.kv_bytes_per_element} B/element{gpu}: "
+        if drafting and self.draft:
+            out = [head + f"{self.target} B target + {self.draft} B draft = {self.target + self.draft} B"]
+        else:  # as the verdicts price it: the draft's layers hold cache only while it drafts
+            extra = f" (the draft's {self.draft} B more when speculating)" if self.draft else ""
+            out = [head + f"{self.target} B{extra}"]
+        if self.sliding and self.sliding_ratio:
+            out.append(
+                f"  plus {self.sliding} B per sliding-window token ({self.sliding_layers} sliding-window layers), "
+                f"{self.sliding_ratio:g} of them per full token ({self.sliding_pooled}): "
+                f"{round(self.sliding * self.sliding_ratio)} B per token"
+            )
+        elif self.sliding:
+            out.append(
+                f"  plus {self.sliding} B per token for the last {self.sliding_window} tokens only "
+                f"({self.sliding_layers} sliding-window layers)"
+            )
+        if self.state_per_request:
+            out.append(
+                f"  plus {self.state_per_request} B ({self.state_per_request / 2**20:.1f} MiB) of linear-attention "
+                "state per request, whatever its length"
+            )
+        return out
 
 
 @dataclass(frozen=True)
@@ -563,6 +878,10 @@ class Diagnosis:
     findings: list[Finding]
     against: list[Finding] = field(default_factory=list)  # a second launch's differences (`--against`)
     drafting: bool = True  # a draft shares the pool: its layers are priced per token
+
+    @property
+    def cost(self) -> TokenCost | None:
+        return TokenCost.of(self.geometry, self.kv_bytes) if self.geometry.priced else None
 
     def lines(self) -> list[str]:
         g = self.geometry
@@ -574,6 +893,7 @@ class Diagnosis:
             ("sliding window (tokens)", g.sliding_window),
             ("linear-attention / state layers", g.state_layers),
             ("KV heads x head dim", g.kv_width),
+            ("MLA latent + rope per layer", g.latent),
             ("draft (MTP) layers", g.draft_layers),
             ("draft layers in config", g.draft_layers_config),
             ("vocabulary tensors", g.vocab_tensor_bytes),
@@ -584,20 +904,15 @@ class Diagnosis:
                     f"{value.value / 1e9:.2f} GB" if "tensors" in label or label == "weights" else value.value
                 )
                 out.append(f"  {label}: {shown}  ({value.source})")
+        if g.v_head_dim:
+            out.append(f"  V head dim: {g.v_head_dim}  (config.json: v_head_dim)")
+        if g.linear_state is not None:
+            out.append(f"  linear-attention state: {g.linear_state.source}")
+        if g.draft is not None and g.draft.kv_layers is not None:
+            out.append(f"  separate draft: {g.draft.kv_layers.value} layers ({g.draft.kv_layers.source})")
         out += [f"  disagreement: {d}" for d in g.disagreements]
-        if g.kv_layers and g.kv_width:
-            target, draft = g.cell_bytes(self.kv_bytes)
-            if self.drafting:
-                priced = f"{target} B target + {draft} B draft = {target + draft} B"
-            else:  # as the verdicts price it: the draft's layers hold cache only while it drafts
-                priced = f"{target} B" + (f" (the draft's {draft} B more when speculating)" if draft else "")
-            out.append(f"KV per token at {self.kv_bytes} B/element: {priced}")
-            if g.sliding_layers and g.sliding_window:
-                window = g.sliding_layers.value * g.layer_bytes(self.kv_bytes)
-                out.append(
-                    f"  plus {window} B per token for the last {g.sliding_window.value} tokens only "
-                    f"({g.sliding_layers.value} sliding-window layers)"
-                )
+        if self.cost is not None:
+            out += self.cost.lines(self.drafting)
         out += [_line(f) for f in self.findings]
         if self.against:
             out.append("against the second launch:")
@@ -605,13 +920,15 @@ class Diagnosis:
         return out
 
     def to_dict(self) -> dict[str, Any]:
+        skip = {"config", "linear_state", "window", "draft"}
         return {
             "geometry": {
                 k: v if not isinstance(v, Fact) else {"value": v.value, "source": v.source}
                 for k, v in self.geometry.__dict__.items()
-                if k != "config"
+                if k not in skip
             },
             "kv_bytes_per_element": self.kv_bytes,
+            "per_token": None if self.cost is None else dataclasses.asdict(self.cost),
             "findings": [f.__dict__ for f in self.findings],
             "against": [f.__dict__ for f in self.against],
         }
@@ -637,11 +954,12 @@ def diagnose(
     `speculative`: whether a draft shares the pool."""
     if kv_dtype not in KV_DTYPE_BYTES:
         raise UserError(f"KV dtype '{kv_dtype}' is unknown here", f"use one of: {', '.join(KV_DTYPE_BYTES)}")
-    g = read_geometry(model).per_gpu(rules.tensor_parallel)
+    g, problems = engine_geometry(model, rules)
     kv_bytes = KV_DTYPE_BYTES[kv_dtype]
     # Unsaid, a draft shares the pool where the log shows a draft pool.
     drafting = speculative if speculative is not None else bool(facts and facts.draft_kv_pool_tokens)
-    findings = budget_findings(g, budget, facts, kv_bytes, drafting) if budget is not None else []
+    findings = [Finding("the draft does not fit the model", False, problem) for problem in problems]
+    findings += budget_findings(g, budget, facts, kv_bytes, drafting) if budget is not None else []
     differences: list[Finding] = []
     if facts is not None:
         draft_read = rules.reads(g.config) if rules.reads else None
@@ -651,6 +969,31 @@ def diagnose(
         if against is not None:
             differences = launch_differences(g, facts, against, kv_bytes, drafting)
     return Diagnosis(g, kv_bytes, findings, differences, drafting)
+
+
+def engine_geometry(model: Path, rules: EngineRules) -> tuple[Geometry, list[str]]:
+    """The model's geometry as the engine holds it on one GPU (its window pooling, a separate draft's own
+    geometry, tensor parallel), and what is wrong with the draft the launch asks for."""
+    g = read_geometry(model)
+    if rules.windows is not None:
+        g = g.pooled(rules.windows(g.config))
+    draft = draft_geometry(rules.draft)
+    if draft is not None and rules.draft is not None and rules.draft.kind is not DraftKind.MTP:
+        g = dataclasses.replace(g, draft=draft)
+    problems = draft_problems(g, rules.draft, draft) if rules.draft is not None else []
+    return g.per_gpu(rules.tensor_parallel), problems
+
+
+def draft_refusal(model: str, rules: EngineRules) -> str | None:
+    """Why the draft a launch asks for cannot work with the model, from their files, to fail the trial before
+    a server starts; None where it fits or the files cannot tell (a hub id, a folder the doctor cannot read)."""
+    path = Path(model)
+    if rules.draft is None or not path.exists():
+        return None
+    try:
+        return "; ".join(engine_geometry(path, rules)[1]) or None
+    except (UserError, OSError, ValueError):
+        return None
 
 
 def sizing(

@@ -261,6 +261,37 @@ class LaunchFacts:
         return cls(**{k: v for k, v in data.items() if k in names})
 
 
+class DraftKind(StrEnum):
+    """What drafts for a speculative trial, in the terms every engine shares."""
+
+    MTP = "mtp"  # the target checkpoint's own MTP / NEXTN layers
+    EAGLE = "eagle"  # an EAGLE (1/2) head: the target's last hidden state in
+    EAGLE3 = "eagle3"  # an EAGLE-3 head: three of the target's hidden states in
+    MODEL = "model"  # a separate small language model sharing the target's vocabulary
+
+
+@dataclass(frozen=True)
+class DraftAsk:
+    """The draft a trial's parameters ask for, read by the engine from its own flags: what kind, the checkpoint
+    it loads (None: the target's own files), and the flags that asked, to name them in a refusal."""
+
+    kind: DraftKind
+    path: str | None = None
+    flags: str = ""
+
+
+@dataclass(frozen=True)
+class WindowPool:
+    """How an engine holds the KV of sliding-window layers. `apart` False: in the same pool as full attention,
+    every token priced at every layer (the window saves nothing). Apart with a `ratio`: a second pool of
+    `ratio` tokens per full-attention token (SGLang's SWA pool); apart without one: the window's tokens only.
+    `source`: the engine rule or flag that decides it."""
+
+    apart: bool
+    ratio: float | None = None
+    source: str = ""
+
+
 @dataclass(frozen=True)
 class SpecShape:
     """A speculative configuration in the terms every engine shares, read by the engine from its own parameters

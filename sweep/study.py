@@ -20,7 +20,7 @@ import optuna
 from optuna.trial import TrialState
 
 from sweep import host
-from sweep.doctor import EngineRules, sizing
+from sweep.doctor import EngineRules, draft_refusal, sizing
 from sweep.engines import Engine
 from sweep.errors import (
     LaunchError,
@@ -389,6 +389,9 @@ class Sweep:
         except UserError as exc:
             record.failure, record.stage = f"invalid parameters: {exc}", Stage.PARAMS
             return record
+        if why := draft_refusal(self.engine.setup.model, EngineRules.of(self.engine, record.params)):
+            record.failure, record.stage = f"the draft does not fit the model: {why}", Stage.PARAMS
+            return record
         workloads = list(workloads or self.space.workloads)
         trial_dir = trial_dir or self.paths.trial_dir(record.number)
         self._deadline = time.monotonic() + self.space.probe.trial_timeout_s
@@ -476,11 +479,7 @@ class Sweep:
                 facts = self.engine.launch_facts(server.log_text())
                 facts.startup_s = round(startup, 2)
                 kv_dtype = self.engine.kv_cache_dtype(record.params)
-                rules = EngineRules(
-                    self.engine.draft_layers_read,
-                    self.engine.graph_pins,
-                    self.engine.tensor_parallel(record.params),
-                )
+                rules = EngineRules.of(self.engine, record.params)
                 found = sizing(
                     self.engine.setup.model,
                     kv_dtype,

@@ -393,3 +393,38 @@ def test_a_vision_towers_layers_are_neither_decoder_nor_draft_layers(tmp_path: P
     )
     assert g.draft_layers is not None and g.draft_layers.value == 1
     assert any("names no draft depth" in d for d in g.disagreements)
+
+
+def test_a_sweep_fails_a_draft_the_model_cannot_run_before_starting_a_server(
+    qwen_folder: Path, tmp_path: Path
+) -> None:
+    """The same checkpoint repacked without its MTP file (config.json still counts one layer): the NEXTN trial
+    fails before launch with the doctor's reason, no server started for it; the baseline runs."""
+    (qwen_folder / "model_mtp.safetensors").unlink()
+    space = tmp_path / "s.yaml"
+    space.write_text(f"""
+engine: sglang
+server: {{launcher: ["{{python}}", -m, sweep.sim, --sim-time-scale, "0.005", --sim-profile,
+          "{PROFILES / "qwen3.8-27b-int4-32gb.yaml"}"], model: "{qwen_folder}"}}
+fixed: {{kv-cache-dtype: fp8_e4m3, mem-fraction-static: 0.92}}
+params:
+  speculative-algorithm: {{choices: [NEXTN]}}
+  speculative-num-steps: {{choices: [3]}}
+workloads: [{{class: code}}]
+probe: {{repeats: 1, max_tokens: 16}}
+confirm: {{launches: 0}}
+trials: 2
+""")
+    runs = tmp_path / "runs"
+    main(["run", "--space", str(space), "--study", "s", "--runs", str(runs)])
+    study = optuna.load_study(study_name="s", storage=f"sqlite:///{runs / 's' / 'study.db'}")
+    base, nextn = (t.user_attrs["record"] for t in study.trials)
+    assert not base.get("failure"), base.get("failure")
+    assert nextn["stage"] == "params"
+    assert nextn["failure"].startswith(
+        "the draft does not fit the model: --speculative-algorithm NEXTN drafts"
+    )
+    assert "although config.json: text_config.mtp_num_hidden_layers says 1" in nextn["failure"]
+    trials = runs / "s" / "trials"
+    assert (trials / str(study.trials[0].number) / "server.log").exists()
+    assert not (trials / str(study.trials[1].number) / "server.log").exists()

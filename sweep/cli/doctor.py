@@ -76,7 +76,7 @@ def main(args: argparse.Namespace) -> int:
         args.model,
         kv_dtype,
         facts,
-        EngineRules(engine.draft_layers_read, engine.graph_pins, tp),
+        EngineRules.of(engine, params, tp),
         True if params and engine.wants_speculation(params) else None,  # unsaid: as the log shows
         against,
         MemoryBudget(args.gpu_memory, *share) if share else None,

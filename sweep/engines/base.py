@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 import httpx
 
 from sweep.errors import UserError
-from sweep.results import LaunchFacts, RequestStatus, SpecShape
+from sweep.results import DraftAsk, LaunchFacts, RequestStatus, SpecShape, WindowPool
 from sweep.server import ExitPatterns, reason_from_log
 
 Params = Mapping[str, Any]
@@ -389,6 +389,15 @@ class Engine(ABC):
         """Parameters that cap CUDA-graph capture at the largest decode batch and prefill size a server can run
         (None: no cap needed there); empty where the engine captures no graphs or has no such flags."""
         return {}
+
+    def draft_ask(self, params: Params) -> DraftAsk | None:
+        """The draft these (derived) parameters load, for the doctor to hold against the model's files before
+        launch; None where nothing drafts or drafts are looked up (n-gram)."""
+        return None
+
+    def window_pool(self, config: Mapping[str, Any], params: Params) -> WindowPool:
+        """How the engine holds a model's sliding-window layers (`config`: its config.json as read)."""
+        return WindowPool(True, None, f"{self.name} keeps the window's tokens only")
 
     def tensor_parallel(self, params: Params) -> int:
         """GPUs one copy of the model is split over (its KV heads with it)."""

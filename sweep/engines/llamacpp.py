@@ -23,7 +23,7 @@ from sweep.engines.base import (
 )
 from sweep.errors import SpeculationInactive, UserError
 from sweep.modelfiles import chat_template
-from sweep.results import LaunchFacts, RequestStatus, SpecShape
+from sweep.results import DraftAsk, DraftKind, LaunchFacts, RequestStatus, SpecShape
 from sweep.server import ExitPatterns
 
 SPEC_TYPES = (
@@ -44,6 +44,8 @@ SPEC_TYPES = (
 STATEFUL_TYPES = ("ngram-mod", "ngram-map-k", "ngram-map-k4v", "ngram-cache")
 # Types that draft with a separate GGUF given by -md (draft-mtp reads MTP heads from the target instead).
 NEEDS_DRAFT_MODEL = ("draft-simple", "draft-eagle3", "draft-dflash", "draft-dspark")
+# What each drafting type loads: the target's MTP heads, an EAGLE-3 head (-md), a small model (-md).
+DRAFT_KINDS = {"draft-mtp": DraftKind.MTP, "draft-eagle3": DraftKind.EAGLE3, "draft-simple": DraftKind.MODEL}
 # The flag that bounds each type's draft length, and its default (llamacpp.md: `common_speculative_n_max()`;
 # --spec-draft-n-max does nothing for the ngram-* types).
 DRAFT_LENGTH: dict[str, tuple[str, int]] = {
@@ -230,6 +232,16 @@ class LlamaCppEngine(Engine):
         if self.wants_speculation(params):
             return params
         return {k: v for k, v in params.items() if not k.startswith("spec-") or k == "spec-type"}
+
+    def draft_ask(self, params: Params) -> DraftAsk | None:
+        if not self.wants_speculation(params):
+            return None
+        chosen = next((t for t in split_types(params.get("spec-type", "none")) if t in DRAFT_KINDS), None)
+        if chosen is None:
+            return None
+        path = None if DRAFT_KINDS[chosen] is DraftKind.MTP else params.get("spec-draft-model")
+        flags = f"--spec-type {chosen}" + (f" -md {path}" if path else "")
+        return DraftAsk(DRAFT_KINDS[chosen], None if path is None else str(path), flags)
 
     def kv_cache_dtype(self, params: Params) -> str:
         return str(params.get("cache-type-k", "f16"))

@@ -36,17 +36,20 @@ from sweep.engines.schedules import sglang_adaptive_config
 from sweep.engines.sglang_rules import (
     ADAPTIVE_UNSUPPORTED,
     BLOCK_SIZES,
+    MTP_ALGORITHMS,
     GraphReserve,
     adaptive_candidate_steps,
     adaptive_unsupported_reason,
     auto_memory_fraction,
     auto_spec_params,
+    hybrid_swa,
     memory_defaults,
     resolved_algorithm,
+    swa_ratio,
 )
 from sweep.errors import SpeculationInactive, UserError
 from sweep.modelfiles import read_config
-from sweep.results import LaunchFacts, RequestStatus, SpecShape
+from sweep.results import DraftAsk, DraftKind, LaunchFacts, RequestStatus, SpecShape, WindowPool
 from sweep.server import ExitPatterns
 
 NUM = r"([\d.]+)"
@@ -464,6 +467,37 @@ class SGLangEngine(Engine):
             mla=self.mla,
         )
         return auto_memory_fraction(gpu_gb, reserve), f"SGLang's automatic value for a {gpu_gb:g} GB GPU"
+
+    def draft_ask(self, params: Params) -> DraftAsk | None:
+        """NEXTN, and EAGLE without a draft path (or with the model's own), draft with the target's MTP layers;
+        EAGLE with a path loads an EAGLE head, EAGLE3 an EAGLE-3 head, STANDALONE a small model."""
+        algo = algorithm(params)
+        path = params.get("speculative-draft-model-path")
+        path = None if path in (None, "", self.setup.model) else str(path)
+        flags = f"--speculative-algorithm {algo}" + (
+            f" --speculative-draft-model-path {path}" if path else ""
+        )
+        if algo in MTP_ALGORITHMS and (algo == "NEXTN" or path is None):
+            return DraftAsk(DraftKind.MTP, path, flags)
+        kind = {"EAGLE": DraftKind.EAGLE, "EAGLE3": DraftKind.EAGLE3, "STANDALONE": DraftKind.MODEL}.get(
+            algo or ""
+        )
+        return None if kind is None else DraftAsk(kind, path, flags)
+
+    def window_pool(self, config: Mapping[str, Any], params: Params) -> WindowPool:
+        """0.5.23 pools sliding-window layers apart only for its hybrid-SWA architectures (`is_hybrid_swa_model`),
+        at `--swa-full-tokens-ratio` SWA tokens per full token; `--disable-hybrid-swa-memory` turns that off."""
+        names = [str(a) for a in config.get("architectures") or []]
+        if not hybrid_swa(names, config):
+            return WindowPool(
+                False, None, f"SGLang pools {names[0] if names else 'this model'}'s windows as full layers"
+            )
+        if params.get("disable-hybrid-swa-memory"):
+            return WindowPool(False, None, "--disable-hybrid-swa-memory")
+        given = params.get("swa-full-tokens-ratio")
+        ratio = swa_ratio(names, None if given is None else float(given))
+        source = "--swa-full-tokens-ratio" if given is not None else "SGLang's swa_full_tokens_ratio"
+        return WindowPool(True, ratio, f"SGLang's SWA pool, {source} {ratio:g}")
 
     def tensor_parallel(self, params: Params) -> int:
         # `--tp-size`, its alias, or `--tp` (argparse takes the one flag it starts)

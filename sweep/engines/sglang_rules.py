@@ -185,3 +185,70 @@ def adaptive_candidate_steps(path: str | None) -> list[int]:
         else []
     )
     return candidate_union(slots)
+
+
+# `is_hybrid_swa_model` (0.5.23 `configs/model_config.py`): the architectures whose sliding-window layers get a
+# pool of their own (`SWA_SINK_ARCHS`, `MIMO_V2_MODEL_ARCHS` and the listed ones), or a config that says
+# `is_hybrid_swa`. Every other model's sliding-window layers share the full pool and cost what a full layer
+# costs per token (Gemma 2 and 3, Mistral's window): SGLang saves nothing on their windows.
+HYBRID_SWA_ARCHITECTURES = frozenset(
+    {
+        "BeamForCausalLM",
+        "Llama4ForConditionalGeneration",
+        "DeepseekV4ForCausalLM",
+        "DeepseekV4ForCausalLMNextN",
+        "DeepseekV4ForCausalLMDSpark",
+        "GptOssForCausalLM",
+        "GraniteSWAForCausalLM",
+        "GraniteMoeSWAForCausalLM",
+        "IQuestQ1ForCausalLM",
+        "IQuestQ1MTP",
+        "MiMoV2ForCausalLM",
+        "MiMoV2FlashForCausalLM",
+        "MiMoV2MTP",
+        "Step3p5ForCausalLM",
+        "Step3p5MTP",
+        "Step3p7ForConditionalGeneration",
+        "Gemma4ForCausalLM",
+        "Gemma4ForConditionalGeneration",
+        "EmbeddingGemma2Model",
+        "Gemma4UnifiedForConditionalGeneration",
+        "DiffusionGemmaForBlockDiffusion",
+        "LagunaForCausalLM",
+        "MellumForCausalLM",
+        "MuseGlimmerForCausalLM",
+        "MuseGlimmerForConditionalGeneration",
+        "InklingForConditionalGeneration",
+        "InklingForConditionalGenerationMTP",
+        "UnlimitedOCRForCausalLM",
+    }
+)
+# `swa_full_tokens_ratio` (`arg_groups/fields/schedule.py`): SWA-pool tokens per full-pool token, 0.8 where
+# unset; the model overrides that set another (`model_overrides/deepseek_v4.py`, `inkling.py`).
+SWA_FULL_TOKENS_RATIO = 0.8
+SWA_RATIO_BY_ARCHITECTURE = {"DeepseekV4ForCausalLM": 0.1, "InklingForConditionalGeneration": 0.1}
+
+
+def hybrid_swa(architectures: Iterable[str], config: Mapping[str, Any]) -> bool:
+    """`is_hybrid_swa_model`: whether SGLang pools this model's sliding-window layers apart (Laguna only with a
+    window)."""
+    names = set(architectures)
+    if "LagunaForCausalLM" in names and not config.get("sliding_window"):
+        return False
+    return bool(names & HYBRID_SWA_ARCHITECTURES) or bool(config.get("is_hybrid_swa"))
+
+
+def swa_ratio(architectures: Iterable[str], given: float | None) -> float:
+    """The SWA pool's tokens per full-pool token: the flag's, else the model's override, else 0.8."""
+    if given is not None:
+        return float(given)
+    return next(
+        (SWA_RATIO_BY_ARCHITECTURE[a] for a in architectures if a in SWA_RATIO_BY_ARCHITECTURE),
+        SWA_FULL_TOKENS_RATIO,
+    )
+
+
+# Algorithms that draft with the target checkpoint's own MTP layers when no draft path is given (0.5.23's
+# `_handle_eagle_family` sets the path to the model's for the MTP architectures; the others load the target in
+# draft mode): NEXTN always, EAGLE without a path. EAGLE3 needs a head; STANDALONE a model.
+MTP_ALGORITHMS = frozenset({"NEXTN", "EAGLE"})

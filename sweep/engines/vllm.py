@@ -33,7 +33,7 @@ from sweep.engines.base import (
 )
 from sweep.engines.schedules import drafts_somewhere, vllm_speculative_config
 from sweep.errors import SpeculationInactive, UserError
-from sweep.results import LaunchFacts, RequestStatus, SpecShape
+from sweep.results import DraftAsk, DraftKind, LaunchFacts, RequestStatus, SpecShape
 from sweep.server import ExitPatterns
 
 SPEC = "speculative-config."
@@ -245,6 +245,20 @@ class VLLMEngine(Engine):
             SPEC + "num_speculative_tokens": schedule["num_speculative_tokens"],
             SPEC + "num_speculative_tokens_per_batch_size": schedule["num_speculative_tokens_per_batch_size"],
         }
+
+    def draft_ask(self, params: Params) -> DraftAsk | None:
+        """The MTP methods (`mtp`, `deepseek_mtp`, `qwen3_next_mtp`, ...) draft with the target's own layers;
+        `eagle`, `eagle3` and `draft_model` load the speculative config's `model`."""
+        chosen = method(params)
+        model = spec_fields(params).get("model")
+        path = None if model in (None, "", self.setup.model) else str(model)
+        flags = f"--speculative-config method={chosen}" + (f" model={path}" if path else "")
+        if chosen is not None and "mtp" in chosen:
+            return DraftAsk(DraftKind.MTP, path, flags)
+        kind = {"eagle": DraftKind.EAGLE, "eagle3": DraftKind.EAGLE3, "draft_model": DraftKind.MODEL}.get(
+            chosen or ""
+        )
+        return None if kind is None else DraftAsk(kind, path, flags)
 
     def memory_share(self, gpu_gb: float, params: Params) -> tuple[float, str] | None:
         if "gpu-memory-utilization" in params:
