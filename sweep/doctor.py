@@ -63,10 +63,11 @@ DRAFT_DEPTH_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mt
 # state: a fixed state per request, no KV per token).
 FULL_TYPES = {"full_attention", "attention", "global_attention"}
 SLIDING_TYPES = {"sliding_attention", "local_attention", "chunked_attention"}
+DSA_QUANT_BLOCK = 128  # `DSATokenToKVPool.quant_block_size`: elements per 4-byte fp8 scale
 # Sliding-window patterns by family (llama.cpp's `set_swa_pattern` by GGUF architecture, transformers' config
-# defaults by model_type): every n-th layer attends to every token, the others to the window. GGUF files and
-# Gemma 3's config.json carry the window, not the pattern.
-SWA_PATTERN = {"gemma2": 2, "gemma3": 6, "cohere2": 4}
+# defaults by model_type, SGLang's `get_hybrid_layer_ids` for Llama 4's chunks): every n-th layer attends to
+# every token, the others to the window. GGUF files and Gemma 3's config.json carry the window, not the pattern.
+SWA_PATTERN = {"gemma2": 2, "gemma3": 6, "cohere2": 4, "llama4": 4}
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,8 @@ class Geometry:
     head_dim: int | None = None  # a KV head's width: tensor parallel splits KV heads, never a head
     v_head_dim: int | None = None  # V's head width where it differs from K's (SGLang: head_dim + v_head_dim)
     latent: Fact | None = None  # MLA: one latent + rope vector per layer and token, the same on every GPU
+    rope_dim: int = 0  # of the latent, the rope part (DSA stores it in 16 bits under an fp8 cache)
+    indexer: Fact | None = None  # DSA: the index keys' bytes per layer and token (fp8 with scales)
     linear_state: LinearState | None = None
     draft_layers: Fact | None = None  # MTP layers, counted from tensor names
     draft_layers_config: Fact | None = None  # what config.json says about them, if anything
@@ -152,7 +155,13 @@ class Geometry:
     def layer_bytes(self, kv_bytes: int) -> int:
         """One full-attention layer's cache for one token: MLA's latent, else K and V of the KV heads."""
         if self.latent is not None:
-            return self.latent.value * kv_bytes
+            latent = self.latent.value * kv_bytes
+            if self.indexer is not None and kv_bytes == 1:
+                # DSA's scaled fp8 layout (`calculate_mla_kv_cache_dim`, CUDA's default backends): the latent
+                # in fp8 with 4 bytes of scale per 128, the rope part in bf16.
+                rank = self.latent.value - self.rope_dim
+                latent = rank + rank // DSA_QUANT_BLOCK * 4 + self.rope_dim * 2
+            return latent + (self.indexer.value if self.indexer else 0)
         if self.kv_width is None:
             return 0
         heads = self.kv_width.value // self.head_dim if self.head_dim else 1
@@ -192,8 +201,9 @@ class Geometry:
 
     def per_gpu(self, tp: int) -> Geometry:
         """The geometry one GPU of `tp` (tensor parallel) holds: the KV heads split between them, each GPU
-        keeping at least one (fewer heads than GPUs are replicated: SGLang's `get_num_kv_heads`); MLA's latent
-        whole on every GPU; the linear-attention state split."""
+        keeping at least one (fewer heads than GPUs are replicated: SGLang's and vLLM's `get_num_kv_heads`,
+        `max(1, heads // tp)`); MLA's latent whole on every GPU (vLLM: one KV head of kv_lora_rank +
+        qk_rope_head_dim); the linear-attention state split."""
         if tp <= 1:
             return self
         draft = self.draft.per_gpu(tp) if self.draft is not None else None
@@ -252,6 +262,8 @@ def _from_config(g: Geometry, config: Mapping[str, Any], prefix: str) -> None:
     types = config.get("layer_types")
     if config.get("sliding_window"):
         g.sliding_window = Fact(int(config["sliding_window"]), where + "sliding_window")
+    elif config.get("attention_chunk_size"):  # Llama 4: chunked attention, a window the engines pool as one
+        g.sliding_window = Fact(int(config["attention_chunk_size"]), where + "attention_chunk_size")
     if isinstance(types, list) and types:
         full = sum(1 for t in types if str(t) in FULL_TYPES)
         sliding = sum(1 for t in types if str(t) in SLIDING_TYPES)
@@ -290,6 +302,14 @@ def _from_config(g: Geometry, config: Mapping[str, Any], prefix: str) -> None:
         # V, stored whole on every GPU (`_compute_cell_size` does not divide it by the attention TP size).
         rope = int(config.get("qk_rope_head_dim") or 0)
         g.latent = Fact(int(config["kv_lora_rank"]) + rope, where + "kv_lora_rank + qk_rope_head_dim (MLA)")
+        g.rope_dim = rope
+        if config.get("index_topk") is not None and config.get("index_head_dim"):
+            # DeepSeek sparse attention (`is_deepseek_dsa`): index keys in fp8 with a 4-byte scale per 128,
+            # `index_kpool` tokens pooled into one (`_compute_dsa_indexer_cell_size`).
+            dim = int(config["index_head_dim"])
+            pooled = int(config.get("index_kpool") or 1)
+            size = -(-(dim + dim // DSA_QUANT_BLOCK * 4) // pooled)
+            g.indexer = Fact(size, where + "index_head_dim (DSA index keys, fp8 + scales)")
         g.kv_width = None
     g.linear_state = _linear_state(config, where)
     for key in DRAFT_DEPTH_KEYS:
@@ -894,6 +914,7 @@ class Diagnosis:
             ("linear-attention / state layers", g.state_layers),
             ("KV heads x head dim", g.kv_width),
             ("MLA latent + rope per layer", g.latent),
+            ("DSA index key bytes per layer", g.indexer),
             ("draft (MTP) layers", g.draft_layers),
             ("draft layers in config", g.draft_layers_config),
             ("vocabulary tensors", g.vocab_tensor_bytes),

@@ -33,7 +33,7 @@ def write_safetensors(path: Path, tensors: dict[str, tuple[str, list[int]]]) -> 
     header: dict[str, Any] = {"__metadata__": {"format": "pt"}}
     offset = 0
     for name, (dtype, shape) in tensors.items():
-        size = {"BF16": 2, "I32": 4, "F32": 4}[dtype]
+        size = {"BF16": 2, "I32": 4, "F32": 4, "I64": 8}[dtype]
         for dim in shape:
             size *= dim
         header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + size]}

@@ -26,6 +26,7 @@ import pytest
 
 from sweep.cli import main
 from sweep.doctor import Diagnosis, EngineRules, diagnose, draft_refusal
+from sweep.embedded import gemma_model
 from sweep.engines import ENGINES
 from sweep.engines.base import Engine, ServerSetup, params_from_flags
 from sweep.results import DraftKind
@@ -176,6 +177,21 @@ def test_mla_one_latent_per_layer_the_same_on_every_gpu(tmp_path: Path) -> None:
     assert not [f for f in found.findings if not f.ok]
 
 
+def test_deepseek_sparse_attention_adds_its_index_keys(tmp_path: Path) -> None:
+    """DeepSeek-V3.2 (`index_topk`: DSA): each layer also caches index keys of 128 fp8 + 128 / 128 x 4 B of
+    scale = 132 B (`_compute_dsa_indexer_cell_size`). At fp8 the latent is 512 fp8 + 512 / 128 x 4 B of scale +
+    64 rope values in bf16 = 656 B (`calculate_mla_kv_cache_dim`): 788 B a layer, 61 layers 48068 B. At 16
+    bits: 1152 + 132 = 1284 B a layer."""
+    folder = checkpoint(tmp_path, "deepseek-ai--DeepSeek-V3.2-Exp", mtp=deepseek_mtp, attention=mla)
+    runner = ENGINES["sglang"](ServerSetup([], str(folder)))
+    fp8 = diagnose(folder, "fp8_e4m3", rules=EngineRules.of(runner, {"speculative-algorithm": "NEXTN"}))
+    assert (per_token(fp8)["target"], per_token(fp8)["draft"]) == (61 * 788, 788)
+    assert (per_token(doctor(folder, NEXTN))["target"], per_token(doctor(folder, NEXTN))["draft"]) == (
+        61 * 1284,
+        1284,
+    )
+
+
 @pytest.mark.parametrize(
     ("name", "tp", "target", "draft"),
     [
@@ -273,19 +289,42 @@ def test_sliding_windows_as_each_engine_pools_them(tmp_path: Path) -> None:
     assert (window["target"], window["sliding"], window["sliding_window"]) == (10 * 8192, 52 * 8192, 1024)
 
 
+def test_llama4_chunked_attention_is_sglangs_sliding_pool(tmp_path: Path) -> None:
+    """Llama 4 Scout: `attention_chunk_size` 8192 on every layer but each 4th (`get_hybrid_layer_ids`), a
+    hybrid-SWA architecture for SGLang: 12 full layers x 8 KV heads x 256 x 2 B = 49152 B a token, and 36
+    chunked ones (147456 B) at 0.8 tokens per full token."""
+    folder = checkpoint(tmp_path, "meta-llama--Llama-4-Scout-17B-16E-Instruct", prefix="language_model.model")
+    cost = per_token(doctor(folder, []))
+    assert (cost["target"], cost["sliding"], cost["sliding_layers"], cost["sliding_window"]) == (
+        49152,
+        147456,
+        36,
+        8192,
+    )
+    assert doctor(folder, []).geometry.token_bytes(2, False) == 49152 + round(0.8 * 147456)
+
+
 def eagle_target(tmp_path: Path) -> Path:
     return checkpoint(tmp_path, "meta-llama--Llama-3.1-8B-Instruct")
 
 
-def head(tmp_path: Path, name: str, **changes: Any) -> Path:
-    """A released EAGLE head's config.json and its one decoder layer (`layers.0`, no `model.` prefix)."""
+def head(tmp_path: Path, name: str) -> Path:
+    """A released EAGLE head: its config.json and its one decoder layer under the released names (EAGLE-3:
+    `midlayer.*`, `fc` over three hidden states, the `d2t` vocabulary map; EAGLE: `layers.0.*` and `fc`)."""
     folder = tmp_path / name
     folder.mkdir()
-    config = {**config_of(name), **changes}
-    (folder / "config.json").write_text(json.dumps(config))
-    write_safetensors(
-        folder / "model.safetensors", {**gqa("layers.0", config), "fc.weight": ("BF16", [4096, 3 * 4096])}
-    )
+    config = config_of(name)
+    shutil.copy(MODELS / name / "config.json", folder / "config.json")
+    hidden = config["hidden_size"]
+    if "draft_vocab_size" in config:
+        body = gqa("midlayer", config) | {
+            "fc.weight": ("BF16", [hidden, 3 * hidden]),
+            "d2t": ("I64", [config["draft_vocab_size"]]),
+            "lm_head.weight": ("BF16", [config["draft_vocab_size"], hidden]),
+        }
+    else:
+        body = gqa("layers.0", config) | {"fc.weight": ("BF16", [hidden, 2 * hidden])}
+    write_safetensors(folder / "model.safetensors", body)
     return folder
 
 
@@ -407,3 +446,16 @@ def test_the_draft_kinds_each_engine_reads_from_its_flags(tmp_path: Path) -> Non
         assert ask is not None and ask.kind is kind, (engine, params, ask)
     assert ENGINES["sglang"](ServerSetup([], target)).draft_ask({"speculative-algorithm": "NGRAM"}) is None
     assert ENGINES["llamacpp"](ServerSetup([], target)).draft_ask({"spec-type": "ngram-mod"}) is None
+
+
+def test_llama_server_mtp_asked_of_a_gguf_without_nextn_layers() -> None:
+    """The demo's real GGUF (Gemma 3 270M) has no `gemma3.nextn_predict_layers`: `--spec-type draft-mtp` is
+    named before launch; the same file as its own draft model (`draft-simple -md`) shares its vocabulary."""
+    model = gemma_model()
+    engine = ENGINES["llamacpp"](ServerSetup([], str(model)))
+    mtp = EngineRules.of(engine, {"spec-type": "draft-mtp"})
+    why = draft_refusal(str(model), mtp)
+    assert why is not None and "--spec-type draft-mtp drafts with the checkpoint's MTP layers" in why
+    assert "gguf: no gemma3.nextn_predict_layers" in why
+    same = EngineRules.of(engine, {"spec-type": "draft-simple", "spec-draft-model": str(model)})
+    assert draft_refusal(str(model), same) is None
