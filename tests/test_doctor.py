@@ -240,6 +240,26 @@ def test_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert "is not a GGUF file" in capsys.readouterr().err
 
 
+def baseline_and_nextn(profile: Path, model: Path, runs: Path, fixed: str = "") -> optuna.Study:
+    """A sweep of the simulator serving `model`: the baseline, then NEXTN with 3 steps (study `s` in `runs`)."""
+    space = runs.parent / "s.yaml"
+    space.write_text(f"""
+engine: sglang
+server: {{launcher: ["{{python}}", -m, sweep.sim, --sim-time-scale, "0.005", --sim-profile, "{profile}"],
+         model: "{model}"}}
+fixed: {{kv-cache-dtype: fp8_e4m3, mem-fraction-static: 0.92, {fixed}}}
+params:
+  speculative-algorithm: {{choices: [NEXTN]}}
+  speculative-num-steps: {{choices: [3]}}
+workloads: [{{class: code}}]
+probe: {{repeats: 1, max_tokens: 16}}
+confirm: {{launches: 0}}
+trials: 2
+""")
+    assert main(["run", "--space", str(space), "--study", "s", "--runs", str(runs)]) == 0
+    return optuna.load_study(study_name="s", storage=f"sqlite:///{runs / 's' / 'study.db'}")
+
+
 def test_a_sweep_records_the_doctors_verdicts_and_the_report_lists_them(
     qwen_folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -251,23 +271,8 @@ def test_a_sweep_records_the_doctors_verdicts_and_the_report_lists_them(
         .read_text()
         .replace("mtp_misread: false", "mtp_misread: true")
     )
-    space = tmp_path / "s.yaml"
-    space.write_text(f"""
-engine: sglang
-server: {{launcher: ["{{python}}", -m, sweep.sim, --sim-time-scale, "0.005", --sim-profile, "{profile}"],
-         model: "{qwen_folder}"}}
-fixed: {{kv-cache-dtype: fp8_e4m3, mem-fraction-static: 0.92, chunked-prefill-size: 2048}}
-params:
-  speculative-algorithm: {{choices: [NEXTN]}}
-  speculative-num-steps: {{choices: [3]}}
-workloads: [{{class: code}}]
-probe: {{repeats: 1, max_tokens: 16}}
-confirm: {{launches: 0}}
-trials: 2
-""")
     runs = tmp_path / "runs"
-    assert main(["run", "--space", str(space), "--study", "s", "--runs", str(runs)]) == 0
-    study = optuna.load_study(study_name="s", storage=f"sqlite:///{runs / 's' / 'study.db'}")
+    study = baseline_and_nextn(profile, qwen_folder, runs, "chunked-prefill-size: 2048")
     base, nextn = (t.user_attrs["record"] for t in study.trials)
     # The pool as predicted; the prefill graph (4096 tokens by default) above the 2048-token chunk: never run.
     assert [f["ok"] for f in base["facts"]["extra"]["sizing"]] == [True, False]
@@ -401,23 +406,8 @@ def test_a_sweep_fails_a_draft_the_model_cannot_run_before_starting_a_server(
     """The same checkpoint repacked without its MTP file (config.json still counts one layer): the NEXTN trial
     fails before launch with the doctor's reason, no server started for it; the baseline runs."""
     (qwen_folder / "model_mtp.safetensors").unlink()
-    space = tmp_path / "s.yaml"
-    space.write_text(f"""
-engine: sglang
-server: {{launcher: ["{{python}}", -m, sweep.sim, --sim-time-scale, "0.005", --sim-profile,
-          "{PROFILES / "qwen3.8-27b-int4-32gb.yaml"}"], model: "{qwen_folder}"}}
-fixed: {{kv-cache-dtype: fp8_e4m3, mem-fraction-static: 0.92}}
-params:
-  speculative-algorithm: {{choices: [NEXTN]}}
-  speculative-num-steps: {{choices: [3]}}
-workloads: [{{class: code}}]
-probe: {{repeats: 1, max_tokens: 16}}
-confirm: {{launches: 0}}
-trials: 2
-""")
     runs = tmp_path / "runs"
-    main(["run", "--space", str(space), "--study", "s", "--runs", str(runs)])
-    study = optuna.load_study(study_name="s", storage=f"sqlite:///{runs / 's' / 'study.db'}")
+    study = baseline_and_nextn(PROFILES / "qwen3.8-27b-int4-32gb.yaml", qwen_folder, runs)
     base, nextn = (t.user_attrs["record"] for t in study.trials)
     assert not base.get("failure"), base.get("failure")
     assert nextn["stage"] == "params"
