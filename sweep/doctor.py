@@ -63,6 +63,7 @@ DRAFT_DEPTH_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mt
 # state: a fixed state per request, no KV per token).
 FULL_TYPES = {"full_attention", "attention", "global_attention"}
 SLIDING_TYPES = {"sliding_attention", "local_attention", "chunked_attention"}
+VOCAB_PADDING = 128  # tokens a separate draft model's vocabulary may differ by (its embedding's padding)
 DSA_QUANT_BLOCK = 128  # `DSATokenToKVPool.quant_block_size`: elements per 4-byte fp8 scale
 # Sliding-window patterns by family (llama.cpp's `set_swa_pattern` by GGUF architecture, transformers' config
 # defaults by model_type, SGLang's `get_hybrid_layer_ids` for Llama 4's chunks): every n-th layer attends to
@@ -503,7 +504,10 @@ def draft_problems(target: Geometry, ask: DraftAsk, draft: Geometry | None) -> l
             "eagle_config): launch an EAGLE head as EAGLE, or give an EAGLE-3 head"
         )
     target_vocab, draft_vocab = target.config.get("vocab_size"), draft.config.get("vocab_size")
-    if target_vocab and draft_vocab and int(target_vocab) != int(draft_vocab):
+    # An EAGLE head reads and writes the target's vocabulary; a separate model need only share its tokens, its
+    # embedding padded otherwise (llama.cpp's `SPEC_VOCAB_MAX_SIZE_DIFFERENCE`: 128; Qwen2.5 0.5B against 72B).
+    slack = VOCAB_PADDING if ask.kind is DraftKind.MODEL else 0
+    if target_vocab and draft_vocab and abs(int(target_vocab) - int(draft_vocab)) > slack:
         out.append(
             f"the draft's vocabulary is {draft_vocab} tokens, the target's {target_vocab}: its tokens are not the "
             "target's (give a draft trained for this model)"

@@ -374,6 +374,22 @@ def test_a_draft_for_another_model(tmp_path: Path) -> None:
     assert any("hidden states of width 5120, the target's are 4096" in f.detail for f in found.findings)
 
 
+def test_a_separate_draft_model_may_pad_its_vocabulary(tmp_path: Path) -> None:
+    """STANDALONE with a small model of the same tokenizer whose embedding is padded otherwise (Qwen2.5 0.5B:
+    151936 rows against 72B's 152064) fits; one of another tokenizer (Llama 3's 128256) does not."""
+    target = checkpoint(tmp_path, "Qwen--Qwen3-8B")
+    padded = tmp_path / "padded"
+    padded.mkdir()
+    (padded / "config.json").write_text(
+        json.dumps({**config_of("Qwen--Qwen3-8B"), "vocab_size": 151936 + 128})
+    )
+    flags = ["--speculative-algorithm", "STANDALONE", "--speculative-draft-model-path"]
+    assert all(f.ok for f in doctor(target, [*flags, str(padded)]).findings)
+    other = eagle_target(tmp_path)
+    problems = [f.detail for f in doctor(target, [*flags, str(other)]).findings if not f.ok]
+    assert problems and "vocabulary is 128256 tokens" in problems[0]
+
+
 @pytest.mark.parametrize(
     ("name", "mtp", "why"),
     [
