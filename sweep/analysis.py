@@ -681,7 +681,9 @@ def _what_to_run(
         )
         if label == best_label or (against_best is not None and against_best.verdict != Verdict.SLOWER):
             good.append(search_by_label[label])
-    cheapest = min(good, key=cost)
+    gains = dict(intact)
+    # Of equal cost, the faster: "cheaper" is said only where the cost really differs.
+    cheapest = min(good, key=lambda view: (cost(view), -gains[view.label].gain))
     assert cheapest.record is not None
     why = (
         "the best confirmed"

@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from sweep.analysis import (
     BASELINE,
     Candidate,
@@ -448,3 +450,34 @@ def test_an_unconfirmed_best_slower_than_the_baseline_is_not_recommended() -> No
     for rec in recs.values():
         assert rec.verdict == Verdict.UNCONFIRMED and rec.gain is not None and rec.gain < 0
         assert rec.recommended_trial == 0 and rec.why.startswith("the best measured was slower")
+
+
+@pytest.mark.parametrize("faster", ["trial 1", "trial 2"])
+def test_of_equal_cost_the_faster_is_run_and_never_called_cheaper(faster: str) -> None:
+    """Two configurations with the same draft work within noise of each other (the GPU run's two n-gram sizes:
+    956 against 1012 t/s): the faster measured is what to run, as "the best confirmed", whichever came first."""
+    twin = {**DEEP, "speculative-eagle-topk": 1}  # another parameter, the same chain: the same cost
+    params = {BASELINE: BASE, "trial 1": twin, "trial 2": DEEP}
+    speed = {"trial 1": 100.0, "trial 2": 100.0, faster: 100.6}
+    truth = {BASELINE: SPEEDS, "trial 1": {"code": speed["trial 1"]}, "trial 2": {"code": speed["trial 2"]}}
+    searched = [
+        view(0, BASE, SPEEDS, role=BASELINE),
+        view(1, twin, {"code": 99.0}),
+        view(2, DEEP, {"code": 99.0}),
+    ]
+    confirmed = [
+        view(
+            10 * r + i,
+            params[label],
+            speeds,
+            phase=Phase.CONFIRM,
+            label=label,
+            round_=r,
+            rng=random.Random(i + 100 * r),
+        )
+        for r in range(3)
+        for i, (label, speeds) in enumerate(truth.items())
+    ]
+    code = {r.workload: r for r in recommendations(Study(searched, confirmed))}["code"]
+    assert code.recommended_trial == int(faster.split()[1]), code.why
+    assert "cheaper" not in code.why
