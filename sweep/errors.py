@@ -44,6 +44,10 @@ class SpeculationInactive(LaunchError):
     """The trial asked for speculation and the server came up without it."""
 
 
+class OffloadInactive(LaunchError):
+    """The trial asked for the model on a GPU and the server came up on the CPU."""
+
+
 class ProbeError(Exception):
     """Measuring could not be done as specified (the trial fails with this reason)."""
 

@@ -32,9 +32,10 @@ def _cpu_line() -> list[float]:
     return [int(f) / CLOCK_TICKS for f in fields]
 
 
-def group_cpu_s(pgid: int) -> float:
-    """CPU seconds used by the live members of a process group (with their reaped children)."""
-    used = 0.0
+def group_members(pgid: int) -> dict[int, list[str]]:
+    """The live members of a process group, each with its `/proc/PID/stat` fields after the name (state, ppid,
+    pgrp, ..., utime at 11, stime, cutime, cstime)."""
+    members = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -42,11 +43,19 @@ def group_cpu_s(pgid: int) -> float:
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if (
-            int(fields[2]) == pgid
-        ):  # after the name: state, ppid, pgrp, ..., utime at 11, stime, cutime, cstime
-            used += sum(int(v) for v in fields[11:15]) / CLOCK_TICKS
-    return used
+        if int(fields[2]) == pgid:
+            members[int(entry.name)] = fields
+    return members
+
+
+def group_cpu_s(pgid: int) -> float:
+    """CPU seconds used by the live members of a process group (with their reaped children)."""
+    return sum(sum(int(v) for v in fields[11:15]) for fields in group_members(pgid).values()) / CLOCK_TICKS
+
+
+def group_pids(pgid: int | None) -> set[int]:
+    """The process ids of a process group's live members (none before it starts)."""
+    return set(group_members(pgid)) if pgid is not None else set()
 
 
 def sample(server_pgid: int | None) -> HostSample:

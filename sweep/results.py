@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import statistics
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -125,6 +126,46 @@ class HostLoad:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class GpuUse:
+    """The machine's GPUs while a trial's server ran, read through NVML: their names, driver and memory, and
+    what the server held at ready and at its peak while probed (`how`: by its process ids, or as the devices'
+    memory in use less what was in use before the launch). `reason` says why there is nothing (no driver, no
+    GPU), so a record says so rather than leaving the fields empty."""
+
+    devices: tuple[str, ...] = ()
+    driver: str = ""
+    total_mib: float | None = None
+    ready_mib: float | None = None
+    peak_mib: float | None = None
+    how: str = ""
+    reason: str = ""
+
+    @property
+    def present(self) -> bool:
+        return bool(self.devices)
+
+    def describe(self) -> str:
+        if not self.present:
+            return f"no GPU ({self.reason})"
+        names = ", ".join(f"{n} x{c}" if c > 1 else n for n, c in Counter(self.devices).items())
+        held = (
+            f"; the server held {self.ready_mib:.0f} MiB at ready, {self.peak_mib:.0f} MiB at its peak ({self.how})"
+            if self.ready_mib is not None and self.peak_mib is not None
+            else ""
+        )
+        return f"{names} (driver {self.driver}, {self.total_mib:.0f} MiB){held}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> GpuUse | None:
+        if not data:
+            return None
+        return cls(**{**data, "devices": tuple(data.get("devices", ()))})
 
 
 def series_label(name: str, streams: int) -> str:
@@ -246,6 +287,15 @@ class LaunchFacts:
     chat_template: bool | None = None
     chat_template_source: str = ""
     startup_s: float | None = None
+    # Where the engine put the model: its buffers per device as logged (MiB: model, KV, compute), every KV
+    # cache it made (MiB, cells, layers), the layers it offloaded of those it could, the devices it saw, and
+    # why it could not offload where it could not (the engine's own words).
+    buffers: dict[str, dict[str, float]] = field(default_factory=dict)
+    kv_caches: list[dict[str, float]] = field(default_factory=list)
+    offloaded_layers: int | None = None
+    offloadable_layers: int | None = None
+    devices: list[str] = field(default_factory=list)
+    offload_problem: str = ""
     # Written by the engine at launch, so readers of records need no engine knowledge (which argv flag names
     # the model, what a GGUF file weighs).
     engine: str = ""
@@ -374,6 +424,7 @@ class TrialRecord:
     shape: SpecShape | None = (
         None  # the engine's reading of the speculative parameters (None: no speculation)
     )
+    gpu: GpuUse | None = None  # None: not read (a record from before GPUs were recorded)
 
     @property
     def failed(self) -> bool:
@@ -390,6 +441,7 @@ class TrialRecord:
             "stage": self.stage.value,
             "host": self.host.to_dict() if self.host else None,
             "shape": self.shape.to_dict() if self.shape else None,
+            "gpu": self.gpu.to_dict() if self.gpu else None,
         }
 
     @classmethod
@@ -404,4 +456,5 @@ class TrialRecord:
             stage=Stage.read(data.get("stage")),
             host=HostLoad(**data["host"]) if data.get("host") else None,
             shape=SpecShape.from_dict(data.get("shape")),
+            gpu=GpuUse.from_dict(data.get("gpu")),
         )

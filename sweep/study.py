@@ -19,7 +19,7 @@ import httpx
 import optuna
 from optuna.trial import TrialState
 
-from sweep import host
+from sweep import gpu, host
 from sweep.doctor import EngineRules, draft_refusal, sizing
 from sweep.engines import Engine
 from sweep.errors import (
@@ -170,6 +170,7 @@ class Sweep:
         self.space_id = space_id(space)  # recorded on every trial: which version of the space file ran it
         self._idle = 0  # suggestions in a row that were not launched
         self._deadline: float | None = None  # the running trial's end, whatever happens (monotonic)
+        self.gpu_source = gpu.open_source()  # NVML once per run, or why there is no GPU to read
         self.write_error: UserError | None = None  # a file a trial wrote could not be written: stop after it
         self._told_degenerate: set[str] = set()  # workloads whose degenerate output was already announced
 
@@ -449,7 +450,10 @@ class Sweep:
         if first:
             record.argv = argv  # known before the launch: an interrupted trial still says what it ran
         server = ServerProcess(argv, log, self.engine.env(), self.engine.exit_reason, self.paths.registry)
-        measured = self._serve(server, record, workloads, base_url, say, rows, loads, first)
+        watch = gpu.GpuWatch(self.gpu_source, lambda: host.group_pids(server.pid))
+        watch.before_launch()
+        measured = self._serve(server, record, workloads, base_url, say, rows, loads, first, watch)
+        record.gpu = gpu.combine(record.gpu, watch.use())
         if server.log_error:
             record.facts.extra["log_lost"] = server.log_error
             self.write_error = self.write_error or write_error(log, server.log_error)
@@ -469,6 +473,7 @@ class Sweep:
         rows: list[RequestMeasurement],
         loads: list[HostLoad],
         first: bool,
+        watch: gpu.GpuWatch,
     ) -> bool:
         with server:
             try:
@@ -504,19 +509,21 @@ class Sweep:
                 record.failure, record.stage = self._lost_server(server, exc), Stage.LAUNCH
                 return False
             say(f"ready in {startup:.1f} s; probing")
+            watch.at_ready()
             try:
-                result = asyncio.run(
-                    probe(
-                        base_url,
-                        self.engine,
-                        workloads,
-                        self.space.probe,
-                        say,
-                        watch=host.watcher(server.pid),
-                        deadline=self._deadline,
-                        served=Served(facts.chat_template, facts.chat_template_source),
+                with watch:
+                    result = asyncio.run(
+                        probe(
+                            base_url,
+                            self.engine,
+                            workloads,
+                            self.space.probe,
+                            say,
+                            watch=host.watcher(server.pid),
+                            deadline=self._deadline,
+                            served=Served(facts.chat_template, facts.chat_template_source),
+                        )
                     )
-                )
             except httpx.HTTPError as exc:
                 record.failure, record.stage = self._lost_server(server, exc), Stage.PROBE
                 return False

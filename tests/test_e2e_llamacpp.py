@@ -275,6 +275,33 @@ def test_speculation_that_does_not_start_is_a_failed_trial_not_a_baseline(tmp_pa
     assert record["workloads"] == {}
 
 
+def test_gpu_layers_on_a_cpu_build_fail_the_launch_in_llama_servers_words(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """This machine's llama-server is a CPU build: asked for GPU layers it only warns and runs on the CPU. The
+    launch fails with its own reason, never a slow baseline; the record says there is no GPU and why, and
+    holds where llama-server put the model (its CPU buffers, read at -lv 4)."""
+    space = quick(SPACE.replace("threads: 2}", "threads: 2, gpu-layers: 99}"))
+    study = run_variant(tmp_path, "cpu", space, "--trials", "1", exit_code=2)
+    record = study.trials[0].user_attrs["record"]
+    assert record["stage"] == "launch" and record["workloads"] == {}
+    assert record["failure"] == (
+        "asked for GPU layers (99) but llama-server runs on the CPU: no usable GPU found, --gpu-layers option "
+        "will be ignored"
+    )
+    assert record["gpu"]["devices"] == [] and record["gpu"]["reason"].startswith("no NVIDIA driver or GPU")
+    assert "asked for GPU layers (99)" in capsys.readouterr().err
+    capsys.readouterr()
+    plain = run_variant(tmp_path, "plain", quick(SPACE), "--trials", "1")
+    facts = plain.trials[0].user_attrs["record"]["facts"]
+    # 3 full layers x 2048 cells x 1024 B of K and V: 6 MiB; the 15 window layers' cache holds what the window
+    # needs (llama.cpp sizes it from the 512-token window and the batch), 15 MiB.
+    first = facts["kv_caches"][0]
+    assert (first["mib"], first["cells"], first["layers"]) == (6.0, 2048, 3)
+    assert facts["buffers"]["CPU"]["kv"] == sum(c["mib"] for c in facts["kv_caches"])
+    assert plain.trials[0].user_attrs["record"]["gpu"]["reason"].startswith("no NVIDIA driver or GPU")
+
+
 def test_prompt_longer_than_the_context_does_not_fit(tmp_path: Path) -> None:
     space = quick(SPACE.replace("- {class: tool}\n  - {class: prose}", "- {class: tool, context: [3000]}"))
     study = run_variant(tmp_path, "long", space, "--trials", "1")

@@ -34,7 +34,21 @@ def test_argv_maps_parameters_to_llama_server_flags(engine: LlamaCppEngine) -> N
     assert pairs["-md"] == "/m/d.gguf"
     assert pairs["--spec-draft-n-max"] == "8"
     assert (pairs["-c"], pairs["-np"], pairs["-ctk"], pairs["-t"]) == ("4096", "2", "q8_0", "2")
-    assert argv[-8:] == ["--seed", "1", "--metrics", "--no-webui", "--host", "127.0.0.1", "--port", "18123"]
+    # -lv 4: where llama-server put the model (devices, buffers, offload, KV caches) is logged from there up.
+    assert argv[-10:] == [
+        "--seed",
+        "1",
+        "-lv",
+        "4",
+        "--metrics",
+        "--no-webui",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "18123",
+    ]
+    given = LlamaCppEngine(ServerSetup(["/opt/llama-server"], "/m/target.gguf", ["-lv", "3"]))
+    assert given.argv({}, port=1).count("-lv") == 1  # the user's verbosity stands
 
 
 def test_unknown_speculative_type_is_named(engine: LlamaCppEngine) -> None:

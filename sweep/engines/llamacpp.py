@@ -21,7 +21,7 @@ from sweep.engines.base import (
     ServerReport,
     parse_prometheus,
 )
-from sweep.errors import SpeculationInactive, UserError
+from sweep.errors import OffloadInactive, SpeculationInactive, UserError
 from sweep.modelfiles import chat_template
 from sweep.results import DraftAsk, DraftKind, LaunchFacts, RequestStatus, SpecShape
 from sweep.server import ExitPatterns
@@ -110,6 +110,15 @@ FLAGS: dict[str, Flag] = {
 KV_SIZE = re.compile(
     r"llama_kv_cache: size =\s*([\d.]+) MiB \(\s*(\d+) cells,\s*(\d+) layers,\s*(\d+)/(\d+) seqs\)"
 )
+# At -lv 4 llama-server logs where it put the model: the devices it saw, each buffer per device, the layers it
+# offloaded, every KV cache (verbosity 3, the default, prints none of it).
+LOG_VERBOSITY = ("-lv", "4")
+VERBOSITY_FLAGS = ("-lv", "--verbosity", "--log-verbosity", "-v", "--verbose", "--log-verbose")
+DEVICE = re.compile(r"common_param:\s+- (\S+)\s*: (.+?) \((\d+) MiB, (\d+) MiB free\)")
+BUFFER = re.compile(r"\s(\S+)\s+(model|KV|compute|output) buffer size =\s*([\d.]+) MiB")
+OFFLOADED = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
+NO_GPU = re.compile(r"warning: (no usable GPU found[^\n]*)")
+GPU_LAYER_FLAGS = ("-ngl", "--gpu-layers", "--n-gpu-layers")
 DEFAULT_SLOTS = 4  # -np -1 (auto), server.cpp
 SLOTS = re.compile(r"initializing, n_slots = (\d+), n_ctx_slot = (\d+)")
 SPEC_INIT_FAILED = re.compile(r"failed to initialize speculative decoding context: (.*)")
@@ -291,9 +300,13 @@ class LlamaCppEngine(Engine):
             if name == "spec-type":
                 value = ",".join(split_types(value))
             argv += [flag.argv, str(value)]
+        verbosity = (
+            [] if any(a.split("=", 1)[0] in VERBOSITY_FLAGS for a in self.setup.extra_args) else LOG_VERBOSITY
+        )
         return [
             *argv,
             *self.setup.extra_args,
+            *verbosity,
             "--metrics",
             "--no-webui",
             "--host",
@@ -306,7 +319,27 @@ class LlamaCppEngine(Engine):
     def facts_from_log(cls, log: str) -> LaunchFacts:
         return facts_from_log(log)
 
+    def gpu_layers_asked(self, params: Params) -> str | None:
+        """The GPU layers a launch asks for (`gpu-layers`, or -ngl in server.extra_args); None: none asked."""
+        asked = params.get("gpu-layers")
+        args = self.setup.extra_args
+        for i, arg in enumerate(args):
+            name, _, value = arg.partition("=")
+            if name in GPU_LAYER_FLAGS:
+                asked = value or (args[i + 1] if i + 1 < len(args) else None)
+        return None if asked in (None, "", 0, "0") else str(asked)
+
     def inspect_running(self, client: httpx.Client, facts: LaunchFacts, params: Params, log: str) -> None:
+        if (asked := self.gpu_layers_asked(params)) is not None:
+            on_cpu = facts.offload_problem or (
+                f"offloaded {facts.offloaded_layers}/{facts.offloadable_layers} layers to GPU"
+                if facts.offloaded_layers == 0
+                else ""
+            )
+            if on_cpu:
+                raise OffloadInactive(
+                    f"asked for GPU layers ({asked}) but llama-server runs on the CPU: {on_cpu}"
+                )
         facts.chat_template, facts.chat_template_source = self.served_template
         facts.speculation_requested = self.wants_speculation(params)
         response = client.get("/slots")
@@ -431,6 +464,19 @@ def facts_from_log(log: str) -> LaunchFacts:
     if slots := SLOTS.search(log):
         facts.n_slots, facts.n_ctx_slot = int(slots.group(1)), int(slots.group(2))
         facts.context_length, facts.max_running_requests = facts.n_ctx_slot, facts.n_slots
+    facts.kv_caches = [
+        {"mib": float(m.group(1)), "cells": int(m.group(2)), "layers": int(m.group(3))}
+        for m in KV_SIZE.finditer(log)
+    ]
+    facts.devices = [f"{m.group(1)}: {m.group(2)} ({m.group(3)} MiB)" for m in DEVICE.finditer(log)]
+    for found in BUFFER.finditer(log):
+        device, kind = found.group(1), found.group(2).lower()
+        sizes = facts.buffers.setdefault(device, {})
+        sizes[kind] = round(sizes.get(kind, 0.0) + float(found.group(3)), 2)
+    if offloaded := OFFLOADED.search(log):
+        facts.offloaded_layers, facts.offloadable_layers = int(offloaded.group(1)), int(offloaded.group(2))
+    if no_gpu := NO_GPU.search(log):
+        facts.offload_problem = no_gpu.group(1).strip()
     if failed := SPEC_INIT_FAILED.search(log):
         facts.speculation_problem = failed.group(1).strip()
     elif SPEC_UNSUPPORTED in log:
