@@ -647,6 +647,31 @@ def _bytes_per_token(facts: LaunchFacts, target: int, draft: int) -> list[Findin
     ]
 
 
+def cache_findings(g: Geometry, facts: LaunchFacts, kv_bytes: int) -> list[Finding]:
+    """Each KV cache the engine logged (llama.cpp: MiB, cells, layers, one line per cache: the full layers',
+    the sliding window's) against the files' cost of that many cells of that many layers."""
+    out = []
+    layer = g.layer_bytes(kv_bytes)
+    for cache in facts.kv_caches if layer else []:
+        cells, layers, mib = int(cache["cells"]), int(cache["layers"]), float(cache["mib"])
+        predicted = cells * layers * layer / 1024**2
+        what = f"KV cache {mib:.2f} MiB for {cells} cells of {layers} layers"
+        if abs(mib - predicted) <= max(MISMATCH * predicted, 0.01):
+            out.append(
+                Finding(what, True, f"as the files predict ({predicted:.2f} MiB at {layer} B a layer)")
+            )
+        else:
+            out.append(
+                Finding(
+                    what,
+                    False,
+                    f"the files predict {predicted:.2f} MiB at {layer} B a layer and token: x{mib / predicted:.2f} "
+                    "(another KV dtype than the one given here, or layers counted differently)",
+                )
+            )
+    return out
+
+
 def _could_have_sized(facts: LaunchFacts, cell: int) -> bool:
     """Whether a pool of the logged size at `cell` bytes per token fits the memory the log shows it had (the
     pool and what was left free after it): if not, the engine cannot have sized it with that cost."""
@@ -990,6 +1015,7 @@ def diagnose(
         draft_read = rules.reads(g.config) if rules.reads else None
         read = Fact(draft_read[0], f"config.json: {draft_read[1]}") if draft_read else None
         findings += pool_findings(g, facts, kv_bytes, read, drafting)
+        findings += cache_findings(g, facts, kv_bytes)
         findings += graph_findings(g, facts, kv_bytes, drafting, rules.pins)
         if against is not None:
             differences = launch_differences(g, facts, against, kv_bytes, drafting)

@@ -136,9 +136,13 @@ class GpuWatch:
 
     def _sample(self) -> None:
         while not self._stop.wait(SAMPLE_S):
-            held = self._held()
-            if held is not None:
-                self.peak = max(self.peak or 0.0, held)
+            self.sample()
+
+    def sample(self) -> None:
+        """One reading while probed: the peak so far."""
+        held = self._held()
+        if held is not None:
+            self.peak = max(self.peak or 0.0, held)
 
     def _held(self) -> float | None:
         if isinstance(self.source, str):

@@ -291,6 +291,7 @@ class LaunchFacts:
     # cache it made (MiB, cells, layers), the layers it offloaded of those it could, the devices it saw, and
     # why it could not offload where it could not (the engine's own words).
     buffers: dict[str, dict[str, float]] = field(default_factory=dict)
+    gpu_buffers: dict[str, float] = field(default_factory=dict)  # the same summed over the GPUs, by kind
     kv_caches: list[dict[str, float]] = field(default_factory=list)
     offloaded_layers: int | None = None
     offloadable_layers: int | None = None

@@ -116,6 +116,8 @@ LOG_VERBOSITY = ("-lv", "4")
 VERBOSITY_FLAGS = ("-lv", "--verbosity", "--log-verbosity", "-v", "--verbose", "--log-verbose")
 DEVICE = re.compile(r"common_param:\s+- (\S+)\s*: (.+?) \((\d+) MiB, (\d+) MiB free\)")
 BUFFER = re.compile(r"\s(\S+)\s+(model|KV|compute|output) buffer size =\s*([\d.]+) MiB")
+# ggml's buffer names for host memory (`CPU`, `CPU_Mapped`, `CPU_REPACK`, `CUDA_Host`): the rest are on a GPU.
+HOST_BUFFER_PREFIX, HOST_BUFFER_SUFFIX = "CPU", "_Host"
 OFFLOADED = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
 NO_GPU = re.compile(r"warning: (no usable GPU found[^\n]*)")
 GPU_LAYER_FLAGS = ("-ngl", "--gpu-layers", "--n-gpu-layers")
@@ -473,6 +475,10 @@ def facts_from_log(log: str) -> LaunchFacts:
         device, kind = found.group(1), found.group(2).lower()
         sizes = facts.buffers.setdefault(device, {})
         sizes[kind] = round(sizes.get(kind, 0.0) + float(found.group(3)), 2)
+    for device, sizes in facts.buffers.items():
+        if not device.startswith(HOST_BUFFER_PREFIX) and not device.endswith(HOST_BUFFER_SUFFIX):
+            for kind, mib in sizes.items():
+                facts.gpu_buffers[kind] = round(facts.gpu_buffers.get(kind, 0.0) + mib, 2)
     if offloaded := OFFLOADED.search(log):
         facts.offloaded_layers, facts.offloadable_layers = int(offloaded.group(1)), int(offloaded.group(2))
     if no_gpu := NO_GPU.search(log):

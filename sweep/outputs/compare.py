@@ -22,6 +22,13 @@ def _memory_gb(record: TrialRecord) -> float | None:
     return sum(parts) if parts else None
 
 
+def _gpu_memory(record: TrialRecord) -> str:
+    use = record.gpu
+    if use is None or not use.present:
+        return "-"
+    return f"{_fmt(use.ready_mib, '{:.0f}')} / {_fmt(use.peak_mib, '{:.0f}')}"
+
+
 def usable_context(record: TrialRecord) -> int | None:
     """The longest prompt one request can have: the context length, unless the KV pool is smaller."""
     f = record.facts
@@ -68,6 +75,19 @@ def rows(columns: list[Column]) -> list[tuple[str, list[str]]]:
     table.append(
         ("free after the KV pool (GB)", [_fmt(c.record.facts.free_after_pool_gb, "{:.2f}") for c in columns])
     )
+    if any(c.record.gpu is not None and c.record.gpu.present for c in columns):
+        table.append(("GPU memory at ready / peak (MiB)", [_gpu_memory(c.record) for c in columns]))
+        table.append(
+            (
+                "buffers on the GPU: model + KV + compute (MiB)",
+                [
+                    " + ".join(
+                        _fmt(c.record.facts.gpu_buffers.get(k), "{:.0f}") for k in ("model", "kv", "compute")
+                    )
+                    for c in columns
+                ],
+            )
+        )
     for key in workloads:
         cells = []
         for c in columns:

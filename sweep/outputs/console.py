@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 from sweep.analysis import ABRow, OverallRecommendation, Recommendation, Study, StudyWarnings
@@ -132,6 +133,7 @@ def report_text(
             f"one server for all workloads: trial {overall.trial}: {params_text(overall.params)}",
             f"  ({overall.why}{'; gains: ' + gains if gains else ''})",
         ]
+    lines += gpu_lines(study, recs)
     if warnings is not None and warnings.messages:
         lines += ["", "warnings (verdicts they touch say unreliable or not representative):"]
         lines += [f"  {m}" for m in warnings.messages]
@@ -156,3 +158,47 @@ def ab_text(
     if warnings:
         lines += ["", "warnings (verdicts they touch say unreliable):", *(f"  {m}" for m in warnings)]
     return "\n".join(lines)
+
+
+def gpu_lines(study: Study, recs: list[Recommendation]) -> list[str]:
+    """The GPUs and what the server held on them, for the baseline and each workload's best: NVML's reading at
+    ready and at the peak, and the engine's buffers on the GPUs (none where records hold no GPU reading)."""
+    views = [v for v in study.search if v.record is not None and v.record.gpu is not None]
+    if not views:
+        return []
+    first = views[0].record.gpu if views[0].record else None
+    present = [v for v in views if v.record and v.record.gpu and v.record.gpu.present]
+    if not present or first is None:
+        return ["", f"GPU: {first.describe() if first else 'none read'}"]
+    shown = [v for v in present if v.role == "baseline"][:1]
+    shown += [v for v in present if v.number in {r.trial for r in recs} and v not in shown]
+    head = present[0].record.gpu if present[0].record else None
+    assert head is not None
+    out = [
+        "",
+        f"GPU: {dataclasses.replace(head, ready_mib=None).describe()}; the server's memory ({head.how}):",
+    ]
+    base = (
+        shown[0].record.gpu.ready_mib
+        if shown and shown[0].role == "baseline" and shown[0].record and shown[0].record.gpu
+        else None
+    )
+    for view in shown:
+        assert view.record is not None and view.record.gpu is not None
+        use, facts = view.record.gpu, view.record.facts
+        name = f"baseline (trial {view.number})" if view.role == "baseline" else f"trial {view.number}"
+        more = (
+            f" ({use.ready_mib - base:+.0f} MiB over the baseline)"
+            if base is not None and use.ready_mib is not None and view.role != "baseline"
+            else ""
+        )
+        buffers = ", ".join(f"{kind} {mib:.0f} MiB" for kind, mib in facts.gpu_buffers.items())
+        out.append(
+            f"  {name}: {_fmt(use.ready_mib)} MiB at ready, {_fmt(use.peak_mib)} MiB at its peak{more}"
+            + (f"; its buffers on the GPU: {buffers}" if buffers else "")
+        )
+    return out
+
+
+def _fmt(mib: float | None) -> str:
+    return "-" if mib is None else f"{mib:.0f}"

@@ -9,6 +9,7 @@ the trial timeline. A panel without data says so in words instead of drawing an 
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import json
 import math
@@ -565,8 +566,8 @@ def memory_panel(views: list[TrialView]) -> Panel:
     if not rows:
         return _message(
             title,
-            "The engine's logs gave no memory figures (llama.cpp prints none at its default verbosity); "
-            "the KV pool per trial is in each record.",
+            "The engine's logs gave no free-memory figures (llama.cpp logs its buffers instead: see the GPU "
+            "panel); the KV pool per trial is in each record.",
         )
     labels = [f"trial {v.number}" for v in rows]
     facts = [v.record.facts for v in rows if v.record]
@@ -616,6 +617,37 @@ def memory_panel(views: list[TrialView]) -> Panel:
         "<p>Red: more memory free after the KV pool than the pool itself got. Free memory next to a small pool "
         "points at a sizing miscalculation (see the field reports' x5 case), not a shortage. Crosses: the pool "
         "the model's own files predict (`specsweep doctor`), where the space names a local model.</p>"
+    )
+    return Panel(title, fig, note)
+
+
+def gpu_panel(views: list[TrialView]) -> Panel:
+    """The server's GPU memory per trial as NVML read it (at ready and at its peak while probed), beside the
+    engine's own buffers on the GPUs (model, KV, compute): what speculation costs in memory."""
+    title = "GPU memory per trial"
+    read = [v.record.gpu for v in views if v.record is not None and v.record.gpu is not None]
+    rows = [v for v in views if v.record is not None and v.record.gpu is not None and v.record.gpu.present]
+    if not rows:
+        why = next((g.reason for g in read if g.reason), "the records hold no GPU reading")
+        return _message(title, f"No GPU was read: {why}.")
+    labels = [_name(v) for v in rows]
+    uses = [v.record.gpu for v in rows if v.record and v.record.gpu]
+    facts = [v.record.facts for v in rows if v.record]
+    fig = go.Figure()
+    fig.add_trace(go.Bar(x=labels, y=[u.ready_mib for u in uses], name="server at ready (MiB, NVML)"))
+    fig.add_trace(go.Bar(x=labels, y=[u.peak_mib for u in uses], name="server at its peak (MiB, NVML)"))
+    for kind in ("model", "kv", "compute"):
+        values = [f.gpu_buffers.get(kind) for f in facts]
+        if any(values):
+            fig.add_trace(
+                go.Bar(x=labels, y=values, name=f"{kind} buffers on the GPU (MiB, the engine's log)")
+            )
+    fig.update_layout(barmode="group", yaxis_title="MiB")
+    head = uses[0]
+    note = (
+        f"<p>{html.escape(dataclasses.replace(head, ready_mib=None).describe())}; the server's memory "
+        f"{html.escape(head.how)}. What NVML reads beyond the engine's buffers is the CUDA context and its "
+        "allocator.</p>"
     )
     return Panel(title, fig, note)
 
@@ -804,6 +836,7 @@ def build(study: optuna.Study, study_name: str, found: Study, surface: Predicted
         lambda: position_panel(views),
         lambda: pareto_panel(views),
         lambda: memory_panel(views),
+        lambda: gpu_panel(views),
         lambda: failures_panel(views, found.confirm),
         lambda: importance_panel(study),
         lambda: timeline_panel(study),

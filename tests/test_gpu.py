@@ -1,0 +1,142 @@
+"""The GPU code paths, from what the lent H200 recorded (CI has no GPU): NVML's readings around one llama-server
+launch with CUDA (`tests/gpu/nvml-h200.json`: before, at ready, after three requests, after exit, with the
+server's process ids) and that server's log at -lv 4 (`tests/logs/llamacpp-cuda-h200.log`); and this machine's
+own answer, which has no NVIDIA driver."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from sweep.analysis import Study, TrialView, recommendations
+from sweep.doctor import EngineRules, diagnose
+from sweep.embedded import gemma_model
+from sweep.engines import LlamaCppEngine, ServerSetup
+from sweep.engines.llamacpp import facts_from_log
+from sweep.gpu import BY_DEVICE, BY_PID, GpuWatch, Reading, combine, open_source
+from sweep.outputs.compare import Column, rows
+from sweep.outputs.console import gpu_lines
+from sweep.outputs.dashboard import gpu_panel
+from sweep.results import GpuUse, TrialRecord
+
+HERE = Path(__file__).parent
+RECORDED = json.loads((HERE / "gpu" / "nvml-h200.json").read_text())
+CUDA_LOG = (HERE / "logs" / "llamacpp-cuda-h200.log").read_text()
+
+
+class Recorded:
+    """NVML's readings as the H200 gave them, in the order it gave them (the last one again after the end)."""
+
+    def __init__(self, labels: list[str]) -> None:
+        by_label = {row["label"]: row for row in RECORDED["rows"]}
+        self.rows = [by_label[label] for label in labels]
+        self.driver = RECORDED["driver"]
+        self.pids = set(self.rows[-1]["pids"]) or {0}
+
+    def read(self) -> Reading:
+        row = self.rows.pop(0) if len(self.rows) > 1 else self.rows[0]
+        return Reading.from_dict(row["reading"])
+
+
+def watched(source: Recorded | str, pids: set[int]) -> GpuUse:
+    watch = GpuWatch(source, lambda: pids)
+    watch.before_launch()
+    watch.at_ready()
+    watch.sample()  # one reading while probed, as the thread takes them
+    return watch.use()
+
+
+def test_the_servers_memory_by_its_process_ids() -> None:
+    """At ready llama-server's process (pid 5155 there) held 874 MiB, 876 MiB after its requests: what
+    nvidia-smi showed by hand in the first GPU run."""
+    source = Recorded(["before", "ready", "after request 1"])
+    use = watched(source, {5155})
+    assert use.devices == ("NVIDIA H200",) and use.driver == "580.159.04" and use.total_mib == 143771.0
+    assert (use.ready_mib, use.peak_mib, use.how) == (874.0, 876.0, BY_PID)
+    assert use.describe() == (
+        "NVIDIA H200 (driver 580.159.04, 143771 MiB); the server held 874 MiB at ready, 876 MiB at its peak "
+        "(by the server's process ids)"
+    )
+
+
+def test_where_nvml_lists_none_of_the_servers_processes_the_devices_growth_stands_in() -> None:
+    """A container whose process ids NVML does not see: the devices' memory in use (1497.9 MiB at ready)
+    less what was in use before the launch (615.1 MiB), said so."""
+    use = watched(Recorded(["before", "ready", "after request 2"]), {4242})
+    assert use.how == BY_DEVICE and round(use.ready_mib or 0, 1) == round(1497.875 - 615.0625, 1)
+
+
+def test_without_a_gpu_the_record_says_why() -> None:
+    source = open_source()
+    assert isinstance(source, str) and source.startswith("no NVIDIA driver or GPU")
+    use = watched(source, set())
+    assert not use.present and use.reason == source and use.describe() == f"no GPU ({source})"
+    assert GpuUse.from_dict(use.to_dict()) == use
+
+
+def test_several_servers_of_one_trial_keep_the_first_ready_and_the_highest_peak() -> None:
+    first = GpuUse(("NVIDIA H200",), "580", 143771.0, 874.0, 880.0, BY_PID)
+    later = GpuUse(("NVIDIA H200",), "580", 143771.0, 870.0, 944.0, BY_PID)
+    assert combine(None, first) == first
+    assert (combine(first, later).ready_mib, combine(first, later).peak_mib) == (874.0, 944.0)
+
+
+def test_the_cuda_log_says_where_the_model_went() -> None:
+    facts = facts_from_log(CUDA_LOG)
+    assert facts.devices == [
+        "CUDA0: NVIDIA H200 (143155 MiB)",
+        "CPU: Intel(R) Xeon(R) Processor (128868 MiB)",
+    ]
+    assert (facts.offloaded_layers, facts.offloadable_layers) == (19, 19) and not facts.offload_problem
+    assert facts.gpu_buffers == {"model": 235.2, "kv": 27.0, "compute": 22.02}
+    assert facts.buffers["CPU_Mapped"] == {"model": 170.0}  # the token embeddings stay in host memory
+    assert [(c["mib"], c["cells"], c["layers"]) for c in facts.kv_caches] == [
+        (12.0, 4096, 3),
+        (15.0, 1024, 15),
+    ]
+
+
+def test_the_doctor_holds_the_real_gguf_against_the_cuda_servers_caches() -> None:
+    """Gemma 3 270M: one KV head of 256, K and V at f16, 1024 B a layer and token: 4096 cells of the 3 full
+    layers are 12 MiB, 1024 cells of the 15 window layers 15 MiB, as logged."""
+    engine = LlamaCppEngine(ServerSetup([], str(gemma_model())))
+    found = diagnose(gemma_model(), "f16", facts_from_log(CUDA_LOG), EngineRules.of(engine, {}))
+    caches = [f for f in found.findings if f.what.startswith("KV cache")]
+    assert [(f.what, f.ok) for f in caches] == [
+        ("KV cache 12.00 MiB for 4096 cells of 3 layers", True),
+        ("KV cache 15.00 MiB for 1024 cells of 15 layers", True),
+    ]
+    wrong = diagnose(gemma_model(), "q8_0", facts_from_log(CUDA_LOG), EngineRules.of(engine, {}))
+    assert any("x2.00" in f.detail for f in wrong.findings if f.what.startswith("KV cache") and not f.ok)
+
+
+def record(number: int, params: dict[str, Any], use: GpuUse) -> TrialRecord:
+    return TrialRecord(number, params, facts=facts_from_log(CUDA_LOG), gpu=use)
+
+
+def test_report_compare_and_dashboard_show_the_gpu_memory() -> None:
+    base = record(
+        0, {"spec-type": "none"}, GpuUse(("NVIDIA H200",), "580.159.04", 143771.0, 874.0, 892.0, BY_PID)
+    )
+    spec = record(
+        5, {"spec-type": "ngram-mod"}, GpuUse(("NVIDIA H200",), "580.159.04", 143771.0, 926.0, 944.0, BY_PID)
+    )
+    views = [TrialView(0, "COMPLETE", "baseline", base), TrialView(5, "COMPLETE", "search", spec)]
+    lines = gpu_lines(Study(views, []), recommendations(Study(views, [])))
+    assert (
+        lines[1]
+        == "GPU: NVIDIA H200 (driver 580.159.04, 143771 MiB); the server's memory (by the server's process ids):"
+    )
+    assert lines[2].startswith(
+        "  baseline (trial 0): 874 MiB at ready, 892 MiB at its peak; its buffers on the GPU:"
+    )
+    table = dict(rows([Column("baseline", base), Column("ngram-mod", spec)]))
+    assert table["GPU memory at ready / peak (MiB)"] == ["874 / 892", "926 / 944"]
+    assert table["buffers on the GPU: model + KV + compute (MiB)"] == ["235 + 27 + 22", "235 + 27 + 22"]
+    panel = gpu_panel(views)
+    assert panel.figure is not None and len(panel.figure.data) == 5  # ready, peak, model, KV, compute
+    none = gpu_panel(
+        [TrialView(0, "COMPLETE", "baseline", record(0, {}, GpuUse(reason="NVML lists no GPU")))]
+    )
+    assert none.figure is None and "No GPU was read: NVML lists no GPU." in none.html
