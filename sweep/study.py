@@ -333,6 +333,8 @@ class Sweep:
             raise
         record = self.measure(trial, record, say, self.paths.trial_dir(record.number))
         self._durations.append(time.monotonic() - started)
+        if len(self._durations) == 1 and not record.failed:
+            say(self._measured_plan(record))
         if record.failed:
             say(f"failed: {record.failure}")
             if role == "baseline" and record.stage == Stage.LAUNCH:
@@ -579,6 +581,21 @@ class Sweep:
             write_atomic(path, text)
         except UserError as exc:
             self.write_error = self.write_error or exc
+
+    def _measured_plan(self, record: TrialRecord) -> str:
+        """After this run's first launch: the wall time the rest takes at what that launch took (`specsweep plan`
+        assumes speeds before anything is measured), and what it rests on."""
+        took = self._durations[0]
+        startup = record.facts.startup_s or 0.0
+        left = max(0, self._target - self._finished_before - 1)
+        text = (
+            f"plan, measured on this launch ({took:.0f} s: {startup:.0f} s start-up + {took - startup:.0f} s "
+            f"probing): {left} more search launches, about {_minutes(left * took)}"
+        )
+        if self.confirm_after and self.space.confirm.launches:
+            least, most = self.space.confirm_launches(), self.space.confirm_launches(most=True)
+            text += f", then {least}-{most} confirmation launches, about {_minutes(least * took)}-{_minutes(most * took)}"
+        return text
 
     def _sayer(self, started: float) -> Progress:
         index = self._finished_before + len(self._durations)  # trials finished before this one

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import socket
 import subprocess
@@ -293,6 +294,11 @@ def test_gpu_layers_on_a_cpu_build_fail_the_launch_in_llama_servers_words(
     assert "asked for GPU layers (99)" in capsys.readouterr().err
     capsys.readouterr()
     plain = run_variant(tmp_path, "plain", quick(SPACE), "--trials", "1")
+    # After the first launch the run says what the rest takes at what that launch took.
+    assert re.search(
+        r"plan, measured on this launch \(\d+ s: \d+ s start-up \+ \d+ s probing\): 0 more search launches",
+        capsys.readouterr().err,
+    )
     facts = plain.trials[0].user_attrs["record"]["facts"]
     # 3 full layers x 2048 cells x 1024 B of K and V: 6 MiB; the 15 window layers' cache holds what the window
     # needs (llama.cpp sizes it from the 512-token window and the batch), 15 MiB.
