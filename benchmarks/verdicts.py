@@ -26,7 +26,7 @@ from sweep import stats
 from sweep.probes.client import prompt_nonce, unique_content
 from sweep.probes.workloads import BUILTIN_PROMPTS
 from sweep.sim.profile import DEFAULT_PROFILE, Profile
-from sweep.sim.server import in_process
+from sweep.sim.sglang_server import in_process
 from sweep.stats import Launch, Verdict
 
 REPEATS = 3

@@ -27,6 +27,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+import numpy as np
+import scipy.stats
+
 # 98%, not 95%: the confirmation looks at the data again after each extra round, and every look is a chance
 # for noise to cross the line (benchmarks/verdicts.py: at 95% an A/A test was called faster 5% of the time).
 CONFIDENCE = 0.98
@@ -219,27 +222,14 @@ def compare(
 
 
 def t_quantile(p: float, df: int) -> float:
-    """Student's t quantile (exact for 1 and 2 degrees of freedom, Cornish-Fisher beyond: error < 1e-3)."""
+    """Student's t quantile (scipy's)."""
     if df <= 0:
         raise ValueError("degrees of freedom must be positive")
-    if df == 1:
-        return math.tan(math.pi * (p - 0.5))
-    if df == 2:
-        return (2 * p - 1) / math.sqrt(2 * p * (1 - p))
-    z = statistics.NormalDist().inv_cdf(p)
-    g1 = (z**3 + z) / 4
-    g2 = (5 * z**5 + 16 * z**3 + 3 * z) / 96
-    g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384
-    g4 = (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / 92160
-    return z + g1 / df + g2 / df**2 + g3 / df**3 + g4 / df**4
+    return float(scipy.stats.t.ppf(p, df))
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
-    """The q-th percentile (0..100) by linear interpolation, as numpy's default."""
+    """The q-th percentile (0..100) by linear interpolation (numpy's default)."""
     if not values:
         return None
-    ordered = sorted(values)
-    rank = (len(ordered) - 1) * q / 100
-    low = math.floor(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+    return float(np.percentile(values, q))

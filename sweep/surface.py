@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import scipy.stats
 
 from sweep.results import SpecShape, TrialRecord
 
@@ -142,15 +143,7 @@ class Prediction:
         if self.sd <= 0:
             return max(0.0, gap)
         z = gap / self.sd
-        return gap * _phi_cdf(z) + self.sd * _phi_pdf(z)
-
-
-def _phi_pdf(z: float) -> float:
-    return math.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
-
-
-def _phi_cdf(z: float) -> float:
-    return 0.5 * (1 + math.erf(z / math.sqrt(2)))
+        return float(gap * scipy.stats.norm.cdf(z) + self.sd * scipy.stats.norm.pdf(z))
 
 
 def accept_length(a: float, gain: float, shape: SpecShape, copies: bool = False) -> float:

@@ -93,3 +93,40 @@ def postgres_url() -> Iterator[str]:
             [*as_owner, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
             capture_output=True,
         )
+
+
+# The fast lane (`make check`) runs the tests that start no process and take no long read; a test that starts one
+# (llama-server, the simulator, PostgreSQL, Chromium, the CLI as a child), itself or through a fixture, is marked
+# `server` (and one that reads the SGLang release's source, which pip downloads, `release`). The guard keeps the marks true: from the setup of an unmarked test's fixtures to its teardown, a
+# process start is refused (as the OS refuses one, so a server thread never hangs) and the test fails, naming the
+# mark it needs. Under `make test` a module's shared fixture may already be up; `make check` runs it unmarked.
+STARTED = pytest.StashKey[list[str]]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> object:
+    if any(item.get_closest_marker(mark) is not None for mark in ("server", "release")):
+        return (yield)
+    started = item.stash.setdefault(STARTED, [])
+    allowed = subprocess.Popen.__init__
+
+    def refuse(self: subprocess.Popen[bytes], args: object, *rest: object, **options: object) -> None:
+        started.append(str(args)[:80])
+        raise OSError(f"a test without @pytest.mark.server started a process: {started[-1]}")
+
+    subprocess.Popen.__init__ = refuse  # type: ignore[method-assign]
+    try:
+        return (yield)
+    finally:
+        subprocess.Popen.__init__ = allowed  # type: ignore[method-assign]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> pytest.TestReport:
+    report: pytest.TestReport = yield
+    started = item.stash.get(STARTED, [])
+    if started and report.when in ("setup", "call") and not report.skipped:
+        report.outcome = "failed"
+        report.longrepr = f"starts a process ({started[0]}): mark it @pytest.mark.server"
+        started.clear()
+    return report

@@ -229,6 +229,7 @@ def test_storage_password_is_masked(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "hunter2" not in err and "specsweep:***@127.0.0.1" in err
 
 
+@pytest.mark.server
 def test_report_into_a_closed_pipe_exits_quietly(tmp_path: Path) -> None:
     """`specsweep report | head -1`: the reader leaves early; no traceback, no BrokenPipeError message."""
     script = (

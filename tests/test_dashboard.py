@@ -94,6 +94,7 @@ def render(page: Path, screenshot: Path | None = None) -> tuple[str, str]:
     return dom.stdout, dom.stderr
 
 
+@pytest.mark.server
 def test_dashboard_in_a_real_browser(study_runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
     page = study_runs.parent / "dash.html"
     assert main(["dashboard", "--study", "dash", "--runs", str(study_runs), "-o", str(page)]) == 0
@@ -136,6 +137,7 @@ def test_dashboard_in_a_real_browser(study_runs: Path, capsys: pytest.CaptureFix
     assert "answers read as text" in table
 
 
+@pytest.mark.server
 def test_dashboard_with_one_trial_or_only_failures(tmp_path: Path) -> None:
     study = optuna.create_study(directions=["maximize"])
     study.set_metric_names(["code"])
@@ -154,6 +156,7 @@ def test_dashboard_with_one_trial_or_only_failures(tmp_path: Path) -> None:
     assert "Uncaught" not in log
 
 
+@pytest.mark.server
 def test_recommendations_come_from_the_confirmation(
     study_runs: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -182,6 +185,7 @@ def test_recommendations_come_from_the_confirmation(
         )
 
 
+@pytest.mark.server
 def test_export_formats_and_compare(study_runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert (
         main(
@@ -208,6 +212,7 @@ def test_export_formats_and_compare(study_runs: Path, capsys: pytest.CaptureFixt
     assert "<table>" in out.read_text()
 
 
+@pytest.mark.server
 def test_exported_command_launches(
     study_runs: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -220,6 +225,7 @@ def test_exported_command_launches(
         server.wait_ready(f"http://127.0.0.1:{port}/health", timeout_s=60)
 
 
+@pytest.mark.server
 def test_everything_in_the_page_is_escaped_even_inside_scripts(tmp_path: Path) -> None:
     """A server's failure line or a parameter value is text the page shows, never markup or script."""
     evil = "</script><img src=x onerror=alert(1)>&amp;"

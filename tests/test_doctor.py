@@ -161,6 +161,7 @@ def test_decode_graphs_above_the_running_limit_are_named_with_their_memory(qwen_
     assert "about 0.16 GB" in graphs.detail
 
 
+@pytest.mark.server
 def test_the_real_gguf_against_the_real_servers_log(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -260,6 +261,7 @@ trials: 2
     return optuna.load_study(study_name="s", storage=f"sqlite:///{runs / 's' / 'study.db'}")
 
 
+@pytest.mark.server
 def test_a_sweep_records_the_doctors_verdicts_and_the_report_lists_them(
     qwen_folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -304,6 +306,7 @@ def launch_log(tmp_path: Path, name: str, flags: list[str]) -> Path:
         return server.log_path
 
 
+@pytest.mark.server
 def test_report_004_the_defaults_against_pinned_flags(
     qwen_folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -400,6 +403,7 @@ def test_a_vision_towers_layers_are_neither_decoder_nor_draft_layers(tmp_path: P
     assert any("names no draft depth" in d for d in g.disagreements)
 
 
+@pytest.mark.server
 def test_a_sweep_fails_a_draft_the_model_cannot_run_before_starting_a_server(
     qwen_folder: Path, tmp_path: Path
 ) -> None:

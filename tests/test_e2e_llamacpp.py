@@ -81,6 +81,7 @@ def ngram_mod_after_baseline(server: str) -> str:
     )
 
 
+@pytest.mark.server
 def test_three_trials_baseline_first(study_dir: dict[str, Any]) -> None:
     study = load(study_dir["run_dir"])
     assert [t.state.name for t in study.trials] == ["COMPLETE"] * 3
@@ -103,6 +104,7 @@ def test_three_trials_baseline_first(study_dir: dict[str, Any]) -> None:
         assert rec["facts"]["n_ctx_slot"] == 2048
 
 
+@pytest.mark.server
 def test_baseline_has_no_drafts_and_ngram_drafts_on_tool(study_dir: dict[str, Any]) -> None:
     recs = records(study_dir["run_dir"])
     baseline = recs[0]
@@ -117,6 +119,7 @@ def test_baseline_has_no_drafts_and_ngram_drafts_on_tool(study_dir: dict[str, An
     assert tool["acceptance_length"]["median"] > 1
 
 
+@pytest.mark.server
 def test_every_measured_request_was_cold_and_unique(study_dir: dict[str, Any]) -> None:
     rows = [
         json.loads(line)
@@ -133,6 +136,7 @@ def test_every_measured_request_was_cold_and_unique(study_dir: dict[str, Any]) -
     assert all(r["server_decode_tps"] > 0 and r["ttft_s"] > 0 for r in rows)
 
 
+@pytest.mark.server
 def test_a_base_model_is_sent_text_to_continue_and_answers_with_text(study_dir: dict[str, Any]) -> None:
     """Gemma 3 270M is a base model (its GGUF has no chat template): the probes send continuations through
     /v1/completions, and without speculation the answers read as text (no loop, echo or template token)."""
@@ -146,6 +150,7 @@ def test_a_base_model_is_sent_text_to_continue_and_answers_with_text(study_dir: 
     assert all(r["finish"] in ("stop", "length") and r["health"] == [] for r in rows)
 
 
+@pytest.mark.server
 def test_a_base_model_forced_into_chat_is_not_representative(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -169,12 +174,14 @@ def test_a_base_model_forced_into_chat_is_not_representative(
     assert "tool left out" in report["overall"]["why"]
 
 
+@pytest.mark.server
 def test_no_server_is_left_running(study_dir: dict[str, Any]) -> None:
     for rec in records(study_dir["run_dir"]).values():
         port = rec["argv"][rec["argv"].index("--port") + 1]
         assert server_processes(f"--port {port}") == []
 
 
+@pytest.mark.server
 def test_second_run_resumes_without_repeating(
     study_dir: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -186,6 +193,7 @@ def test_second_run_resumes_without_repeating(
     assert "study e2e: 3 trials, 3 complete, 0 failed" in capsys.readouterr().out
 
 
+@pytest.mark.server
 def test_report_json_has_a_recommendation_per_workload(
     study_dir: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -214,6 +222,7 @@ def test_report_json_has_a_recommendation_per_workload(
     assert tool["latency"]["tpot_s"]["p50"] > 0
 
 
+@pytest.mark.server
 def test_port_in_use_is_one_line_and_leaves_the_study_intact(
     study_dir: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -242,6 +251,7 @@ def test_port_in_use_is_one_line_and_leaves_the_study_intact(
     assert len(load(study_dir["run_dir"]).trials) == 3
 
 
+@pytest.mark.server
 def test_server_that_exits_at_start_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     dies = SPACE.replace("server: {startup_timeout: 120}", "server: {extra_args: [--spec-type, draft]}")
     study = run_variant(tmp_path, "dies", dies, exit_code=2)
@@ -260,6 +270,7 @@ def test_server_that_exits_at_start_is_one_line(tmp_path: Path, capsys: pytest.C
     assert [t.user_attrs.get("role") for t in study.trials] == ["baseline", "enqueued", "baseline", "model"]
 
 
+@pytest.mark.server
 def test_speculation_that_does_not_start_is_a_failed_trial_not_a_baseline(tmp_path: Path) -> None:
     # A leftover draft-simple without a draft model makes llama-server run with no speculation at all
     # (non-fatal: `failed to initialize speculative decoding context`); the ngram-mod trial must say so.
@@ -276,6 +287,7 @@ def test_speculation_that_does_not_start_is_a_failed_trial_not_a_baseline(tmp_pa
     assert record["workloads"] == {}
 
 
+@pytest.mark.server
 def test_gpu_layers_on_a_cpu_build_fail_the_launch_in_llama_servers_words(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -308,6 +320,7 @@ def test_gpu_layers_on_a_cpu_build_fail_the_launch_in_llama_servers_words(
     assert plain.trials[0].user_attrs["record"]["gpu"]["reason"].startswith("no NVIDIA driver or GPU")
 
 
+@pytest.mark.server
 def test_prompt_longer_than_the_context_does_not_fit(tmp_path: Path) -> None:
     space = quick(SPACE.replace("- {class: tool}\n  - {class: prose}", "- {class: tool, context: [3000]}"))
     study = run_variant(tmp_path, "long", space, "--trials", "1")
@@ -321,6 +334,7 @@ def test_prompt_longer_than_the_context_does_not_fit(tmp_path: Path) -> None:
     assert "exceeds the available context size (2048 tokens)" in summary["reason"]
 
 
+@pytest.mark.server
 def test_interrupted_trial_is_marked_and_run_again(tmp_path: Path) -> None:
     space = tmp_path / "stop.yaml"
     space.write_text(SPACE.replace("max_tokens: 48", "max_tokens: 64"))
@@ -349,6 +363,7 @@ def test_interrupted_trial_is_marked_and_run_again(tmp_path: Path) -> None:
     assert [t.state.name for t in study.trials] == ["COMPLETE", "FAIL", "COMPLETE"]
 
 
+@pytest.mark.server
 def test_speculation_that_cannot_be_verified_is_not_counted(tmp_path: Path) -> None:
     study = run_variant(
         tmp_path, "noslots", ngram_mod_after_baseline("server: {extra_args: [--no-slots]}"), "--trials", "2"
@@ -360,6 +375,7 @@ def test_speculation_that_cannot_be_verified_is_not_counted(tmp_path: Path) -> N
     )
 
 
+@pytest.mark.server
 def test_confirmation_on_the_real_server(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The search's winner launched again, interleaved with the baseline; the verdict comes from those launches.
     ngram-mod keeps an n-gram pool across requests, so each of its workloads gets a server of its own."""
@@ -387,6 +403,7 @@ def test_confirmation_on_the_real_server(tmp_path: Path, capsys: pytest.CaptureF
     assert len(optuna.load_study(study_name="conf:confirm", storage=confirm._storage).trials) == 4
 
 
+@pytest.mark.server
 def test_ab_on_the_real_server(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     space = tmp_path / "ab.yaml"
     space.write_text(quick(SPACE))

@@ -168,6 +168,7 @@ def prepared(case: Case) -> Engine:
     return engine
 
 
+@pytest.mark.server
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_argv_is_a_list_bound_to_loopback_and_the_baseline_drafts_nothing(case: Case) -> None:
     engine = prepared(case)
@@ -183,6 +184,7 @@ def test_argv_is_a_list_bound_to_loopback_and_the_baseline_drafts_nothing(case: 
     assert len(engine.argv(baseline.params, 18123)) < len(argv)  # no speculative flag survives
 
 
+@pytest.mark.server
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_what_cannot_launch_is_refused_before_a_launch(case: Case) -> None:
     engine = prepared(case)
@@ -207,6 +209,7 @@ def test_final_chunks_in_old_and_new_spellings(case: Case) -> None:
         ) == (expected)
 
 
+@pytest.mark.server
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_a_server_that_dies_at_start_says_why(case: Case, tmp_path: Path) -> None:
     engine = prepared(case)
@@ -217,6 +220,7 @@ def test_a_server_that_dies_at_start_says_why(case: Case, tmp_path: Path) -> Non
         server.wait_ready(f"http://127.0.0.1:{port}{engine.health_path()}", timeout_s=120)
 
 
+@pytest.mark.server
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_a_live_server_reports_uncached_tokens_drafts_and_its_own_facts(case: Case, tmp_path: Path) -> None:
     engine = prepared(case)

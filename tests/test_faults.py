@@ -110,6 +110,7 @@ def assert_no_orphans(case: Case) -> None:
         (("daemonise",), "left 1 process(es) running in the background: the server daemonises"),
     ],
 )
+@pytest.mark.server
 def test_a_baseline_that_cannot_start_stops_the_sweep(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], faults: tuple[str, ...], reason: str
 ) -> None:
@@ -124,6 +125,7 @@ def test_a_baseline_that_cannot_start_stops_the_sweep(
         _kill_everything(case)
 
 
+@pytest.mark.server
 def test_never_healthy_is_bounded_by_the_startup_timeout(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -151,6 +153,7 @@ def test_never_healthy_is_bounded_by_the_startup_timeout(
         (("stall=2",), "the server stopped producing tokens after 2 s"),
     ],
 )
+@pytest.mark.server
 def test_a_server_failing_while_probed_fails_its_trials_with_the_reason(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], faults: tuple[str, ...], reason: str
 ) -> None:
@@ -171,6 +174,7 @@ def test_a_server_failing_while_probed_fails_its_trials_with_the_reason(
         _kill_everything(case)
 
 
+@pytest.mark.server
 def test_odd_bytes_are_kept_and_launch_facts_survive(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -188,6 +192,7 @@ def test_odd_bytes_are_kept_and_launch_facts_survive(
         _kill_everything(case)
 
 
+@pytest.mark.server
 @pytest.mark.parametrize("fault", ["ignore-term", "escape-group"])
 def test_servers_that_resist_or_escape_are_stopped(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], fault: str
@@ -222,6 +227,7 @@ def _wait_for_server(case: Case, timeout: float = 30) -> None:
     raise AssertionError("no server came up")
 
 
+@pytest.mark.server
 def test_a_killed_driver_is_recovered_by_the_next_run(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -256,6 +262,7 @@ def test_a_killed_driver_is_recovered_by_the_next_run(
         _kill_everything(case)
 
 
+@pytest.mark.server
 @pytest.mark.parametrize("signals", [(signal.SIGTERM,), (signal.SIGINT, signal.SIGINT)])
 def test_sigterm_and_a_double_ctrl_c_stop_cleanly(
     tmp_path: Path, signals: tuple[signal.Signals, ...]
@@ -288,6 +295,7 @@ def test_sigterm_and_a_double_ctrl_c_stop_cleanly(
         _kill_everything(case)
 
 
+@pytest.mark.server
 def test_two_drivers_on_one_sqlite_study(tmp_path: Path) -> None:
     case = make_case(tmp_path, trials=4)
     try:
@@ -325,6 +333,7 @@ def full_tmpfs(path: Path) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(path)], capture_output=True)
 
 
+@pytest.mark.server
 def test_a_full_disk_keeps_the_measured_trial_and_says_so(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -352,6 +361,7 @@ def test_a_full_disk_keeps_the_measured_trial_and_says_so(
 # --- the budget ------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.server
 def test_start_ups_that_failed_on_bad_flags_do_not_eat_the_budget(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -371,6 +381,7 @@ def test_start_ups_that_failed_on_bad_flags_do_not_eat_the_budget(
         _kill_everything(case)
 
 
+@pytest.mark.server
 def test_a_full_disk_under_the_database_is_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -388,6 +399,7 @@ def test_a_full_disk_under_the_database_is_one_line(
         _kill_everything(case)
 
 
+@pytest.mark.server
 def test_a_trial_past_its_deadline_fails_and_the_sweep_goes_on(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

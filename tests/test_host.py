@@ -7,6 +7,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from sweep import host
 
 BURN = "import time\nend = time.time() + 1.5\nwhile time.time() < end: pass"
@@ -20,6 +22,7 @@ def window(server_pgid: int | None, during: float = 1.2) -> host.HostLoad:
     return load
 
 
+@pytest.mark.server
 def test_another_process_burning_a_cpu_makes_the_host_busy() -> None:
     burner = subprocess.Popen([sys.executable, "-c", BURN], start_new_session=True)
     try:
@@ -32,6 +35,7 @@ def test_another_process_burning_a_cpu_makes_the_host_busy() -> None:
     assert load.busy and "other processes used" in load.describe()
 
 
+@pytest.mark.server
 def test_the_servers_own_group_does_not_count_against_the_host() -> None:
     server = subprocess.Popen([sys.executable, "-c", BURN], start_new_session=True)
     try:

@@ -102,6 +102,7 @@ def test_llama_server_serves_a_template_given_on_its_command_line(llama_server: 
     assert given.served_template == (True, "--chat-template in server.extra_args")
 
 
+@pytest.mark.server
 @pytest.mark.parametrize("engine", ["sglang", "vllm"])
 def test_a_base_model_on_the_simulators_gets_continuations(engine: str, tmp_path: Path) -> None:
     """Each front end answers /tokenize with chat messages as its release does (400 without a template): the

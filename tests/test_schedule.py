@@ -120,6 +120,7 @@ def swept(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+@pytest.mark.server
 def test_the_exported_schedule_launches_and_keeps_each_concurrencys_best(swept: Path) -> None:
     out = swept / "schedule"
     argv = specsweep_argv(

@@ -52,6 +52,7 @@ def space(text: str = SPACE) -> Space:
     return parse_space(yaml.safe_load(text.replace("{python}", sys.executable)), Path("."))
 
 
+@pytest.mark.server
 def test_candidates_are_the_grid_after_the_engines_rules(engine: SGLangEngine) -> None:
     pool = candidates(space(), engine)
     assert pool.grid == 4 * 2 * 7
@@ -79,6 +80,7 @@ def record(
     return out
 
 
+@pytest.mark.server
 def test_workloads_at_several_contexts_share_one_model_read_at_each_context(engine: SGLangEngine) -> None:
     the_space = space(
         SPACE.replace("[{class: code}, {class: prose}]", "[{class: code, context: [null, 16384]}]")
@@ -129,6 +131,7 @@ def test_workloads_at_several_contexts_share_one_model_read_at_each_context(engi
     )
 
 
+@pytest.mark.server
 def test_the_model_never_proposes_a_launched_configuration_and_runs_out(engine: SGLangEngine) -> None:
     the_space = space()
     pool = candidates(the_space, engine)
@@ -151,6 +154,7 @@ def test_the_model_never_proposes_a_launched_configuration_and_runs_out(engine: 
     assert search.unconfident(records) == []  # nothing untried: nothing left to be unsure about
 
 
+@pytest.mark.server
 def test_the_models_favourite_is_a_launched_configuration_it_rates_fastest(engine: SGLangEngine) -> None:
     """Chains at depths 1-4 whose fourth position costs more than it accepts: the model's favourite per workload
     is the trial at depth 3 (the baseline and untried configurations are never favourites)."""
@@ -189,6 +193,7 @@ SMALL = SPACE.replace(
 )
 
 
+@pytest.mark.server
 def test_until_confident_stops_before_the_target_and_launches_nothing_twice(tmp_path: Path) -> None:
     done = run(tmp_path, SMALL, "--until-confident", "--no-confirm")
     assert done.returncode == 0, done.stderr[-2000:]
@@ -202,6 +207,7 @@ def test_until_confident_stops_before_the_target_and_launches_nothing_twice(tmp_
     assert "baseline" in roles and roles <= {"baseline", "cover", "model"}
 
 
+@pytest.mark.server
 def test_the_model_search_records_its_predictions(tmp_path: Path) -> None:
     done = run(tmp_path, SPACE.replace("trials: 30", "trials: 8"), "--no-confirm")
     assert done.returncode == 0, done.stderr[-2000:]
@@ -215,6 +221,7 @@ def test_the_model_search_records_its_predictions(tmp_path: Path) -> None:
         assert trial.user_attrs["record"]["shape"]["method"] == "NEXTN"
 
 
+@pytest.mark.server
 def test_tpe_is_still_there(tmp_path: Path) -> None:
     done = run(tmp_path, SPACE.replace("trials: 30", "trials: 5\nsearch: tpe"), "--no-confirm")
     assert done.returncode == 0, done.stderr[-2000:]
@@ -223,6 +230,7 @@ def test_tpe_is_still_there(tmp_path: Path) -> None:
     assert "search: model" not in done.stderr
 
 
+@pytest.mark.server
 def test_a_time_budget_ends_the_search(tmp_path: Path) -> None:
     done = run(
         tmp_path, SPACE.replace('time-scale, "0.005"', 'time-scale, "0.05"'), "--budget", "6s", "--no-confirm"
@@ -233,6 +241,7 @@ def test_a_time_budget_ends_the_search(tmp_path: Path) -> None:
     assert 2 <= len([t for t in trials(tmp_path) if launched(t)]) < 30
 
 
+@pytest.mark.server
 def test_a_spent_budget_adds_no_confirmation_round(tmp_path: Path) -> None:
     """Two launches of one configuration under two names: after the first two rounds their verdict is open (two
     launches each cannot say within 3%), which would launch round after round up to `max_launches`; with the
@@ -256,11 +265,13 @@ def test_a_spent_budget_adds_no_confirmation_round(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("value", "problem"), [("abc", "is not a duration"), ("0h", "is not a positive duration")]
 )
+@pytest.mark.server
 def test_a_bad_budget_is_one_line(tmp_path: Path, value: str, problem: str) -> None:
     done = run(tmp_path, SPACE, "--budget", value)
     assert done.returncode == 2 and problem in done.stderr and len(done.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.server
 def test_an_unknown_search_is_refused(tmp_path: Path) -> None:
     done = run(tmp_path, SPACE + "search: bayes\n")
     assert done.returncode == 2 and "search: cannot be 'bayes'" in done.stderr
@@ -268,6 +279,7 @@ def test_an_unknown_search_is_refused(tmp_path: Path) -> None:
     assert SearchKind("model") is SearchKind.MODEL
 
 
+@pytest.mark.server
 def test_plan_counts_the_space_after_the_engines_rules_and_prices_the_night(tmp_path: Path) -> None:
     (tmp_path / "space.yaml").write_text(SPACE.replace("trials: 30", "trials: 10"))
     argv = specsweep_argv(
@@ -293,6 +305,7 @@ def test_plan_counts_the_space_after_the_engines_rules_and_prices_the_night(tmp_
     assert "measured: median of 3 launches in study 's'" in after
 
 
+@pytest.mark.server
 def test_plan_holds_the_confirmations_extra_rounds_to_the_budget(tmp_path: Path) -> None:
     """18 confirmation launches (2 workloads x top 2 + the one-for-all pick and the baseline, x 3) follow the
     search; their extra rounds (up to 10 launches each) are planned only as far as the budget reaches."""
@@ -321,6 +334,7 @@ def test_numeric_choices_are_a_coarse_range_to_the_model() -> None:
     assert size_axis.log and size_axis.encode(6) == pytest.approx([0.5])
 
 
+@pytest.mark.server
 def test_near_ties_step_from_the_best_configuration_not_to_the_farthest_corner(engine: SGLangEngine) -> None:
     """Depths 2 and 3 measured, 3 the faster: deeper chains promise about as much as each other, and the one
     nearest depth 3 goes first (expected improvement alone would jump to the far end, 7)."""

@@ -35,6 +35,7 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+@pytest.mark.server
 def test_ready_then_group_stop_kills_children_that_ignore_term(tmp_path: Path) -> None:
     port = free_port()
     child_file = tmp_path / "child.pid"
@@ -52,6 +53,7 @@ def test_ready_then_group_stop_kills_children_that_ignore_term(tmp_path: Path) -
     assert not _alive(child)
 
 
+@pytest.mark.server
 def test_exit_during_start_fails_fast_with_the_reason(tmp_path: Path) -> None:
     argv = [sys.executable, "-c", "import sys; print('fatal: no such model', file=sys.stderr); sys.exit(3)"]
     server = ServerProcess(
@@ -64,6 +66,7 @@ def test_exit_during_start_fails_fast_with_the_reason(tmp_path: Path) -> None:
     assert "fatal: no such model" in (tmp_path / "server.log").read_text()
 
 
+@pytest.mark.server
 def test_missing_binary_is_a_launch_error(tmp_path: Path) -> None:
     with (
         ServerProcess(["/nonexistent/llama-server"], tmp_path / "s.log", os.environ) as server,
@@ -72,6 +75,7 @@ def test_missing_binary_is_a_launch_error(tmp_path: Path) -> None:
         server.wait_ready(f"http://127.0.0.1:{free_port()}/health", timeout_s=30)
 
 
+@pytest.mark.server
 def test_not_ready_in_time(tmp_path: Path) -> None:
     argv = [sys.executable, "-c", "import time; time.sleep(60)"]
     with (
@@ -82,6 +86,7 @@ def test_not_ready_in_time(tmp_path: Path) -> None:
     assert server.pid is not None and not _alive(server.pid)
 
 
+@pytest.mark.server
 def test_server_does_not_outlive_a_killed_sweep(tmp_path: Path) -> None:
     """Even a SIGKILLed specsweep leaves no server behind (the server gets SIGTERM when its parent dies)."""
     port = free_port()
@@ -109,6 +114,7 @@ time.sleep(60)
     assert not _alive(server_pid)
 
 
+@pytest.mark.server
 def test_an_impostor_on_the_port_is_not_taken_for_the_server(tmp_path: Path) -> None:
     """Something else answers 200 on the port (it took the port between trials): the launched process, which
     never listens there, is not ready, and the launch fails naming the holder."""
@@ -137,6 +143,7 @@ def test_an_impostor_on_the_port_is_not_taken_for_the_server(tmp_path: Path) -> 
         impostor.wait()
 
 
+@pytest.mark.server
 def test_the_log_keeps_every_byte_and_long_lines(tmp_path: Path) -> None:
     script = "import sys; sys.stdout.buffer.write(b'a\\xff\\xfeb\\n' + b'y' * 300000 + b'\\nend\\n')"
     with ServerProcess([sys.executable, "-c", script], tmp_path / "s.log", os.environ) as server:

@@ -7,6 +7,8 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).parent.parent
 
 
@@ -17,6 +19,7 @@ def planned(*variables: str, wheelhouse: Path) -> str:
     return done.stdout
 
 
+@pytest.mark.server
 def test_cpu_and_cuda_builds_have_wheel_folders_of_their_own(tmp_path: Path) -> None:
     cpu = planned(wheelhouse=tmp_path)
     cuda = planned("LLAMA_CUDA=1", "LLAMA_CUDA_ARCHITECTURES=90", wheelhouse=tmp_path)

@@ -32,8 +32,11 @@ from sweep.server import reason_from_log
 from sweep.sim.flags import build_parser, normalize
 from sweep.sim.model import StartupFailure
 from sweep.sim.profile import DEFAULT_PROFILE, Profile
-from sweep.sim.server import start_up
-from sweep.sim.server import template_lines as chat_template_lines
+from sweep.sim.sglang_server import start_up
+from sweep.sim.sglang_server import template_lines as chat_template_lines
+
+# Every test here reads the real SGLang release source (downloaded once): `make check` leaves them out.
+pytestmark = pytest.mark.release
 
 PROFILE = Profile.load(DEFAULT_PROFILE)
 HOOK = Path("sglang/srt/arg_groups/speculative_hook.py")

@@ -26,6 +26,7 @@ def engine(*profile: str) -> SGLangEngine:
     return e
 
 
+@pytest.mark.server
 def test_argv_and_what_specsweep_always_adds() -> None:
     argv = engine().argv(
         {
@@ -53,6 +54,7 @@ def test_argv_and_what_specsweep_always_adds() -> None:
     assert "--speculative-algorithm" not in engine().argv({"speculative-algorithm": "none"}, port=1)
 
 
+@pytest.mark.server
 def test_flags_by_release(tmp_path: Path) -> None:
     """The flags are the installed release's (its --help): 0.5.20 lacks what 0.5.23 added; a release from
     before the CUDA-graph rename (its --help lists --cuda-graph-max-bs) gets the old spelling."""
@@ -81,6 +83,7 @@ def test_flags_by_release(tmp_path: Path) -> None:
         before_rename.check_value("cuda-graph-max-bs-prefill", 2048)
 
 
+@pytest.mark.server
 def test_sglang_rules() -> None:
     e = engine()
     assert (
@@ -104,6 +107,7 @@ def test_sglang_rules() -> None:
         e.check_params({"speculative-algorithm": "EAGLE", "speculative-eagle-topk": 2})
 
 
+@pytest.mark.server
 def test_plan_derives_then_checks_then_weighs_the_constraints() -> None:
     e = engine()
     fine = e.plan({"speculative-algorithm": "EAGLE", "speculative-num-steps": 3, "speculative-eagle-topk": 1})
@@ -116,6 +120,7 @@ def test_plan_derives_then_checks_then_weighs_the_constraints() -> None:
     assert "without speculative-num-steps" in refused.invalid and not refused.violations
 
 
+@pytest.mark.server
 def test_how_many_requests_a_server_decodes_at_once() -> None:
     e = engine()
     assert e.running_limit({"speculative-algorithm": "none"}) is None  # the KV pool decides, at start-up
@@ -125,6 +130,7 @@ def test_how_many_requests_a_server_decodes_at_once() -> None:
     assert given is not None and (given.requests, given.param) == (96, "max-running-requests")
 
 
+@pytest.mark.server
 def test_final_chunk_new_and_old_field_names() -> None:
     e = engine()
     new = {
@@ -205,6 +211,7 @@ def records(study: optuna.Study) -> list[dict[str, Any]]:
     return [t.user_attrs.get("record", {}) for t in study.trials]
 
 
+@pytest.mark.server
 def test_study_against_the_simulator(tmp_path: Path) -> None:
     study = run_space(tmp_path, SPACE)
     base, nextn, medusa = records(study)[:3]
@@ -259,6 +266,7 @@ def test_what_the_model_folder_decides(tmp_path: Path) -> None:
     assert share < plain  # 1.5 GB for MLA prefill graphs against 8 MB per captured size
 
 
+@pytest.mark.server
 def test_adaptive_candidate_steps_as_a_dimension(tmp_path: Path) -> None:
     """specsweep's `speculative-adaptive-candidate-steps` runs as 0.5.23's adaptive config file; a starting
     depth outside the candidates is never launched (0.5.23 refuses it)."""
@@ -289,6 +297,7 @@ def test_adaptive_candidate_steps_as_a_dimension(tmp_path: Path) -> None:
     assert adaptive["workloads"]["code"]["acceptance_length"]["median"] > 1
 
 
+@pytest.mark.server
 def test_input_too_long_does_not_fit(tmp_path: Path) -> None:
     text = SPACE.replace(
         "mem-fraction-static: 0.92}", "mem-fraction-static: 0.92, max-total-tokens: 3000}"
@@ -299,6 +308,7 @@ def test_input_too_long_does_not_fit(tmp_path: Path) -> None:
     assert base["workloads"]["code"]["status"] == "ok"
 
 
+@pytest.mark.server
 def test_capture_oom_is_a_failed_trial_with_its_reason(tmp_path: Path) -> None:
     profile = PROFILES / "report004-3090-24gb.yaml"
     text = (
@@ -327,6 +337,7 @@ def test_capture_oom_is_a_failed_trial_with_its_reason(tmp_path: Path) -> None:
     assert records(study)[2]["stage"] == "launch"
 
 
+@pytest.mark.server
 def test_no_invalid_combination_is_launched(tmp_path: Path) -> None:
     text = (
         SPACE.replace("  - {speculative-algorithm: MEDUSA}\n", "")
@@ -392,6 +403,7 @@ def test_sim_cli_speaks_sglang(capsys: pytest.CaptureFixture[str]) -> None:
     assert "sglang serve: error: unrecognized arguments: --speculative-tokens 4" in capsys.readouterr().err
 
 
+@pytest.mark.server
 def test_radix_cache_serves_a_repeated_prompt(tmp_path: Path) -> None:
     import httpx
 
@@ -416,6 +428,7 @@ def test_radix_cache_serves_a_repeated_prompt(tmp_path: Path) -> None:
             assert "sglang:cached_tokens_total" in metrics
 
 
+@pytest.mark.server
 def test_demo_engine_sim(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["demo", "--engine", "sim", "--runs", str(tmp_path), "--trials", "2"]) == 0
     out = capsys.readouterr().out
@@ -425,6 +438,7 @@ def test_demo_engine_sim(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     ) == 1
 
 
+@pytest.mark.server
 def test_sim_chat_completions_stream(tmp_path: Path) -> None:
     import os
 

@@ -14,6 +14,9 @@ from sweep.engines.sglang_release import (
     table_json,
 )
 
+# Every test here reads the real SGLang release source (downloaded once): `make check` leaves them out.
+pytestmark = pytest.mark.release
+
 
 @pytest.mark.parametrize("version", RELEASES)
 def test_the_committed_table_is_what_the_release_source_declares(version: str) -> None:

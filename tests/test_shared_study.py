@@ -6,6 +6,7 @@ import subprocess
 from pathlib import Path
 
 import optuna
+import pytest
 
 from sweep.store import launched, make_storage
 from tests.conftest import specsweep_argv
@@ -23,6 +24,7 @@ trials: 6
 """
 
 
+@pytest.mark.server
 def test_two_workers_share_a_study(tmp_path: Path, postgres_url: str) -> None:
     (tmp_path / "space.yaml").write_text(SPACE)
     argv = specsweep_argv(

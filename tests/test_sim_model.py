@@ -304,7 +304,7 @@ def test_startup_failures_for_memory() -> None:
 
 
 def test_launches_draw_their_own_seed_unless_told(tmp_path: Path) -> None:
-    from sweep.sim.server import launch_seed
+    from sweep.sim.core import launch_seed
 
     def args(*extra: str) -> Any:
         return normalize(build_parser("0.5.23").parse_args(["--model-path", "m", *extra]))
@@ -318,7 +318,7 @@ def test_launches_draw_their_own_seed_unless_told(tmp_path: Path) -> None:
 
 
 def test_drift_speed_factor_and_greedy_text() -> None:
-    from sweep.sim.server import in_process
+    from sweep.sim.sglang_server import in_process
 
     profile = Profile.load(DEFAULT_PROFILE)
 

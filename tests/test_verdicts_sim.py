@@ -42,11 +42,13 @@ def ab(tmp_path: Path, capsys: pytest.CaptureFixture[str], b: str, *extra: str) 
     return rows
 
 
+@pytest.mark.server
 def test_ab_finds_a_true_gain(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rows = ab(tmp_path, capsys, "sim-speed-factor=1.25")
     assert rows["code: decode t/s"] == "faster"
 
 
+@pytest.mark.server
 def test_ab_of_a_configuration_against_itself_claims_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -54,6 +56,7 @@ def test_ab_of_a_configuration_against_itself_claims_nothing(
     assert rows["code: decode t/s"] in ("within noise", "unreliable")
 
 
+@pytest.mark.server
 def test_confirm_after_the_fact_and_multi_stream_aggregates(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -123,6 +126,7 @@ seed: 2
     )
 
 
+@pytest.mark.server
 def test_a_configuration_that_breaks_outputs_is_flagged_and_not_recommended(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -156,6 +160,7 @@ seed: 1
     assert cli.out.strip().endswith("--port 30000") and cli.err.startswith("# unconfirmed")
 
 
+@pytest.mark.server
 def test_a_busy_host_is_named_and_its_verdicts_are_unreliable(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -195,6 +200,7 @@ def test_a_busy_host_is_named_and_its_verdicts_are_unreliable(
     assert all(h["other_cpu"] > 0.15 for h in hosts)
 
 
+@pytest.mark.server
 def test_latency_limits_are_optuna_constraints(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     body = """params:
   speculative-algorithm: {choices: [NEXTN]}

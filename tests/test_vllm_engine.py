@@ -34,6 +34,7 @@ def engine() -> VLLMEngine:
     return e
 
 
+@pytest.mark.server
 def test_the_speculative_config_is_one_json_value(engine: VLLMEngine) -> None:
     params = {
         "max-model-len": 8192,
@@ -51,6 +52,7 @@ def test_the_speculative_config_is_one_json_value(engine: VLLMEngine) -> None:
     assert engine.env()["VLLM_SERVER_DEV_MODE"] == "1"  # /reset_prefix_cache between batches
 
 
+@pytest.mark.server
 def test_vllms_rules_before_any_launch(engine: VLLMEngine) -> None:
     # n-gram lookup bounds as vLLM fills them: both 5 when unset, one copies the other.
     derived = engine.plan({SPEC + "method": "ngram", SPEC + "num_speculative_tokens": 4}).params
@@ -135,6 +137,7 @@ def records(study: optuna.Study) -> list[dict[str, Any]]:
     return [t.user_attrs["record"] for t in study.trials if "record" in t.user_attrs]
 
 
+@pytest.mark.server
 def test_a_vllm_study_against_the_simulator(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     study = run_space(tmp_path, SPACE)
     base, mtp = records(study)[:2]
@@ -171,6 +174,7 @@ def test_a_vllm_study_against_the_simulator(tmp_path: Path, capsys: pytest.Captu
     assert len(err) == 1 and "two or more stream counts" in err[0] and "streams: [1, 2, 4, 8]" in err[0]
 
 
+@pytest.mark.server
 def test_a_vllm_schedule_export_is_flags_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """vLLM takes its schedule inside `--speculative-config`: the export names no config file and writes none."""
     run_space(tmp_path, SPACE.replace("[{class: code}, {class: prose}]", "[{class: code, streams: [1, 2]}]"))
@@ -200,6 +204,7 @@ def test_a_vllm_schedule_export_is_flags_only(tmp_path: Path, capsys: pytest.Cap
     )
 
 
+@pytest.mark.server
 def test_a_baseline_that_cannot_hold_one_request_stops_the_study_with_vllms_reason(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -217,6 +222,7 @@ def test_a_baseline_that_cannot_hold_one_request_stops_the_study_with_vllms_reas
     assert base["stage"] == "launch" and "max-model-len 262144" in base["failure"]
 
 
+@pytest.mark.server
 def test_demo_engine_vllm_sim(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["demo", "--engine", "vllm-sim", "--runs", str(tmp_path), "--trials", "2"]) == 0
     out = capsys.readouterr().out
@@ -239,6 +245,7 @@ def deepest_position(engine: VLLMEngine, params: dict[str, Any], folder: Path) -
     return max(int(p) for p in positions)
 
 
+@pytest.mark.server
 def test_an_exported_depth_schedule_launches_and_runs_its_depth_per_batch_size(
     engine: VLLMEngine, tmp_path: Path
 ) -> None:
@@ -253,6 +260,7 @@ def test_an_exported_depth_schedule_launches_and_runs_its_depth_per_batch_size(
     assert deepest_position(engine, params, tmp_path) == 4  # positions 0..4: the batch-1 depth of 5
 
 
+@pytest.mark.server
 def test_a_schedule_may_draft_nothing_at_large_batches_and_vllms_rules_hold(
     engine: VLLMEngine, tmp_path: Path
 ) -> None:

@@ -30,10 +30,10 @@ from datetime import datetime
 from http.server import ThreadingHTTPServer
 from typing import Any
 
+from sweep.sim.core import NO_TEMPLATE, Handler, Simulator, chat_prompt, load_profile, serve, tokenize
 from sweep.sim.flags import add_sim_flags, startup_scale
 from sweep.sim.model import EAGLE_FAMILY, GIB, MemoryPlan, Resolved, StartupFailure
 from sweep.sim.profile import Profile
-from sweep.sim.server import NO_TEMPLATE, Handler, Simulator, chat_prompt, load_profile, serve, tokenize
 
 VERSION = "0.33.0"
 METHODS = {  # vLLM's method -> the performance model's algorithm
@@ -309,6 +309,9 @@ class VLLMSimulator(Simulator):
             self.adaptive.graph_batch_sizes = []
         self.spec = {"num_drafts": 0, "num_draft_tokens": 0, "num_accepted_tokens": 0}
         self.prefix = {"queries": 0, "hits": 0}
+
+    def notice(self, line: str) -> None:
+        vlog(line, "adaptive.py")
 
     def record(self, meta: dict[str, Any]) -> None:
         with self.lock:
