@@ -17,23 +17,14 @@ import math
 import statistics
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
-
-import optuna
-import pandas as pd
-from optuna.trial import TrialState
 
 from sweep import fidelity, health, stats
 from sweep.health import OutputHealth
-from sweep.results import Spread, TrialRecord, WorkloadSummary
+from sweep.results import Spread, WorkloadSummary
 from sweep.stats import Comparison, Launch, Noise, Verdict
-from sweep.store import INTERRUPTED, RECORD_ATTR, ROLE_ATTR
+from sweep.store import BASELINE, Phase, Study, TrialView, complete_views, latest_plan
 
-LABEL_ATTR = "label"  # confirmation launches: which configuration ("baseline", "trial 5", "A")
-ROUND_ATTR = "round"
-SET_ATTR = "set"  # the confirmation plan a launch belongs to
-BASELINE = "baseline"
 DRIFT_MIN = 0.05  # a baseline that moved less than this (and less than 3 launch sds) did not drift
 SPREAD_MAX = 0.10  # launch-to-launch noise beyond this is worth a warning
 # A verdict rests on at least this many launches (or paired rounds) per side measured on a quiet host before
@@ -44,117 +35,8 @@ MIN_CLEAN = 2
 HELD_BACK = 0.75
 
 
-class Phase(StrEnum):
-    SEARCH = "search"
-    CONFIRM = "confirm"
-
-
-@dataclass(frozen=True)
-class TrialView:
-    number: int
-    state: str
-    role: str
-    record: TrialRecord | None
-    phase: Phase = Phase.SEARCH
-    label: str = ""  # the configuration: "baseline", "trial N" (search) or a confirmation launch's label
-    round: int = 0
-    plan: str = ""
-
-    @property
-    def failure(self) -> str:
-        if self.state == "FAIL":
-            return (self.record.failure if self.record else "") or INTERRUPTED
-        return ""
-
-    @property
-    def complete(self) -> bool:
-        return self.state == TrialState.COMPLETE.name and self.record is not None
-
-
-def study_engine(study: optuna.Study, views: list[TrialView]) -> str:
-    """The engine a study swept (studies made before it was stored: told apart by their argv)."""
-    if "engine" in study.user_attrs:
-        return str(study.user_attrs["engine"])
-    written = {v.record.facts.engine for v in views if v.record and v.record.facts.engine}
-    if written:
-        return written.pop()
-    # Studies from before the engine was stored anywhere: only SGLang's argv names the model --model-path.
-    argvs = [v.record.argv for v in views if v.record and v.record.argv]
-    return "sglang" if any("--model-path" in argv for argv in argvs) else "llamacpp"
-
-
-def trial_views(study: optuna.Study, phase: Phase = Phase.SEARCH) -> list[TrialView]:
-    views = []
-    for t in study.get_trials(deepcopy=False):
-        data = t.user_attrs.get(RECORD_ATTR)
-        role = t.user_attrs.get(ROLE_ATTR, "search")
-        default_label = (
-            BASELINE if role == BASELINE else f"trial {t.user_attrs.get('duplicate_of', t.number)}"
-        )
-        views.append(
-            TrialView(
-                t.number,
-                t.state.name,
-                role,
-                TrialRecord.from_dict(data) if data else None,
-                phase,
-                str(t.user_attrs.get(LABEL_ATTR, default_label)),
-                int(t.user_attrs.get(ROUND_ATTR, 0)),
-                str(t.user_attrs.get(SET_ATTR, "")),
-            )
-        )
-    return views
-
-
-def latest_plan(confirm: list[TrialView]) -> list[TrialView]:
-    """Confirmation launches of the newest plan only (a longer search makes a new plan, launched afresh)."""
-    if not confirm:
-        return []
-    newest = confirm[-1].plan
-    return [v for v in confirm if v.plan == newest]
-
-
-def study_frame(views: list[TrialView]) -> pd.DataFrame:
-    """One row per (trial, workload) measured in the search, with the trial's parameters as columns."""
-    rows = []
-    for view in views:
-        if view.record is None or view.phase != Phase.SEARCH:
-            continue
-        for key, summary in view.record.workloads.items():
-            row: dict[str, Any] = {
-                "trial": view.number,
-                "state": view.state,
-                "role": view.role,
-                "workload": key,
-                # A workload's variants at several contexts share its name and stream count.
-                "series": summary.series,
-                "context_tokens": summary.context_tokens,
-            }
-            row.update({f"param:{k}": v for k, v in view.record.params.items()})
-            row["status"] = summary.status
-            for metric in (
-                "prompt_tokens",
-                "decode_tps",
-                "aggregate_tps",
-                "ttft_s",
-                "prefill_tps",
-                "acceptance_rate",
-                "acceptance_length",
-            ):
-                spread: Spread | None = getattr(summary, metric)
-                row[metric] = spread.median if spread else None
-                row[f"{metric}_low"] = spread.low if spread else None
-                row[f"{metric}_high"] = spread.high if spread else None
-            rows.append(row)
-    return pd.DataFrame(rows)
-
-
 def baseline_view(views: list[TrialView]) -> TrialView | None:
     return next((v for v in views if v.role == BASELINE and v.complete and v.phase == Phase.SEARCH), None)
-
-
-def complete_views(views: list[TrialView]) -> list[TrialView]:
-    return [v for v in views if v.complete and v.record is not None and v.record.workloads]
 
 
 def ok_summary(view: TrialView, workload: str) -> WorkloadSummary | None:
@@ -408,33 +290,6 @@ class Recommendation:
             "draft_tokens": self.summary.draft_tokens,
             "accepted_tokens": self.summary.accepted_tokens,
         }
-
-
-@dataclass(frozen=True)
-class Study:
-    """Everything a morning output needs, read once: the search, its confirmation, noise and warnings."""
-
-    search: list[TrialView]
-    confirm: list[TrialView]
-    min_gain: float = stats.MIN_GAIN
-    latency_limits: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def views(self) -> list[TrialView]:
-        return [*self.search, *self.confirm]
-
-    @property
-    def keys(self) -> list[str]:
-        return list(
-            dict.fromkeys(k for v in complete_views(self.search) if v.record for k in v.record.workloads)
-        )
-
-    def by_label(self) -> dict[str, TrialView]:
-        """The search trial behind each configuration label."""
-        out: dict[str, TrialView] = {}
-        for view in complete_views(self.search):
-            out.setdefault(view.label, view)
-        return out
 
 
 def _evidence(study: Study, key: str) -> tuple[list[TrialView], bool]:
@@ -780,6 +635,21 @@ def overall_recommendation(
     return OverallRecommendation(
         view.number, view.record.params, worst, {k: c.gain for k, c in chosen.items()}, why, confirmed
     )
+
+
+@dataclass(frozen=True)
+class Verdicts:
+    """A study's verdicts, computed once and shown by every output: its warnings, per workload what to run, and
+    one server for all workloads."""
+
+    warnings: StudyWarnings
+    recommendations: list[Recommendation]
+    overall: OverallRecommendation | None
+
+
+def study_verdicts(study: Study) -> Verdicts:
+    warnings = study_warnings(study.search, study.confirm, study.keys)
+    return Verdicts(warnings, recommendations(study, warnings), overall_recommendation(study, warnings))
 
 
 def _no_one_server(compared: list[tuple[TrialView, dict[str, Comparison]]], confirmed: bool) -> str:

@@ -15,26 +15,32 @@ from optuna.trial import TrialState
 
 from sweep import stats
 from sweep.analysis import (
-    BASELINE,
-    LABEL_ATTR,
-    ROUND_ATTR,
-    SET_ATTR,
     Candidate,
-    Phase,
-    TrialView,
     confirmation_plan,
     launches,
     on_busy_host,
     plan_id,
     quiet_views,
     study_noise,
-    trial_views,
 )
 from sweep.recovery import driver_identity, recover
 from sweep.results import TrialRecord
 from sweep.search import favourites
 from sweep.space import SearchKind
-from sweep.store import DRIVER_ATTR, ROLE_ATTR, is_result, make_storage, search_records
+from sweep.store import (
+    BASELINE,
+    DRIVER_ATTR,
+    LABEL_ATTR,
+    ROLE_ATTR,
+    ROUND_ATTR,
+    SET_ATTR,
+    Phase,
+    TrialView,
+    is_result,
+    make_storage,
+    search_records,
+    trial_views,
+)
 from sweep.study import Progress, Sweep, TrialFailed
 
 SUFFIX = ":confirm"

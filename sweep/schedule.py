@@ -15,8 +15,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sweep.analysis import TrialView, complete_views, decode_median
+from sweep.analysis import decode_median
 from sweep.probes.workloads import Workload
+from sweep.store import TrialView, complete_views
 
 
 @dataclass(frozen=True)

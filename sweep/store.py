@@ -1,19 +1,23 @@
 """How a trial lives in Optuna: the study's storage and folders, the attributes a trial carries (its record,
-its role, the model's prediction), and which trials are results, launches and records to learn from."""
+its role, the model's prediction), which trials are results, launches and records to learn from, and trials
+read back as views (`TrialView`, `trial_views`, `Study`) for the analysis and every output."""
 
 from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 
 import optuna
 import sqlalchemy.exc
 from optuna.trial import TrialState
 
+from sweep.engines import engine_of_argvs
 from sweep.errors import UserError, mask_secrets
 from sweep.results import Stage, TrialRecord
+from sweep.stats import MIN_GAIN
 
 HEARTBEAT_S = 20
 STORAGE_ATTEMPTS = 4
@@ -135,3 +139,112 @@ def is_result(trial: optuna.trial.FrozenTrial) -> bool:
         and record is not None
         and Stage.read(record.get("stage")) != Stage.INTERRUPTED
     )
+
+
+# --- trials read back as views ---------------------------------------------------------------------------
+
+LABEL_ATTR = "label"  # confirmation launches: which configuration ("baseline", "trial 5", "A")
+ROUND_ATTR = "round"
+SET_ATTR = "set"  # the confirmation plan a launch belongs to
+BASELINE = "baseline"  # the label of the configuration without speculation
+
+
+class Phase(StrEnum):
+    SEARCH = "search"
+    CONFIRM = "confirm"
+
+
+@dataclass(frozen=True)
+class TrialView:
+    number: int
+    state: str
+    role: str
+    record: TrialRecord | None
+    phase: Phase = Phase.SEARCH
+    label: str = ""  # the configuration: "baseline", "trial N" (search) or a confirmation launch's label
+    round: int = 0
+    plan: str = ""
+
+    @property
+    def failure(self) -> str:
+        if self.state == "FAIL":
+            return (self.record.failure if self.record else "") or INTERRUPTED
+        return ""
+
+    @property
+    def complete(self) -> bool:
+        return self.state == TrialState.COMPLETE.name and self.record is not None
+
+
+def study_engine(study: optuna.Study, views: list[TrialView]) -> str:
+    """The engine a study swept (studies made before it was stored: told apart by their argv)."""
+    if "engine" in study.user_attrs:
+        return str(study.user_attrs["engine"])
+    written = {v.record.facts.engine for v in views if v.record and v.record.facts.engine}
+    if written:
+        return written.pop()
+    # Studies from before the engine was stored anywhere: the engine whose command line the trials ran.
+    argvs = [v.record.argv for v in views if v.record and v.record.argv]
+    return engine_of_argvs(argvs)
+
+
+def trial_views(study: optuna.Study, phase: Phase = Phase.SEARCH) -> list[TrialView]:
+    views = []
+    for t in study.get_trials(deepcopy=False):
+        data = t.user_attrs.get(RECORD_ATTR)
+        role = t.user_attrs.get(ROLE_ATTR, "search")
+        default_label = (
+            BASELINE if role == BASELINE else f"trial {t.user_attrs.get('duplicate_of', t.number)}"
+        )
+        views.append(
+            TrialView(
+                t.number,
+                t.state.name,
+                role,
+                TrialRecord.from_dict(data) if data else None,
+                phase,
+                str(t.user_attrs.get(LABEL_ATTR, default_label)),
+                int(t.user_attrs.get(ROUND_ATTR, 0)),
+                str(t.user_attrs.get(SET_ATTR, "")),
+            )
+        )
+    return views
+
+
+def latest_plan(confirm: list[TrialView]) -> list[TrialView]:
+    """Confirmation launches of the newest plan only (a longer search makes a new plan, launched afresh)."""
+    if not confirm:
+        return []
+    newest = confirm[-1].plan
+    return [v for v in confirm if v.plan == newest]
+
+
+def complete_views(views: list[TrialView]) -> list[TrialView]:
+    return [v for v in views if v.complete and v.record is not None and v.record.workloads]
+
+
+@dataclass(frozen=True)
+class Study:
+    """Everything a morning output needs, read once: the search, its confirmation, noise and warnings."""
+
+    search: list[TrialView]
+    confirm: list[TrialView]
+    min_gain: float = MIN_GAIN
+    latency_limits: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def views(self) -> list[TrialView]:
+        return [*self.search, *self.confirm]
+
+    @property
+    def keys(self) -> list[str]:
+        return list(
+            dict.fromkeys(k for v in complete_views(self.search) if v.record for k in v.record.workloads)
+        )
+
+    def by_label(self) -> dict[str, TrialView]:
+        """The search trial behind each configuration label."""
+        out: dict[str, TrialView] = {}
+        for view in complete_views(self.search):
+            out.setdefault(view.label, view)
+        return out

@@ -12,15 +12,12 @@ from typing import Any
 import pytest
 
 from sweep.analysis import (
-    BASELINE,
     Candidate,
-    Phase,
-    Study,
-    TrialView,
     ab_rows,
     confirmation_plan,
     overall_recommendation,
     recommendations,
+    study_verdicts,
     study_warnings,
 )
 from sweep.confirm import Confirmation
@@ -29,7 +26,7 @@ from sweep.preflight import build_engine
 from sweep.results import HostLoad, LaunchFacts, SpecShape, Spread, Stage, TrialRecord, WorkloadSummary
 from sweep.space import parse_space
 from sweep.stats import Verdict
-from sweep.store import StudyPaths
+from sweep.store import BASELINE, Phase, Study, StudyPaths, TrialView
 from sweep.study import Sweep
 
 QUIET = HostLoad(other_cpu=0.01, steal=0.0, loadavg=1.0, cpus=2, seconds=5.0)
@@ -404,7 +401,7 @@ def test_the_report_lists_failed_confirmation_launches_and_the_noise() -> None:
     died = TrialRecord(99, DEEP, failure="server died while probing: CUDA out of memory", stage=Stage.PROBE)
     views.append(TrialView(99, "FAIL", "confirm", died, Phase.CONFIRM, "trial 1", 2))
     study = Study(search(), views)
-    text = report_text("s", study, recommendations(study), overall_recommendation(study))
+    text = report_text("s", study, study_verdicts(study))
     assert "confirmation: 9 launches" in text and "search said" in text
     assert "launch 99 (trial 1, round 3): server died while probing: CUDA out of memory" in text
     assert "noise within a round" in text and "per launch" in text
@@ -414,7 +411,7 @@ def test_an_unconfirmed_report_says_once_that_the_noise_is_not_measured() -> Non
     from sweep.outputs.console import report_text
 
     study = Study(search(), [])
-    text = report_text("s", study, recommendations(study), overall_recommendation(study))
+    text = report_text("s", study, study_verdicts(study))
     code = next(line for line in text.splitlines() if line.startswith("code: "))
     assert code.count("not measured") == 1 and "launched twice" in code
 

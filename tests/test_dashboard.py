@@ -15,10 +15,18 @@ from typing import Any
 import optuna
 import pytest
 
-from sweep.analysis import Study, study_frame, trial_views
+from sweep.analysis import study_verdicts
 from sweep.cli import main
-from sweep.outputs.dashboard import build, context_panel, pareto_panel, speed_panel, surface_panel
+from sweep.outputs.dashboard import (
+    build,
+    context_panel,
+    pareto_panel,
+    speed_panel,
+    study_frame,
+    surface_panel,
+)
 from sweep.results import SpecShape, Spread, WorkloadSummary
+from sweep.store import Study, trial_views
 from sweep.surface import ContextCurve, SurfacePoint
 from tests.test_analysis import view
 
@@ -141,7 +149,8 @@ def test_dashboard_in_a_real_browser(study_runs: Path, capsys: pytest.CaptureFix
 def test_dashboard_with_one_trial_or_only_failures(tmp_path: Path) -> None:
     study = optuna.create_study(directions=["maximize"])
     study.set_metric_names(["code"])
-    page = build(study, "empty", Study(trial_views(study), []))
+    found = Study(trial_views(study), [])
+    page = build(study, "empty", found, study_verdicts(found))
     assert page.count("class='empty'") >= 6 and "No trial has run yet." in page
     trial = study.ask()
     trial.set_user_attr(
@@ -149,7 +158,8 @@ def test_dashboard_with_one_trial_or_only_failures(tmp_path: Path) -> None:
         {"number": 0, "params": {"spec-type": "none"}, "failure": "llama-server exited", "stage": "launch"},
     )
     study.tell(trial, state=optuna.trial.TrialState.FAIL)
-    page = build(study, "failed", Study(trial_views(study), []))
+    found = Study(trial_views(study), [])
+    page = build(study, "failed", found, study_verdicts(found))
     assert "llama-server exited" in page and "No speculative trial" in page
     (tmp_path / "f.html").write_text(page)
     _, log = render(tmp_path / "f.html")
@@ -236,7 +246,8 @@ def test_everything_in_the_page_is_escaped_even_inside_scripts(tmp_path: Path) -
         record = {"number": number, "params": {"spec-type": evil}, "failure": evil, "stage": "launch"}
         trial.set_user_attr("record", record if value is None else {**record, "failure": ""})
         study.tell(trial, value, state=state)
-    page = build(study, "evil", Study(trial_views(study), []))
+    found = Study(trial_views(study), [])
+    page = build(study, "evil", found, study_verdicts(found))
     assert "<img" not in page and "</script><img" not in page
     scripts = re.findall(
         r"<script type='(?:text/javascript|application/json)'[^>]*>(.*?)</script>", page, re.S

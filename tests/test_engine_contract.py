@@ -288,3 +288,14 @@ async def _twice(
         await asyncio.sleep(0.2)  # counters are added when a request's slot is released
         after = await engine.draft_counters(client)
     return rows, (before, after)
+
+
+def test_a_study_from_before_the_engine_was_stored_is_read_by_its_command_lines() -> None:
+    from sweep.engines import engine_of_argvs
+
+    assert engine_of_argvs(
+        [["python", "-m", "sglang.launch_server", "--model-path", "/m", "--port", "1"]]
+    ) == ("sglang")
+    assert engine_of_argvs([["vllm", "serve", "/m", "--port", "1"]]) == "vllm"
+    assert engine_of_argvs([["llama-server", "-m", "/m.gguf", "--port", "1"]]) == "llamacpp"
+    assert engine_of_argvs([]) == "llamacpp"

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from sweep.analysis import Study, TrialView, recommendations
+from sweep.analysis import recommendations
 from sweep.doctor import EngineRules, diagnose
 from sweep.embedded import gemma_model
 from sweep.engines import LlamaCppEngine, ServerSetup
@@ -19,6 +19,7 @@ from sweep.outputs.compare import Column, rows
 from sweep.outputs.console import gpu_lines
 from sweep.outputs.dashboard import gpu_panel
 from sweep.results import GpuUse, TrialRecord
+from sweep.store import Study, TrialView
 
 HERE = Path(__file__).parent
 RECORDED = json.loads((HERE / "gpu" / "nvml-h200.json").read_text())

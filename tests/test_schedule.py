@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sweep.analysis import Study, trial_views
 from sweep.cli.export import no_schedule_note, schedule_document
 from sweep.cli.shared import load
 from sweep.engines.schedules import (
@@ -29,7 +28,7 @@ from sweep.results import TrialRecord
 from sweep.schedule import DepthSchedule, ScheduleStep, _bounded, depth_schedules
 from sweep.sim.profile import DEFAULT_PROFILE, Profile
 from sweep.space import parse_space
-from sweep.store import StudyPaths
+from sweep.store import Study, StudyPaths, trial_views
 from sweep.study import Sweep
 from tests.conftest import specsweep_argv
 

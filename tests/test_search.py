@@ -12,7 +12,7 @@ import optuna
 import pytest
 import yaml
 
-from sweep.analysis import BASELINE, Candidate
+from sweep.analysis import Candidate
 from sweep.confirm import Confirmation
 from sweep.engines import ServerSetup, SGLangEngine
 from sweep.preflight import build_engine
@@ -20,7 +20,7 @@ from sweep.results import SpecShape, Spread, TrialRecord, WorkloadSummary
 from sweep.search import ModelSearch, axes, candidates, favourites, launch_key, predicted_surface
 from sweep.sim.profile import PROFILES
 from sweep.space import SearchKind, Space, parse_space
-from sweep.store import StudyPaths, launched, make_storage
+from sweep.store import BASELINE, StudyPaths, launched, make_storage
 from sweep.study import Sweep
 from tests.conftest import specsweep_argv
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from sweep.analysis import Candidate, Phase, ab_rows, latest_plan, study_warnings, trial_views
+from sweep.analysis import Candidate, ab_rows, study_warnings
 from sweep.cli.shared import add_study_options, load, progress
 from sweep.confirm import Confirmation
 from sweep.engines import Engine
@@ -20,7 +20,7 @@ from sweep.errors import UserError
 from sweep.outputs.console import ab_text
 from sweep.preflight import build_engine, validate
 from sweep.space import Space, load_space
-from sweep.store import StudyPaths
+from sweep.store import Phase, StudyPaths, latest_plan, trial_views
 from sweep.study import Sweep
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from sweep.analysis import overall_recommendation, recommendations
+from sweep.analysis import study_verdicts
 from sweep.cli.shared import DEFAULT_DIR, DEFAULT_RUNS, load, results
 from sweep.errors import UserError
 from sweep.files import write_atomic
@@ -40,8 +40,8 @@ def column(spec: str, storage: str | None, runs: Path) -> Column:
             )
         number = int(trial_text)
     else:
-        overall = overall_recommendation(found)
-        recs = recommendations(found)
+        verdicts = study_verdicts(found)
+        overall, recs = verdicts.overall, verdicts.recommendations
         if overall is None and not recs:
             raise UserError(f"study '{name}' has nothing measured to compare", "run it first")
         number = overall.trial if overall else recs[0].recommended_trial

@@ -42,5 +42,5 @@ def main(args: argparse.Namespace) -> int:
     confirm_search(
         Sweep(space, engine, paths, progress), study, top, launches, max(launches, space.confirm.max_launches)
     )
-    publish(study, args.study, args.runs)
+    publish(study, args.study, args.runs, space)
     return 0

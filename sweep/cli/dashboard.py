@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from sweep.analysis import study_verdicts
 from sweep.cli.shared import DEFAULT_DIR, add_study_options, load, page, results
 from sweep.files import write_atomic
 
@@ -19,6 +20,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def main(args: argparse.Namespace) -> int:
     study = load(args.study, args.storage, args.runs)
     out = args.output or DEFAULT_DIR / f"{args.study}.html"
-    write_atomic(out, page(study, args.study, results(study)))
+    found = results(study)
+    write_atomic(out, page(study, args.study, found, study_verdicts(found)))
     print(out)
     return 0

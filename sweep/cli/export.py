@@ -11,14 +11,7 @@ from typing import Any
 
 import optuna
 
-from sweep.analysis import (
-    Study,
-    baseline_health,
-    output_check,
-    overall_recommendation,
-    recommendations,
-    study_engine,
-)
+from sweep.analysis import baseline_health, output_check, study_verdicts
 from sweep.cli.shared import add_study_options, load, results, stored_space
 from sweep.engines import engine_class
 from sweep.engines.schedules import (
@@ -35,6 +28,7 @@ from sweep.preflight import build_engine
 from sweep.probes.workloads import Workload
 from sweep.results import TrialRecord
 from sweep.schedule import DepthSchedule, depth_schedules
+from sweep.store import Study, study_engine
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -65,8 +59,9 @@ def main(args: argparse.Namespace) -> int:
     if args.format == "schedule":
         return export_schedule(args, study, found)
     views = found.search
+    verdicts = study_verdicts(found)
     if args.workload:
-        recs = {r.workload: r for r in recommendations(found)}
+        recs = {r.workload: r for r in verdicts.recommendations}
         if args.workload not in recs:
             raise UserError(
                 f"study '{args.study}' has no measured workload '{args.workload}'",
@@ -77,7 +72,7 @@ def main(args: argparse.Namespace) -> int:
         notes = [f"{rec.verdict_text} ({rec.why_verdict}); {rec.why}"]
         keys = [args.workload]
     else:
-        overall = overall_recommendation(found)
+        overall = verdicts.overall
         if overall is None:
             raise UserError(
                 f"study '{args.study}' has no completed baseline to compare with",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from sweep.analysis import overall_recommendation, recommendations, study_warnings
+from sweep.analysis import study_verdicts
 from sweep.cli.shared import add_study_options, load, results
 from sweep.outputs.console import report_text
 from sweep.outputs.json_ import report_json
@@ -19,8 +19,6 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def main(args: argparse.Namespace) -> int:
     found = results(load(args.study, args.storage, args.runs))
-    warnings = study_warnings(found.search, found.confirm, found.keys)
-    recs, overall = recommendations(found, warnings), overall_recommendation(found, warnings)
     text = report_json if args.json else report_text
-    print(text(args.study, found, recs, overall, warnings))
+    print(text(args.study, found, study_verdicts(found)))
     return 0

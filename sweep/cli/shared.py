@@ -12,14 +12,7 @@ from pathlib import Path
 import optuna
 import yaml
 
-from sweep.analysis import (
-    Phase,
-    Study,
-    overall_recommendation,
-    recommendations,
-    study_warnings,
-    trial_views,
-)
+from sweep.analysis import Verdicts, study_verdicts
 from sweep.confirm import confirm_search, load_confirm_study
 from sweep.errors import UserError, mask_secrets
 from sweep.files import write_atomic
@@ -34,9 +27,12 @@ from sweep.store import (
     MIN_GAIN_ATTR,
     SPACE_PATH_ATTR,
     SPACE_TEXT_ATTR,
+    Phase,
+    Study,
     StudyPaths,
     make_storage,
     search_records,
+    trial_views,
 )
 from sweep.study import Sweep
 from sweep.surface import PredictedSurface
@@ -83,32 +79,30 @@ def results(study: optuna.Study) -> Study:
     )
 
 
-def surface_of(study: optuna.Study) -> PredictedSurface:
-    """The model's surface for the dashboard (none for a study that does not hold its space file, or whose
-    space no longer loads, e.g. a prompt file that moved)."""
+def surface_of(study: optuna.Study, space: Space | None = None) -> PredictedSurface:
+    """The model's surface for the dashboard, from the space the command already holds or the one the study
+    keeps (none for a study that does not hold its space file, or whose space no longer loads, e.g. a prompt
+    file that moved)."""
     try:
-        space = stored_space(study, None)
+        space = space or stored_space(study, None)
         return predicted_surface(space, build_engine(space), search_records(study))
     except UserError:
         return PredictedSurface()
 
 
-def page(study: optuna.Study, name: str, found: Study) -> str:
-    """The dashboard of a study, with the model's surface."""
-    return build(study, name, found, surface_of(study))
+def page(study: optuna.Study, name: str, found: Study, verdicts: Verdicts, space: Space | None = None) -> str:
+    """The dashboard of a study from the verdicts the command computed, with the model's surface."""
+    return build(study, name, found, verdicts, surface_of(study, space))
 
 
-def publish(study: optuna.Study, name: str, runs: Path) -> None:
-    """The report on stdout and the dashboard beside runs/ (as in a clone: runs/ and dashboards/ at the top)."""
+def publish(study: optuna.Study, name: str, runs: Path, space: Space) -> None:
+    """The report on stdout and the dashboard beside runs/ (as in a clone: runs/ and dashboards/ at the top),
+    both from one reading of the study's verdicts."""
     found = results(study)
-    warnings = study_warnings(found.search, found.confirm, found.keys)
-    print(
-        report_text(
-            name, found, recommendations(found, warnings), overall_recommendation(found, warnings), warnings
-        )
-    )
+    verdicts = study_verdicts(found)
+    print(report_text(name, found, verdicts))
     path = runs.parent / "dashboards" / f"{name}.html"
-    write_atomic(path, page(study, name, found))
+    write_atomic(path, page(study, name, found, verdicts, space))
     progress(f"dashboard: {path}")
 
 
@@ -180,5 +174,5 @@ def sweep_space(
     result = sweep.run(trials)
     if confirm and space.confirm.launches:
         confirm_search(sweep, result, space.confirm.top, space.confirm.launches, space.confirm.max_launches)
-    publish(result, study, runs)
+    publish(result, study, runs, space)
     return paths

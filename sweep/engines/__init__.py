@@ -24,6 +24,7 @@ __all__ = [
     "ServerSetup",
     "SpecShape",
     "engine_class",
+    "engine_of_argvs",
 ]
 
 
@@ -32,3 +33,11 @@ def engine_class(name: str) -> type[Engine]:
         return ENGINES[name]
     except KeyError:
         raise UserError(f"unknown engine '{name}'", f"use one of: {', '.join(sorted(ENGINES))}") from None
+
+
+def engine_of_argvs(argvs: list[list[str]]) -> str:
+    """The engine whose command line recorded trials ran (the embedded default where none says)."""
+    for name, engine in ENGINES.items():
+        if any(engine.ran(argv) for argv in argvs):
+            return name
+    return LlamaCppEngine.name

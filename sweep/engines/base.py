@@ -413,6 +413,11 @@ class Engine(ABC):
         alone decide it (None where memory decides, at start-up)."""
         return None
 
+    @classmethod
+    def ran(cls, argv: list[str]) -> bool:
+        """Whether a recorded command line is this engine's (for studies made before the engine was stored)."""
+        return False
+
     @abstractmethod
     def argv(self, params: Params, port: int) -> list[str]: ...
 

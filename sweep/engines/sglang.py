@@ -269,6 +269,10 @@ class SGLangEngine(Engine):
     ready_marker = "The server is fired up and ready to roll"
     typical_startup_s = 120.0  # weights, KV pool and CUDA-graph capture: one to a few minutes on one GPU
 
+    @classmethod
+    def ran(cls, argv: list[str]) -> bool:
+        return "--model-path" in argv  # only SGLang names the model so
+
     def __init__(self, setup: ServerSetup) -> None:
         super().__init__(setup)
         self.flags: set[str] = set()

@@ -131,6 +131,10 @@ class VLLMEngine(Engine):
     drafts_per_request = False  # the usage chunk has no speculative numbers: /metrics counters do
     env_prefixes = ()  # VLLM_* settings are the user's (attention backend, ...); the dev mode is added
 
+    @classmethod
+    def ran(cls, argv: list[str]) -> bool:
+        return "serve" in argv[:3]  # `vllm serve MODEL`
+
     def __init__(self, setup: ServerSetup) -> None:
         super().__init__(setup)
         self.flags: set[str] = set()

@@ -5,8 +5,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from sweep.analysis import ABRow, OverallRecommendation, Recommendation, Study, StudyWarnings
+from sweep.analysis import ABRow, Recommendation, Verdicts
 from sweep.results import Spread, Stage
+from sweep.store import Study
 
 
 def _spread(s: Spread | None, fmt: str = "{:.1f}") -> str:
@@ -53,13 +54,8 @@ def text_health(r: Recommendation) -> str:
     return f"{flag}{sent}answers without speculation: {r.health.describe()}"
 
 
-def report_text(
-    study_name: str,
-    study: Study,
-    recs: list[Recommendation],
-    overall: OverallRecommendation | None = None,
-    warnings: StudyWarnings | None = None,
-) -> str:
+def report_text(study_name: str, study: Study, verdicts: Verdicts) -> str:
+    recs, overall, warnings = verdicts.recommendations, verdicts.overall, verdicts.warnings
     views = study.search
     done = sum(v.state == "COMPLETE" for v in views)
     failed = [v for v in views if v.state == "FAIL"]
@@ -134,7 +130,7 @@ def report_text(
             f"  ({overall.why}{'; gains: ' + gains if gains else ''})",
         ]
     lines += gpu_lines(study, recs)
-    if warnings is not None and warnings.messages:
+    if warnings.messages:
         lines += ["", "warnings (verdicts they touch say unreliable or not representative):"]
         lines += [f"  {m}" for m in warnings.messages]
     if failed:

@@ -16,6 +16,7 @@ import math
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import optuna
 import pandas as pd
@@ -26,24 +27,53 @@ from plotly.subplots import make_subplots
 
 from sweep.analysis import (
     OverallRecommendation,
-    Phase,
     Recommendation,
-    Study,
     StudyWarnings,
-    TrialView,
-    complete_views,
-    overall_recommendation,
-    recommendations,
-    study_frame,
-    study_warnings,
+    Verdicts,
 )
 from sweep.outputs.compare import usable_context
 from sweep.outputs.console import gain_text, params_text, pct, speed_text, text_health
-from sweep.results import LaunchFacts, Stage
+from sweep.results import LaunchFacts, Spread, Stage
+from sweep.store import Phase, Study, TrialView, complete_views
 from sweep.surface import ContextCurve, PredictedSurface, SurfacePoint
 
 # Words that mark a parameter as the speculative depth, most telling first (SGLang steps, llama.cpp lengths).
 FREE_BUT_UNUSED_GB = 1.0
+
+
+def study_frame(views: list[TrialView]) -> pd.DataFrame:
+    """One row per (trial, workload) measured in the search, with the trial's parameters as columns."""
+    rows = []
+    for view in views:
+        if view.record is None or view.phase != Phase.SEARCH:
+            continue
+        for key, summary in view.record.workloads.items():
+            row: dict[str, Any] = {
+                "trial": view.number,
+                "state": view.state,
+                "role": view.role,
+                "workload": key,
+                # A workload's variants at several contexts share its name and stream count.
+                "series": summary.series,
+                "context_tokens": summary.context_tokens,
+            }
+            row.update({f"param:{k}": v for k, v in view.record.params.items()})
+            row["status"] = summary.status
+            for metric in (
+                "prompt_tokens",
+                "decode_tps",
+                "aggregate_tps",
+                "ttft_s",
+                "prefill_tps",
+                "acceptance_rate",
+                "acceptance_length",
+            ):
+                spread: Spread | None = getattr(summary, metric)
+                row[metric] = spread.median if spread else None
+                row[f"{metric}_low"] = spread.low if spread else None
+                row[f"{metric}_high"] = spread.high if spread else None
+            rows.append(row)
+    return pd.DataFrame(rows)
 
 
 @dataclass(frozen=True)
@@ -821,14 +851,23 @@ def figure_html(figure: go.Figure, div_id: str) -> str:
     )
 
 
-def build(study: optuna.Study, study_name: str, found: Study, surface: PredictedSurface | None = None) -> str:
+def build(
+    study: optuna.Study,
+    study_name: str,
+    found: Study,
+    verdicts: Verdicts,
+    surface: PredictedSurface | None = None,
+) -> str:
     surface = surface or PredictedSurface()
     views = found.search
     by_number = {v.number: v for v in views}
     frame = study_frame(views)
-    warnings = study_warnings(found.search, found.confirm, found.keys)
-    recs, overall = recommendations(found, warnings), overall_recommendation(found, warnings)
-    panels: list[Panel] = [Panel("Recommendations", html=recommendations_html(recs, overall, warnings))]
+    panels = [
+        Panel(
+            "Recommendations",
+            html=recommendations_html(verdicts.recommendations, verdicts.overall, verdicts.warnings),
+        )
+    ]
     builders: list[Callable[[], Panel]] = [
         lambda: speed_panel(frame, by_number),
         lambda: surface_panel(list(surface.points), views),

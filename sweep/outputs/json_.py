@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import json
 
-from sweep.analysis import OverallRecommendation, Recommendation, Study, StudyWarnings
+from sweep.analysis import Verdicts
+from sweep.store import Study
 
 
 def report_json(
     study_name: str,
     study: Study,
-    recs: list[Recommendation],
-    overall: OverallRecommendation | None = None,
-    warnings: StudyWarnings | None = None,
+    verdicts: Verdicts,
 ) -> str:
+    recs, overall, warnings = verdicts.recommendations, verdicts.overall, verdicts.warnings
     return json.dumps(
         {
             "study": study_name,
@@ -31,7 +31,7 @@ def report_json(
             ],
             "recommendations": [r.to_dict() for r in recs],
             "overall": overall.to_dict() if overall else None,
-            "warnings": warnings.messages if warnings else [],
+            "warnings": warnings.messages,
             "min_gain": study.min_gain,
         },
         indent=2,
