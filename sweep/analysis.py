@@ -121,11 +121,9 @@ def sizing_messages(views: list[TrialView]) -> list[str]:
     """What the sizing doctor found wrong at launch (`specsweep doctor`), each finding once for the study."""
     seen: dict[str, str] = {}
     for view in views:
-        for finding in (view.record.facts.extra.get("sizing") or []) if view.record else []:
-            if not finding.get("ok") and finding["what"] not in seen:
-                seen[finding["what"]] = (
-                    f"sizing (trial {view.number}): {finding['what']}: {finding['detail']}"
-                )
+        for finding in view.record.facts.sizing if view.record else []:
+            if not finding.ok and finding.what not in seen:
+                seen[finding.what] = f"sizing (trial {view.number}): {finding.what}: {finding.detail}"
     return list(seen.values())
 
 

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from sweep.errors import UserError
 from sweep.modelfiles import gguf_metadata, read_config, safetensors_header
-from sweep.results import DraftAsk, DraftKind, LaunchFacts, WindowPool
+from sweep.results import DraftAsk, DraftKind, Finding, GraphCapture, LaunchFacts, WindowPool
 
 if TYPE_CHECKING:
     from sweep.engines.base import Engine
@@ -550,19 +550,6 @@ def _mtp_problems(g: Geometry, ask: DraftAsk) -> list[str]:
 # --- the verdicts ------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Finding:
-    """One verdict: `ok` false where something is wrong, with its cause and what to do."""
-
-    what: str
-    ok: bool
-    detail: str = ""
-    # The finding's numbers for charts: `predicted_pool_tokens`, `unused_graph_gb`.
-    numbers: dict[str, float] = field(default_factory=dict)
-    # Parameters that mend it, by the engine's names (`export --pin-graphs` adds them to a launch).
-    flags: dict[str, Any] = field(default_factory=dict)
-
-
 def pool_findings(
     g: Geometry, facts: LaunchFacts, kv_bytes: int, draft_layers_read: Fact | None, speculative: bool
 ) -> list[Finding]:
@@ -691,10 +678,9 @@ def graph_findings(
     out: list[Finding] = []
     truth = g.token_bytes(kv_bytes, drafting)
     running = facts.max_running_requests
-    chunk = facts.extra.get("chunked_prefill_size")
-    for capture in facts.extra.get("graph_captures", []):
-        sizes = [int(s) for s in capture.get("sizes", [])]
-        name = str(capture.get("graph", ""))
+    chunk = facts.prefill_chunk_tokens
+    for capture in facts.graph_captures:
+        sizes, name = capture.sizes, capture.graph
         prefill = "prefill" in name
         limit = chunk if prefill else running
         if not sizes or not limit or limit <= 0:
@@ -702,7 +688,7 @@ def graph_findings(
         above = [s for s in sizes if s > limit]
         if not above:
             continue
-        gb = float(capture["gb"]) * len(above) / len(sizes)
+        gb = capture.gb * len(above) / len(sizes)
         tokens = int(gb * GIB / truth) if truth else 0
         kind = "chunked-prefill size" if prefill else "max running requests"
         flags = (pins(None, limit) if prefill else pins(limit, None)) if pins else {}
@@ -728,15 +714,15 @@ def launch_differences(
     spends memory the other does not."""
     truth = g.token_bytes(kv_bytes, drafting)
     out: list[Finding] = []
-    captures = [{str(c["graph"]): c for c in f.extra.get("graph_captures", [])} for f in (first, second)]
+    captures = [{c.graph: c for c in f.graph_captures} for f in (first, second)]
     saved = 0.0
     for name in dict.fromkeys([*captures[0], *captures[1]]):
-        a, b = captures[0].get(name), captures[1].get(name)
-        gb_a, gb_b = (float(c["gb"]) if c else 0.0 for c in (a, b))
+        one, two = captures[0].get(name), captures[1].get(name)
+        gb_a, gb_b = (c.gb if c else 0.0 for c in (one, two))
         saved += gb_a - gb_b
         out.append(
             Finding(
-                f"{name} graph: {gb_a:.2f} GB ({_sizes_text(a)}) -> {gb_b:.2f} GB ({_sizes_text(b)})",
+                f"{name} graph: {gb_a:.2f} GB ({_sizes_text(one)}) -> {gb_b:.2f} GB ({_sizes_text(two)})",
                 abs(gb_a - gb_b) < SAME_GB,
                 f"{gb_b - gb_a:+.2f} GB",
                 {"graph_gb_change": round(gb_b - gb_a, 3)},
@@ -758,7 +744,7 @@ def launch_differences(
         ("max running requests", (first.max_running_requests, second.max_running_requests)),
         (
             "chunked prefill",
-            (first.extra.get("chunked_prefill_size"), second.extra.get("chunked_prefill_size")),
+            (first.prefill_chunk_tokens, second.prefill_chunk_tokens),
         ),
         ("GB left after the graphs", (first.free_after_graphs_gb, second.free_after_graphs_gb)),
     ):
@@ -767,10 +753,10 @@ def launch_differences(
     return out
 
 
-def _sizes_text(capture: Mapping[str, Any] | None) -> str:
+def _sizes_text(capture: GraphCapture | None) -> str:
     if capture is None:
         return "not captured"
-    sizes = [int(s) for s in capture.get("sizes", [])]
+    sizes = capture.sizes
     if not sizes:
         return "sizes not logged"
     return f"size {sizes[0]}" if len(sizes) == 1 else f"{len(sizes)} sizes, {min(sizes)}-{max(sizes)}"
@@ -1049,13 +1035,13 @@ def draft_refusal(model: str, rules: EngineRules) -> str | None:
 
 def sizing(
     model: str, kv_dtype: str, facts: LaunchFacts, rules: EngineRules, speculative: bool
-) -> list[dict[str, Any]] | None:
+) -> list[Finding] | None:
     """A launch's verdicts for a sweep's record, where the model is a local folder or GGUF the doctor can read
     (None where it is a hub id, or the files or the KV dtype say too little)."""
     path = Path(model)
     if not path.exists() or kv_dtype not in KV_DTYPE_BYTES:
         return None
     try:
-        return [f.__dict__ for f in diagnose(path, kv_dtype, facts, rules, speculative).findings]
+        return diagnose(path, kv_dtype, facts, rules, speculative).findings
     except (UserError, OSError, ValueError):
         return None

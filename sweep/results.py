@@ -257,6 +257,52 @@ class WorkloadSummary:
         return cls(**{**data, **spreads})
 
 
+@dataclass(frozen=True)
+class GraphCapture:
+    """One CUDA-graph capture the engine logged: which graph, the memory it took and left free (GB), and the
+    batch sizes (or token counts, for prefill) it captured."""
+
+    graph: str
+    gb: float
+    free_after_gb: float
+    sizes: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class CaptureOom:
+    """A CUDA-graph capture that ran out of memory: what it needed and what was free (GB)."""
+
+    needed_gb: float
+    free_gb: float
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One verdict of the sizing doctor: `ok` false where something is wrong, with its cause and what to do."""
+
+    what: str
+    ok: bool
+    detail: str = ""
+    # The finding's numbers for charts: `predicted_pool_tokens`, `unused_graph_gb`.
+    numbers: dict[str, float] = field(default_factory=dict)
+    # Parameters that mend it, by the engine's names (`export --pin-graphs` adds them to a launch).
+    flags: dict[str, Any] = field(default_factory=dict)
+
+
+# Records written before the facts were typed kept these in `extra`: read into the fields that replaced them.
+_EXTRA_FIELDS = {
+    "max_total_num_tokens": "token_capacity",
+    "chunked_prefill_size": "prefill_chunk_tokens",
+    "graph_captures": "graph_captures",
+    "max_mamba_cache_size": "state_slots",
+    "capture_oom": "capture_oom",
+    "max_concurrency": "max_concurrency",
+    "constraints": "constraint_violations",
+    "log_lost": "log_lost",
+    "sizing": "sizing",
+}
+
+
 @dataclass
 class LaunchFacts:
     """What the server said about itself at start: read from its log and its HTTP API, not derived."""
@@ -301,15 +347,35 @@ class LaunchFacts:
     # the model, what a GGUF file weighs).
     engine: str = ""
     model: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
+    # Scheduler limits as logged: the tokens it may hold at once, its prefill chunk (-1: none), the requests'
+    # state slots of a hybrid (linear-attention) model, the concurrency the pool allows at full context.
+    token_capacity: int | None = None
+    prefill_chunk_tokens: int | None = None
+    state_slots: int | None = None
+    max_concurrency: float | None = None
+    graph_captures: list[GraphCapture] = field(default_factory=list)
+    capture_oom: CaptureOom | None = None
+    # Written by the driver: the engine's constraints an infeasible trial broke (>0: broken), why part of the
+    # server's log is missing, and the sizing doctor's findings on this launch.
+    constraint_violations: dict[str, float] = field(default_factory=dict)
+    log_lost: str = ""
+    sizing: list[Finding] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Self:
+        data = {
+            **{_EXTRA_FIELDS[k]: v for k, v in (data.get("extra") or {}).items() if k in _EXTRA_FIELDS},
+            **data,
+        }
         names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
+        facts = cls(**{k: v for k, v in data.items() if k in names})
+        facts.graph_captures = [GraphCapture(**c) for c in data.get("graph_captures") or []]
+        facts.capture_oom = CaptureOom(**data["capture_oom"]) if data.get("capture_oom") else None
+        facts.sizing = [Finding(**f) for f in data.get("sizing") or []]
+        return facts
 
 
 class DraftKind(StrEnum):

@@ -306,7 +306,7 @@ class Sweep:
         if any(value > 0 for value in violations.values()):
             # Infeasible for the engine: never launched. The sampler learns from the constraint value.
             record.stage = Stage.INFEASIBLE
-            record.facts.extra["constraints"] = violations
+            record.facts.constraint_violations = dict(violations)
             self._save(trial, record)
             say(
                 "infeasible combination, not launched: "
@@ -457,7 +457,7 @@ class Sweep:
         measured = self._serve(server, record, workloads, base_url, say, rows, loads, first, watch)
         record.gpu = gpu.combine(record.gpu, watch.use())
         if server.log_error:
-            record.facts.extra["log_lost"] = server.log_error
+            record.facts.log_lost = server.log_error
             self.write_error = self.write_error or write_error(log, server.log_error)
         if server.exited_early is not None and not record.failed:
             # Whatever the probe saw, numbers from a server that died before the trial ended are not kept.
@@ -495,7 +495,7 @@ class Sweep:
                     self.engine.wants_speculation(record.params),
                 )
                 if found is not None:
-                    facts.extra["sizing"] = found
+                    facts.sizing = found
                 if first:
                     record.facts = facts  # filled in further by inspect_running, kept when it raises
                 with httpx.Client(base_url=base_url, timeout=30.0) as client:

@@ -277,11 +277,11 @@ def test_a_sweep_records_the_doctors_verdicts_and_the_report_lists_them(
     study = baseline_and_nextn(profile, qwen_folder, runs, "chunked-prefill-size: 2048")
     base, nextn = (t.user_attrs["record"] for t in study.trials)
     # The pool as predicted; the prefill graph (4096 tokens by default) above the 2048-token chunk: never run.
-    assert [f["ok"] for f in base["facts"]["extra"]["sizing"]] == [True, False]
-    prefill = base["facts"]["extra"]["sizing"][1]
+    assert [f["ok"] for f in base["facts"]["sizing"]] == [True, False]
+    prefill = base["facts"]["sizing"][1]
     assert "1 of 1 batch sizes above the chunked-prefill size (2048)" in prefill["what"]
     assert prefill["flags"] == {"cuda-graph-max-bs-prefill": 2048}
-    pool = nextn["facts"]["extra"]["sizing"][0]
+    pool = nextn["facts"]["sizing"][0]
     assert not pool["ok"] and "cell size x5.0" in pool["detail"] and "the tensors hold 1" in pool["detail"]
     capsys.readouterr()
     assert main(["report", "--study", "s", "--runs", str(runs)]) == 0

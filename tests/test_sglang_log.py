@@ -18,9 +18,9 @@ def test_new_format_with_draft_pool_caps_and_graphs() -> None:
     assert facts.kv_cache_gb == pytest.approx(1.38)
     assert (facts.weight_gb, facts.free_after_pool_gb) == (17.70, 7.90)
     assert facts.graph_capture_gb == pytest.approx(0.57) and facts.free_after_graphs_gb == 7.23
-    assert [g["graph"] for g in facts.extra["graph_captures"]] == ["target verify", "draft decode"]
+    assert [g.graph for g in facts.graph_captures] == ["target verify", "draft decode"]
     assert (facts.max_running_requests, facts.context_length) == (1, 262144)
-    assert facts.extra["max_total_num_tokens"] == 44913
+    assert facts.token_capacity == 44913
     assert [c.split(" ")[0] for c in facts.limit_changes] == [
         "Max",
         "speculative_num_draft_tokens",
@@ -154,3 +154,35 @@ def test_inspect_log_tells_the_story_of_a_launch_that_died_at_capture(
     assert story[0] == "ready: yes"
     assert any("capped to 1 by the mamba state cache" in line for line in story)
     assert any(line.startswith("mamba state slots: 10") for line in story)
+
+
+def test_typed_facts_survive_the_store_and_records_from_before_them_are_read() -> None:
+    from sweep.results import CaptureOom, Finding, GraphCapture, LaunchFacts
+
+    facts = LaunchFacts(
+        token_capacity=44913,
+        prefill_chunk_tokens=4096,
+        graph_captures=[GraphCapture("target verify", 0.42, 7.1, [1, 2, 4])],
+        capture_oom=CaptureOom(1.5, 0.25),
+        sizing=[Finding("KV pool", False, "cut x5", {"predicted_pool_tokens": 211357.0}, {"--x": 1})],
+    )
+    assert LaunchFacts.from_dict(json.loads(json.dumps(facts.to_dict()))) == facts
+    old = {
+        "kv_pool_tokens": 10,
+        "extra": {
+            "max_total_num_tokens": 44913,
+            "chunked_prefill_size": 4096,
+            "graph_captures": [{"graph": "cuda", "gb": 0.5, "free_after_gb": 6.0, "sizes": [1, 2]}],
+            "max_mamba_cache_size": 12,
+            "sizing": [{"what": "KV pool", "ok": True, "detail": "", "numbers": {}, "flags": {}}],
+        },
+    }
+    read = LaunchFacts.from_dict(old)
+    assert (read.kv_pool_tokens, read.token_capacity, read.prefill_chunk_tokens, read.state_slots) == (
+        10,
+        44913,
+        4096,
+        12,
+    )
+    assert read.graph_captures == [GraphCapture("cuda", 0.5, 6.0, [1, 2])]
+    assert read.sizing == [Finding("KV pool", True)]

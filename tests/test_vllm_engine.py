@@ -97,7 +97,7 @@ INFO 12-01 10:00:01 [kv_cache_utils.py] Maximum concurrency for 32,768 tokens pe
 INFO 12-01 10:00:04 [gpu_model_runner.py] Graph capturing finished in 3 secs, took 0.54 GiB
 """
     facts = facts_from_log(log)
-    assert (facts.kv_pool_tokens, facts.context_length, facts.extra["max_concurrency"]) == (
+    assert (facts.kv_pool_tokens, facts.context_length, facts.max_concurrency) == (
         1234567,
         32768,
         37.68,

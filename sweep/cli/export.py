@@ -13,12 +13,9 @@ import optuna
 
 from sweep.analysis import baseline_health, output_check, study_verdicts
 from sweep.cli.shared import add_study_options, load, results, stored_space
-from sweep.engines import engine_class
+from sweep.engines import engine_class, schedule_forms
 from sweep.engines.schedules import (
     drafts_somewhere,
-    trtllm_speculative_config,
-    vllm_method,
-    vllm_speculative_config,
 )
 from sweep.errors import UserError
 from sweep.files import write_atomic
@@ -116,8 +113,8 @@ def main(args: argparse.Namespace) -> int:
 def graph_pins(record: TrialRecord) -> dict[str, Any]:
     """The flags the sizing doctor named on this launch to cap graph capture (empty: none to cap)."""
     pins: dict[str, Any] = {}
-    for finding in record.facts.extra.get("sizing") or []:
-        pins |= finding.get("flags") or {}
+    for finding in record.facts.sizing:
+        pins |= finding.flags
     return pins
 
 
@@ -183,11 +180,7 @@ def schedule_document(
         for v in found.search
         if v.record and v.record.facts.max_running_requests and v.number == schedule.steps[0].trial
     ]
-    tensorrt, capped = trtllm_speculative_config(depths)
-    # Both want a largest length above 0, and a method they run too (the same model's heads, a draft model, a
-    # chain): a llama.cpp lookup's schedule has no counterpart there.
-    counterpart = vllm_method(schedule.method) is not None
-    translatable = counterpart and drafts_somewhere(depths)
+    forms, no_counterpart = schedule_forms(schedule.method, depths, running[0] if running else largest)
     return {
         "workload": schedule.family,
         "method": schedule.method,
@@ -204,23 +197,10 @@ def schedule_document(
             }
             for s in schedule.steps
         ],
-        "vllm": {
-            "speculative_config": vllm_speculative_config(
-                schedule.method, depths, running[0] if running else largest
-            )
-            if translatable
-            else None
-        },
-        "tensorrt_llm": {"speculative_config": tensorrt if translatable else None, "notes": capped},
+        **forms,
         "notes": [
             "depths are the search's single launches at each concurrency; launch the schedule and measure it "
             "(or `specsweep confirm` the per-concurrency picks) before relying on it",
-            *(
-                []
-                if counterpart
-                else [
-                    f"{schedule.method} has no counterpart in vLLM or TensorRT-LLM: no schedule in their forms"
-                ]
-            ),
+            *no_counterpart,
         ],
     }

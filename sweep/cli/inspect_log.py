@@ -29,16 +29,15 @@ def story(engine: Engine, log: str, facts: LaunchFacts) -> list[str]:
     if not ready:
         lines.append(f"stopped: {engine.exit_reason(log, -1).replace(' with code -1', '')}")
     lines += [f"cap or reset: {line}" for line in facts.limit_changes]
-    if "max_mamba_cache_size" in facts.extra:
+    if facts.state_slots is not None:
         lines.append(
-            f"mamba state slots: {facts.extra['max_mamba_cache_size']} (each request of a hybrid model holds some; "
+            f"mamba state slots: {facts.state_slots} (each request of a hybrid model holds some; "
             "speculation adds one per draft token): they cap the requests run at once"
         )
-    oom = facts.extra.get("capture_oom")
-    if oom:
-        short = oom["needed_gb"] - oom["free_gb"]
+    if oom := facts.capture_oom:
+        short = oom.needed_gb - oom.free_gb
         lines.append(
-            f"sizing: a CUDA-graph capture needed {oom['needed_gb']:.2f} GB with {oom['free_gb']:.2f} GB left after "
+            f"sizing: a CUDA-graph capture needed {oom.needed_gb:.2f} GB with {oom.free_gb:.2f} GB left after "
             f"the KV pool ({short:.2f} GB short): capture fewer or smaller graphs, or give the pool less"
         )
     return lines

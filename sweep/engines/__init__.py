@@ -3,9 +3,12 @@ with a `name`; its module is imported here, and nothing else changes when one is
 
 from __future__ import annotations
 
+from typing import Any
+
 from sweep.engines import llamacpp, sglang, vllm
 from sweep.engines.base import REGISTRY, DraftCounters, Engine, RunningLimit, ServerReport, ServerSetup
 from sweep.engines.llamacpp import LlamaCppEngine
+from sweep.engines.schedules import no_counterpart_notes, tensorrt_llm_form
 from sweep.engines.sglang import SGLangEngine
 from sweep.errors import UserError
 from sweep.results import SpecShape
@@ -25,6 +28,7 @@ __all__ = [
     "SpecShape",
     "engine_class",
     "engine_of_argvs",
+    "schedule_forms",
 ]
 
 
@@ -41,3 +45,16 @@ def engine_of_argvs(argvs: list[list[str]]) -> str:
         if any(engine.ran(argv) for argv in argvs):
             return name
     return LlamaCppEngine.name
+
+
+def schedule_forms(
+    method: str, depths: list[tuple[int, int]], max_batch: int
+) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """A depth schedule measured on any engine, in the form of every engine that offers one (and TensorRT-LLM's),
+    with notes on the methods that have no counterpart there."""
+    forms = {
+        name: form
+        for name, engine in ENGINES.items()
+        if (form := engine.schedule_form(method, depths, max_batch)) is not None
+    }
+    return forms | {"tensorrt_llm": tensorrt_llm_form(method, depths)}, no_counterpart_notes(method)

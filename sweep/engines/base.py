@@ -365,6 +365,14 @@ class Engine(ABC):
         the engine's schedule written to the file `config`; None where the engine has no depth schedule."""
         return None
 
+    @classmethod
+    def schedule_form(
+        cls, method: str, depths: list[tuple[int, int]], max_batch: int
+    ) -> dict[str, Any] | None:
+        """A depth schedule measured on any engine in this engine's own form, for people who serve with it
+        (None: the engine has no form to offer beside its launch)."""
+        return None
+
     def schedule_file(self, depths: list[tuple[int, int]]) -> dict[str, Any] | None:
         """The content of the file `schedule_params` names (JSON), if the engine reads one."""
         return None

@@ -65,3 +65,24 @@ def trtllm_speculative_config(depths: Depths) -> tuple[dict[str, Any], list[str]
     ]
     schedule = {str(batch): min(depth, first) for batch, depth in depths}
     return {"max_draft_len": first, "draft_len_schedule": schedule}, notes
+
+
+def counterpart_elsewhere(method: str, depths: Depths) -> bool:
+    """Whether engines that take schedules (vLLM, TensorRT-LLM) run this method with a length above 0: a
+    llama.cpp lookup's schedule has no counterpart there."""
+    return vllm_method(method) is not None and drafts_somewhere(depths)
+
+
+def tensorrt_llm_form(method: str, depths: Depths) -> dict[str, Any]:
+    """TensorRT-LLM's form (no engine of ours runs it: the form is for people who serve with it)."""
+    tensorrt, capped = trtllm_speculative_config(depths)
+    return {
+        "speculative_config": tensorrt if counterpart_elsewhere(method, depths) else None,
+        "notes": capped,
+    }
+
+
+def no_counterpart_notes(method: str) -> list[str]:
+    if vllm_method(method) is not None:
+        return []
+    return [f"{method} has no counterpart in vLLM or TensorRT-LLM: no schedule in their forms"]

@@ -49,7 +49,16 @@ from sweep.engines.sglang_rules import (
 )
 from sweep.errors import SpeculationInactive, UserError
 from sweep.modelfiles import read_config
-from sweep.results import DraftAsk, DraftKind, LaunchFacts, RequestStatus, SpecShape, WindowPool
+from sweep.results import (
+    CaptureOom,
+    DraftAsk,
+    DraftKind,
+    GraphCapture,
+    LaunchFacts,
+    RequestStatus,
+    SpecShape,
+    WindowPool,
+)
 from sweep.server import ExitPatterns
 
 NUM = r"([\d.]+)"
@@ -147,8 +156,8 @@ def facts_from_log(log: str) -> LaunchFacts:
     if pool_end := POOL_END.search(log):
         facts.free_after_pool_gb = float(pool_end.group(1))
     if scheduler := SCHEDULER.search(log):
-        facts.extra["max_total_num_tokens"] = int(scheduler.group(1))
-        facts.extra["chunked_prefill_size"] = int(scheduler.group(2))
+        facts.token_capacity = int(scheduler.group(1))
+        facts.prefill_chunk_tokens = int(scheduler.group(2))
         facts.max_running_requests, facts.context_length = int(scheduler.group(4)), int(scheduler.group(5))
     captures = [
         (m.group(1) or "", float(m.group(2)), float(m.group(3)), _batch_sizes(m.group(0)))
@@ -157,13 +166,11 @@ def facts_from_log(log: str) -> LaunchFacts:
     if captures:
         facts.graph_capture_gb = round(sum(c[1] for c in captures), 3)
         facts.free_after_graphs_gb = captures[-1][2]
-        facts.extra["graph_captures"] = [
-            {"graph": c[0] or "cuda", "gb": c[1], "free_after_gb": c[2], "sizes": c[3]} for c in captures
-        ]
+        facts.graph_captures = [GraphCapture(c[0] or "cuda", c[1], c[2], c[3]) for c in captures]
     if mamba := MAMBA_CACHE.search(log):
-        facts.extra["max_mamba_cache_size"] = int(mamba.group(1))
+        facts.state_slots = int(mamba.group(1))
     if oom := CAPTURE_OOM.search(log):
-        facts.extra["capture_oom"] = {"needed_gb": float(oom.group(1)), "free_gb": float(oom.group(2))}
+        facts.capture_oom = CaptureOom(float(oom.group(1)), float(oom.group(2)))
     facts.limit_changes = [
         m.group(0) for line in log.splitlines() for p in LIMIT_LINES if (m := p.search(line))
     ]

@@ -31,7 +31,7 @@ from sweep.engines.base import (
     renders_chat,
     template_header,
 )
-from sweep.engines.schedules import drafts_somewhere, vllm_speculative_config
+from sweep.engines.schedules import counterpart_elsewhere, drafts_somewhere, vllm_speculative_config
 from sweep.errors import SpeculationInactive, UserError
 from sweep.results import DraftAsk, DraftKind, LaunchFacts, RequestStatus, SpecShape
 from sweep.server import ExitPatterns
@@ -111,7 +111,7 @@ def facts_from_log(log: str) -> LaunchFacts:
         facts.kv_pool_tokens = int(kv.group(1).replace(",", ""))
     if concurrency := CONCURRENCY.search(log):
         facts.context_length = int(concurrency.group(1).replace(",", ""))
-        facts.extra["max_concurrency"] = float(concurrency.group(2).replace(",", ""))
+        facts.max_concurrency = float(concurrency.group(2).replace(",", ""))
     if memory := KV_MEMORY.search(log):
         facts.kv_cache_gb = float(memory.group(1))
     if weights := WEIGHTS.search(log):
@@ -231,6 +231,14 @@ class VLLMEngine(Engine):
 
     def wants_speculation(self, params: Params) -> bool:
         return method(params) is not None
+
+    @classmethod
+    def schedule_form(
+        cls, method: str, depths: list[tuple[int, int]], max_batch: int
+    ) -> dict[str, Any] | None:
+        if not counterpart_elsewhere(method, depths):
+            return {"speculative_config": None}
+        return {"speculative_config": vllm_speculative_config(method, depths, max_batch)}
 
     def schedule_params(
         self, params: Params, depths: list[tuple[int, int]], config: str

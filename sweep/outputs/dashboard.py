@@ -684,9 +684,7 @@ def gpu_panel(views: list[TrialView]) -> Panel:
 
 def _sizing_number(facts: LaunchFacts, name: str, combine: Callable[[list[float]], float]) -> float | None:
     """One number of the sizing doctor's findings for a launch (`specsweep doctor`), combined over findings."""
-    values = [
-        float(f["numbers"][name]) for f in facts.extra.get("sizing") or [] if name in f.get("numbers", {})
-    ]
+    values = [float(f.numbers[name]) for f in facts.sizing if name in f.numbers]
     return combine(values) if values else None
 
 
