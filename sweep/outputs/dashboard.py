@@ -18,10 +18,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import jinja2
 import optuna
 import pandas as pd
 import plotly.graph_objects as go
 import plotly.io
+from markupsafe import Markup
 from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
@@ -37,6 +39,12 @@ from sweep.results import LaunchFacts, Spread, Stage
 from sweep.store import Phase, Study, TrialView, complete_views
 from sweep.surface import ContextCurve, PredictedSurface, SurfacePoint
 
+# The page's HTML: macros of one autoescaped template (every value is text unless it is Markup).
+HTML: Any = (
+    jinja2.Environment(loader=jinja2.PackageLoader("sweep.outputs", "templates"), autoescape=True)
+    .get_template("dashboard.html")
+    .module
+)
 # Words that mark a parameter as the speculative depth, most telling first (SGLang steps, llama.cpp lengths).
 FREE_BUT_UNUSED_GB = 1.0
 
@@ -110,7 +118,7 @@ def numeric_params(frame: pd.DataFrame, shape_params: Sequence[str] = ()) -> lis
 
 
 def _message(title: str, text: str) -> Panel:
-    return Panel(title, html=f"<p class='empty'>{html.escape(text)}</p>")
+    return Panel(title, html=str(HTML.message(text)))
 
 
 def method_groups(frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
@@ -689,9 +697,7 @@ def _sizing_number(facts: LaunchFacts, name: str, combine: Callable[[list[float]
 
 
 def table(headers: list[str], rows: list[list[str]]) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
-    return f"<table><tr>{head}</tr>{body}</table>"
+    return str(HTML.table(headers, rows))
 
 
 def _name(view: TrialView) -> str:
@@ -701,32 +707,17 @@ def _name(view: TrialView) -> str:
 def failures_panel(views: list[TrialView], confirm: list[TrialView]) -> Panel:
     failed = [v for v in (*views, *confirm) if v.state == "FAIL"]
     overridden = [v for v in views if v.record and v.record.facts.overrides]
-    parts = [
-        table(
-            ["trial", "stage", "reason", "flags"],
-            [
-                [
-                    _name(v),
-                    v.record.stage if v.record else Stage.INTERRUPTED,
-                    v.failure,
-                    " ".join(f"{k}={x}" for k, x in (v.record.params if v.record else {}).items()),
-                ]
-                for v in failed
-            ],
-        )
-        if failed
-        else "<p class='empty'>No trial failed.</p>"
+    rows = [
+        [
+            _name(v),
+            v.record.stage if v.record else Stage.INTERRUPTED,
+            v.failure,
+            " ".join(f"{k}={x}" for k, x in (v.record.params if v.record else {}).items()),
+        ]
+        for v in failed
     ]
-    parts.append("<h3>Silent overrides (asked one value, the server used another)</h3>")
-    parts.append(
-        table(
-            ["trial", "override"],
-            [[str(v.number), o] for v in overridden if v.record for o in v.record.facts.overrides],
-        )
-        if overridden
-        else "<p class='empty'>The server used every value as asked.</p>"
-    )
-    return Panel("Failed trials and silent overrides", html="".join(parts))
+    overrides = [[str(v.number), o] for v in overridden if v.record for o in v.record.facts.overrides]
+    return Panel("Failed trials and silent overrides", html=str(HTML.failures(rows, overrides)))
 
 
 def importance_panel(study: optuna.Study) -> Panel:
@@ -767,8 +758,6 @@ def timeline_panel(study: optuna.Study) -> Panel:
 def recommendations_html(
     recs: list[Recommendation], overall: OverallRecommendation | None, warnings: StudyWarnings
 ) -> str:
-    if not recs:
-        return "<p class='empty'>No workload was measured yet.</p>"
     rows = []
     for r in recs:
         tps, base = speed_text(r)
@@ -809,22 +798,12 @@ def recommendations_html(
         "flags",
         "why",
     ]
-    parts = [table(headers, rows)]
     noise = "; ".join(f"{r.workload}: {r.noise.describe()}" for r in recs)
-    parts.append(f"<p>Noise measured in this study: {html.escape(noise)}.</p>")
+    one = None
     if overall is not None:
-        flags = params_text(overall.params)
         gain = f"; worst-case gain {overall.worst_gain:+.0%}" if overall.gains else ""
-        parts.append(
-            f"<p><b>One server for all workloads:</b> trial {overall.trial}: <code>{html.escape(flags)}</code> "
-            f"({html.escape(overall.why)}{gain})</p>"
-        )
-    if warnings.messages:
-        items = "".join(f"<li>{html.escape(m)}</li>" for m in warnings.messages)
-        parts.append(
-            f"<div class='warning'><b>Warnings</b> (verdicts they touch say unreliable or not representative):<ul>{items}</ul></div>"
-        )
-    return "".join(parts)
+        one = {"trial": overall.trial, "flags": params_text(overall.params), "why": overall.why, "gain": gain}
+    return str(HTML.recommendations(headers, rows, noise, one, warnings.messages))
 
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}h2{margin-top:1.6em}
@@ -879,23 +858,18 @@ def build(
         lambda: timeline_panel(study),
     ]
     panels += [make() for make in builders]
-    body = []
+    shown = []
     for i, panel in enumerate(panels):
-        body.append(f"<section data-panel='{i}'><h2>{html.escape(panel.title)}</h2>{panel.html}")
+        figure = ""
         if panel.figure is not None:
             panel.figure.update_layout(template="plotly_white", margin={"t": 40})
-            body.append(figure_html(panel.figure, f"panel-{i}"))
-        body.append("</section>")
+            figure = figure_html(panel.figure, f"panel-{i}")
+        # Markup: each panel's HTML was built escaped, and a figure's JSON by script_json.
+        shown.append({"title": panel.title, "html": Markup(panel.html), "figure": Markup(figure)})
     done = sum(v.state == "COMPLETE" for v in views)
     confirmed = sum(v.state == "COMPLETE" for v in found.confirm)
     summary = f"{len(views)} trials, {done} complete, {sum(v.state == 'FAIL' for v in views)} failed; " + (
         f"{confirmed} confirmation launches" if confirmed else "no confirmation yet: verdicts are unconfirmed"
     )
-    meta = script_json(json.dumps({"study": study_name, "trials": len(views)}))
-    return (
-        f"<!doctype html><html><head><meta charset='utf-8'><title>specsweep: {html.escape(study_name)}</title>"
-        f"<style>{STYLE}</style><script type='text/javascript'>{get_plotlyjs()}</script></head><body>"
-        f"<h1>specsweep study {html.escape(study_name)}</h1><p>{summary}</p><script type='application/json' id='meta'>{meta}</script>"
-        + "".join(body)
-        + "</body></html>"
-    )
+    meta = Markup(script_json(json.dumps({"study": study_name, "trials": len(views)})))
+    return str(HTML.page(study_name, summary, Markup(STYLE), Markup(get_plotlyjs()), meta, shown))
