@@ -41,7 +41,8 @@ from sweep.store import (
     search_records,
     trial_views,
 )
-from sweep.study import Progress, Sweep, TrialFailed
+from sweep.study import Sweep, TrialFailed
+from sweep.trial import Progress
 
 SUFFIX = ":confirm"
 METRIC = "workloads measured"
@@ -180,11 +181,11 @@ class Confirmation:
                 gc_after_trial=False,
                 callbacks=[_stop_when_none_waiting, self._stop_on_write_error],
             )
-        if self.sweep.write_error:
-            raise self.sweep.write_error
+        if self.sweep.trials.write_error:
+            raise self.sweep.trials.write_error
 
     def _stop_on_write_error(self, study: optuna.Study, _trial: optuna.trial.FrozenTrial) -> None:
-        if self.sweep.write_error:
+        if self.sweep.trials.write_error:
             study.stop()
 
     def objective(self, trial: optuna.Trial) -> float:
@@ -201,7 +202,7 @@ class Confirmation:
         trial_dir = self.sweep.paths.run_dir / "confirm" / str(trial.number)
         params = dict(candidate.params)
         record = TrialRecord(trial.number, params, shape=self.sweep.engine.spec_shape(params))
-        record = self.sweep.measure(trial, record, say, trial_dir, workloads)
+        record = self.sweep.trials.measure(trial, record, say, trial_dir, workloads)
         self._durations.append(time.monotonic() - started)
         self._done += 1
         if record.failed:

@@ -3,40 +3,26 @@ Checks before any launch live in `preflight.py`, recovery after a dead driver in
 
 from __future__ import annotations
 
-import asyncio
 import fcntl
 import hashlib
-import json
 import logging
 import time
-import traceback
 import warnings
-from collections.abc import Callable, Sequence
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
-import httpx
 import optuna
 from optuna.trial import TrialState
 
-from sweep import gpu, host
-from sweep.doctor import EngineRules, draft_refusal, sizing
 from sweep.engines import Engine
 from sweep.errors import (
-    LaunchError,
-    ProbeError,
-    SpeculationInactive,
     UserError,
     interrupted_how,
 )
-from sweep.files import write_atomic, write_error
-from sweep.health import NOT_REPRESENTATIVE
-from sweep.probes.runner import Served, probe
-from sweep.probes.workloads import Workload
+from sweep.files import write_error
 from sweep.recovery import driver_identity, recover
-from sweep.results import HostLoad, RequestMeasurement, Stage, TrialRecord
+from sweep.results import Stage, TrialRecord
 from sweep.search import ModelSearch, candidates
-from sweep.server import ServerProcess, free_port
 from sweep.space import SearchKind, Space
 from sweep.store import (
     DRIVER_ATTR,
@@ -53,13 +39,12 @@ from sweep.store import (
     make_storage,
     search_records,
 )
+from sweep.trial import Progress, TrialRunner
 
 # Suggestions in a row that were not launches (already measured, or infeasible for the engine): the space has
 # no untried feasible configuration left, and the sweep stops short of its target.
 IDLE_LIMIT = 40
-EXIT_SETTLE_S = 0.3  # after the last measured answer, how long a server that is exiting has to show it
 
-Progress = Callable[[str], None]
 
 # Heartbeats and metric names are marked experimental; they are what resuming and per-workload objectives use.
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
@@ -169,10 +154,9 @@ class Sweep:
         self.baseline_launch_failure = ""
         self.space_id = space_id(space)  # recorded on every trial: which version of the space file ran it
         self._idle = 0  # suggestions in a row that were not launched
-        self._deadline: float | None = None  # the running trial's end, whatever happens (monotonic)
-        self.gpu_source = gpu.open_source()  # NVML once per run, or why there is no GPU to read
-        self.write_error: UserError | None = None  # a file a trial wrote could not be written: stop after it
-        self._told_degenerate: set[str] = set()  # workloads whose degenerate output was already announced
+        self.trials = TrialRunner(
+            space, engine, paths
+        )  # one trial's life, for the search and the confirmation
 
     def run(self, trials: int | None = None) -> optuna.Study:
         self._target = trials or self.space.trials
@@ -201,8 +185,8 @@ class Sweep:
                 gc_after_trial=False,
                 callbacks=[self._stop_at_target],
             )
-        if self.write_error:
-            raise self.write_error
+        if self.trials.write_error:
+            raise self.trials.write_error
         if self.baseline_launch_failure:
             raise UserError(
                 f"the server exits at start even with speculation off: {self.baseline_launch_failure}",
@@ -226,7 +210,7 @@ class Sweep:
     def _should_stop(self, study: optuna.Study, records: list[TrialRecord]) -> bool:
         """The target reached, a file that cannot be written, nothing untried left, confidence, or the night's
         time spent (each said once, and kept in `stopped_because`)."""
-        if len(finished_trials(study, self.space_id)) >= self._target or self.write_error:
+        if len(finished_trials(study, self.space_id)) >= self._target or self.trials.write_error:
             return True
         reason = ""
         if self._idle >= IDLE_LIMIT:
@@ -307,7 +291,7 @@ class Sweep:
             # Infeasible for the engine: never launched. The sampler learns from the constraint value.
             record.stage = Stage.INFEASIBLE
             record.facts.constraint_violations = dict(violations)
-            self._save(trial, record)
+            self.trials.save(trial, record)
             say(
                 "infeasible combination, not launched: "
                 + ", ".join(f"{k} over by {v:g}" for k, v in violations.items())
@@ -329,9 +313,9 @@ class Sweep:
             self._idle = 0
         except KeyboardInterrupt as exc:
             record.failure, record.stage = f"interrupted {interrupted_how(exc)}", Stage.INTERRUPTED
-            self._save(trial, record)
+            self.trials.save(trial, record)
             raise
-        record = self.measure(trial, record, say, self.paths.trial_dir(record.number))
+        record = self.trials.measure(trial, record, say, self.paths.trial_dir(record.number))
         self._durations.append(time.monotonic() - started)
         if len(self._durations) == 1 and not record.failed:
             say(self._measured_plan(record))
@@ -353,200 +337,6 @@ class Sweep:
         )
         return values
 
-    def measure(
-        self,
-        trial: optuna.Trial,
-        record: TrialRecord,
-        say: Progress,
-        trial_dir: Path,
-        workloads: Sequence[Workload] | None = None,
-    ) -> TrialRecord:
-        """Run the trial and save its record on the Optuna trial and in `trial_dir`, whatever happens."""
-        try:
-            record = self.run_trial(record, say, workloads, trial_dir)
-        except KeyboardInterrupt as exc:
-            record.failure, record.stage = f"interrupted {interrupted_how(exc)}", Stage.INTERRUPTED
-            self._save(trial, record, trial_dir)
-            raise
-        except UserError:
-            raise  # bad input: one line from the CLI, not a trial result
-        except Exception as exc:
-            # A server that answers something unexpected must not end the night: the trial fails, with its
-            # reason here and the traceback in the trial's folder.
-            record.failure, record.stage = f"unexpected {exc.__class__.__name__}: {exc}", Stage.ERROR
-            self._write(trial_dir / "error.txt", traceback.format_exc())
-        self._save(trial, record, trial_dir)
-        return record
-
-    def run_trial(
-        self,
-        record: TrialRecord,
-        say: Progress,
-        workloads: Sequence[Workload] | None = None,
-        trial_dir: Path | None = None,
-    ) -> TrialRecord:
-        """Launch the server with the trial's parameters, probe the workloads, stop it. Where the engine keeps
-        speculative state across requests (an n-gram pool), each workload gets a server of its own."""
-        try:
-            self.engine.check_params(record.params)
-        except UserError as exc:
-            record.failure, record.stage = f"invalid parameters: {exc}", Stage.PARAMS
-            return record
-        if why := draft_refusal(self.engine.setup.model, EngineRules.of(self.engine, record.params)):
-            record.failure, record.stage = f"the draft does not fit the model: {why}", Stage.PARAMS
-            return record
-        workloads = list(workloads or self.space.workloads)
-        trial_dir = trial_dir or self.paths.trial_dir(record.number)
-        self._deadline = time.monotonic() + self.space.probe.trial_timeout_s
-        separate = self.engine.speculative_state_persists(record.params) and len(workloads) > 1
-        groups = [[w] for w in workloads] if separate else [workloads]
-        rows: list[RequestMeasurement] = []
-        loads: list[HostLoad] = []
-        for index, group in enumerate(groups):
-            log = trial_dir / ("server.log" if index == 0 else f"server-{index}.log")
-            if separate:
-                say(f"server {index + 1}/{len(groups)} (speculative state persists across requests)")
-            if not self._launch_and_probe(record, group, log, say, rows, loads, first=index == 0):
-                break
-        self._write(
-            trial_dir / "requests.jsonl",
-            "".join(json.dumps(r.to_dict(), ensure_ascii=False) + "\n" for r in rows),
-        )
-        record.host = host.combine(loads)
-        self._tell_degenerate(record, say)
-        if not record.failed and not any(s.status == "ok" for s in record.workloads.values()):
-            # No workload has a number: a trial at 0 t/s would teach the sampler a speed nobody measured.
-            first = next(iter(record.workloads.values()), None)
-            reason = f"{first.workload}: {first.reason}" if first else "nothing was measured"
-            record.failure, record.stage = f"no workload was measured ({reason})", Stage.PROBE
-        return record
-
-    def _tell_degenerate(self, record: TrialRecord, say: Progress) -> None:
-        """Say at once, not in the morning, where a workload's answers are not text (first launch only)."""
-        for key, summary in record.workloads.items():
-            health = summary.output_health
-            if health is None or health.healthy or key in self._told_degenerate:
-                continue
-            self._told_degenerate.add(key)
-            who = "speculation off" if not self.engine.wants_speculation(record.params) else "this launch"
-            say(
-                f"WARNING {key} ({summary.form} form): {health.describe()} with {who}: {NOT_REPRESENTATIVE}; "
-                "its verdict will be marked not representative (see requests.jsonl)"
-            )
-
-    def _launch_and_probe(
-        self,
-        record: TrialRecord,
-        workloads: list[Workload],
-        log: Path,
-        say: Progress,
-        rows: list[RequestMeasurement],
-        loads: list[HostLoad],
-        first: bool,
-    ) -> bool:
-        """One server: launch, check, probe `workloads` into the record. False when the trial failed."""
-        host_name = self.engine.setup.host
-        port = self.space.server.port or free_port(host_name)
-        argv = self.engine.argv(record.params, port)
-        base_url = f"http://{host_name}:{port}"
-        if first:
-            record.argv = argv  # known before the launch: an interrupted trial still says what it ran
-        server = ServerProcess(argv, log, self.engine.env(), self.engine.exit_reason, self.paths.registry)
-        watch = gpu.GpuWatch(self.gpu_source, lambda: host.group_pids(server.pid))
-        watch.before_launch()
-        measured = self._serve(server, record, workloads, base_url, say, rows, loads, first, watch)
-        record.gpu = gpu.combine(record.gpu, watch.use())
-        if server.log_error:
-            record.facts.log_lost = server.log_error
-            self.write_error = self.write_error or write_error(log, server.log_error)
-        if server.exited_early is not None and not record.failed:
-            # Whatever the probe saw, numbers from a server that died before the trial ended are not kept.
-            record.failure = f"the server exited (code {server.exited_early}) before the trial ended: {server.exit_reason()}"
-            record.stage = Stage.PROBE
-        return measured and not record.failed
-
-    def _serve(
-        self,
-        server: ServerProcess,
-        record: TrialRecord,
-        workloads: list[Workload],
-        base_url: str,
-        say: Progress,
-        rows: list[RequestMeasurement],
-        loads: list[HostLoad],
-        first: bool,
-        watch: gpu.GpuWatch,
-    ) -> bool:
-        with server:
-            try:
-                startup = server.wait_ready(
-                    base_url + self.engine.health_path(), self.space.server.startup_timeout
-                )
-                server.await_line(self.engine.ready_marker)
-                facts = self.engine.launch_facts(server.log_text())
-                facts.startup_s = round(startup, 2)
-                kv_dtype = self.engine.kv_cache_dtype(record.params)
-                rules = EngineRules.of(self.engine, record.params)
-                found = sizing(
-                    self.engine.setup.model,
-                    kv_dtype,
-                    facts,
-                    rules,
-                    self.engine.wants_speculation(record.params),
-                )
-                if found is not None:
-                    facts.sizing = found
-                if first:
-                    record.facts = facts  # filled in further by inspect_running, kept when it raises
-                with httpx.Client(base_url=base_url, timeout=30.0) as client:
-                    self.engine.inspect_running(client, facts, record.params, server.log_text())
-            except SpeculationInactive as exc:
-                record.failure, record.stage = str(exc), Stage.SPECULATION
-                return False
-            except LaunchError as exc:
-                record.facts = self.engine.launch_facts(server.log_text())
-                record.failure, record.stage = str(exc), Stage.LAUNCH
-                return False
-            except httpx.HTTPError as exc:
-                record.failure, record.stage = self._lost_server(server, exc), Stage.LAUNCH
-                return False
-            say(f"ready in {startup:.1f} s; probing")
-            watch.at_ready()
-            try:
-                with watch:
-                    result = asyncio.run(
-                        probe(
-                            base_url,
-                            self.engine,
-                            workloads,
-                            self.space.probe,
-                            say,
-                            watch=host.watcher(server.pid),
-                            deadline=self._deadline,
-                            served=Served(facts.chat_template, facts.chat_template_source),
-                        )
-                    )
-            except httpx.HTTPError as exc:
-                record.failure, record.stage = self._lost_server(server, exc), Stage.PROBE
-                return False
-            except ProbeError as exc:
-                record.failure, record.stage = str(exc), Stage.PROBE
-                return False
-            loads += [s.host for s in result.summaries.values() if s.host is not None]
-            record.workloads.update(result.summaries)
-            rows += result.requests
-            # A server that dies on its last answer has not survived the trial: give an exit already under
-            # way its moment to show (stop() records it), rather than racing it.
-            server.exited_within(EXIT_SETTLE_S)
-        return True
-
-    @staticmethod
-    def _lost_server(server: ServerProcess, exc: Exception) -> str:
-        time.sleep(0.5)  # a dying server closes its socket a moment before it exits
-        if server.returncode is not None:
-            return f"server died while probing: {server.exit_reason()}"
-        return f"server stopped answering while probing ({exc.__class__.__name__}: {exc})"
-
     def _latency_over(self, record: TrialRecord) -> dict[str, float]:
         """Per latency limit, the worst excess over the objective's workloads (<= 0: met on all of them)."""
         limits = self.space.latency_limits
@@ -567,20 +357,6 @@ class Sweep:
             if other.user_attrs.get(RECORD_ATTR, {}).get("params") == params:
                 return other
         return None
-
-    def _save(self, trial: optuna.Trial, record: TrialRecord, trial_dir: Path | None = None) -> None:
-        """The record goes into the study first: a file that cannot be written (a full disk) does not turn a
-        measured trial into a failure; the sweep stops after the trial with one line saying why."""
-        data = record.to_dict()
-        trial.set_user_attr(RECORD_ATTR, data)
-        trial_dir = trial_dir or self.paths.trial_dir(record.number)
-        self._write(trial_dir / "record.json", json.dumps(data, indent=2, ensure_ascii=False))
-
-    def _write(self, path: Path, text: str) -> None:
-        try:
-            write_atomic(path, text)
-        except UserError as exc:
-            self.write_error = self.write_error or exc
 
     def _measured_plan(self, record: TrialRecord) -> str:
         """After this run's first launch: the wall time the rest takes at what that launch took (`specsweep plan`

@@ -157,7 +157,7 @@ def test_the_exported_schedule_launches_and_keeps_each_concurrencys_best(swept: 
     engine.prepare()
     sweep = Sweep(space, engine, StudyPaths.for_study("check", swept / "runs", None), lambda _m: None)
     params = document["sglang"]["params"]
-    record = sweep.run_trial(TrialRecord(0, params), lambda _m: None, trial_dir=swept / "check")
+    record = sweep.trials.run(TrialRecord(0, params), lambda _m: None, trial_dir=swept / "check")
     assert not record.failed, record.failure
     log = (swept / "check" / "server.log").read_text()
     assert "AdaptiveSpeculativeParams initialized" in log
@@ -171,7 +171,7 @@ def test_the_exported_schedule_launches_and_keeps_each_concurrencys_best(swept: 
     for number in sorted({step.trial for step in steps}):
         record_of = views[number].record
         assert record_of is not None
-        again = sweep.run_trial(
+        again = sweep.trials.run(
             TrialRecord(number, dict(record_of.params)), lambda _m: None, trial_dir=swept / f"fixed-{number}"
         )
         assert not again.failed, again.failure

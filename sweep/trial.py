@@ -1,0 +1,262 @@
+"""One trial's life: its parameters checked, the draft held against the model, one server per group of
+workloads launched, its facts and sizing read, the workloads probed, the server stopped and the record saved
+(on the Optuna trial and in the trial's folder), whatever happens. The study loop (`study.py`), the
+confirmation (`confirm.py`) and `ab` run every launch through it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import httpx
+import optuna
+
+from sweep import gpu, host
+from sweep.doctor import EngineRules, draft_refusal, sizing
+from sweep.engines import Engine
+from sweep.errors import (
+    LaunchError,
+    ProbeError,
+    SpeculationInactive,
+    UserError,
+    interrupted_how,
+)
+from sweep.files import write_atomic, write_error
+from sweep.health import NOT_REPRESENTATIVE
+from sweep.probes.runner import Served, probe
+from sweep.probes.workloads import Workload
+from sweep.results import HostLoad, RequestMeasurement, Stage, TrialRecord
+from sweep.server import ServerProcess, free_port
+from sweep.space import Space
+from sweep.store import RECORD_ATTR, StudyPaths
+
+EXIT_SETTLE_S = 0.3  # after the last measured answer, how long a server that is exiting has to show it
+
+Progress = Callable[[str], None]
+
+
+class TrialRunner:
+    """Runs trials of one study's space on one engine: one call per trial (`measure`), one engine call per
+    phase. Holds what lasts across trials: the GPU source, the workloads already said to be degenerate, and a
+    file that could not be written (the driver stops after the trial)."""
+
+    def __init__(self, space: Space, engine: Engine, paths: StudyPaths) -> None:
+        self.space, self.engine, self.paths = space, engine, paths
+        self._deadline: float | None = None  # the running trial's end, whatever happens (monotonic)
+        self.gpu_source = gpu.open_source()  # NVML once per run, or why there is no GPU to read
+        self.write_error: UserError | None = None  # a file a trial wrote could not be written: stop after it
+        self._told_degenerate: set[str] = set()  # workloads whose degenerate output was already announced
+
+    def measure(
+        self,
+        trial: optuna.Trial,
+        record: TrialRecord,
+        say: Progress,
+        trial_dir: Path,
+        workloads: Sequence[Workload] | None = None,
+    ) -> TrialRecord:
+        """Run the trial and save its record on the Optuna trial and in `trial_dir`, whatever happens."""
+        try:
+            record = self.run(record, say, workloads, trial_dir)
+        except KeyboardInterrupt as exc:
+            record.failure, record.stage = f"interrupted {interrupted_how(exc)}", Stage.INTERRUPTED
+            self.save(trial, record, trial_dir)
+            raise
+        except UserError:
+            raise  # bad input: one line from the CLI, not a trial result
+        except Exception as exc:
+            # A server that answers something unexpected must not end the night: the trial fails, with its
+            # reason here and the traceback in the trial's folder.
+            record.failure, record.stage = f"unexpected {exc.__class__.__name__}: {exc}", Stage.ERROR
+            self.write(trial_dir / "error.txt", traceback.format_exc())
+        self.save(trial, record, trial_dir)
+        return record
+
+    def run(
+        self,
+        record: TrialRecord,
+        say: Progress,
+        workloads: Sequence[Workload] | None = None,
+        trial_dir: Path | None = None,
+    ) -> TrialRecord:
+        """Launch the server with the trial's parameters, probe the workloads, stop it. Where the engine keeps
+        speculative state across requests (an n-gram pool), each workload gets a server of its own."""
+        try:
+            self.engine.check_params(record.params)
+        except UserError as exc:
+            record.failure, record.stage = f"invalid parameters: {exc}", Stage.PARAMS
+            return record
+        rules = EngineRules.of(self.engine, record.params)  # once a trial: the draft check and the sizing
+        if why := draft_refusal(self.engine.setup.model, rules):
+            record.failure, record.stage = f"the draft does not fit the model: {why}", Stage.PARAMS
+            return record
+        workloads = list(workloads or self.space.workloads)
+        trial_dir = trial_dir or self.paths.trial_dir(record.number)
+        self._deadline = time.monotonic() + self.space.probe.trial_timeout_s
+        separate = self.engine.speculative_state_persists(record.params) and len(workloads) > 1
+        groups = [[w] for w in workloads] if separate else [workloads]
+        rows: list[RequestMeasurement] = []
+        loads: list[HostLoad] = []
+        for index, group in enumerate(groups):
+            log = trial_dir / ("server.log" if index == 0 else f"server-{index}.log")
+            if separate:
+                say(f"server {index + 1}/{len(groups)} (speculative state persists across requests)")
+            if not self._launch_and_probe(record, group, log, say, rows, loads, rules, first=index == 0):
+                break
+        self.write(
+            trial_dir / "requests.jsonl",
+            "".join(json.dumps(r.to_dict(), ensure_ascii=False) + "\n" for r in rows),
+        )
+        record.host = host.combine(loads)
+        self._tell_degenerate(record, say)
+        if not record.failed and not any(s.status == "ok" for s in record.workloads.values()):
+            # No workload has a number: a trial at 0 t/s would teach the sampler a speed nobody measured.
+            first = next(iter(record.workloads.values()), None)
+            reason = f"{first.workload}: {first.reason}" if first else "nothing was measured"
+            record.failure, record.stage = f"no workload was measured ({reason})", Stage.PROBE
+        return record
+
+    def _tell_degenerate(self, record: TrialRecord, say: Progress) -> None:
+        """Say at once, not in the morning, where a workload's answers are not text (first launch only)."""
+        for key, summary in record.workloads.items():
+            health = summary.output_health
+            if health is None or health.healthy or key in self._told_degenerate:
+                continue
+            self._told_degenerate.add(key)
+            who = "speculation off" if not self.engine.wants_speculation(record.params) else "this launch"
+            say(
+                f"WARNING {key} ({summary.form} form): {health.describe()} with {who}: {NOT_REPRESENTATIVE}; "
+                "its verdict will be marked not representative (see requests.jsonl)"
+            )
+
+    def _launch_and_probe(
+        self,
+        record: TrialRecord,
+        workloads: list[Workload],
+        log: Path,
+        say: Progress,
+        rows: list[RequestMeasurement],
+        loads: list[HostLoad],
+        rules: EngineRules,
+        first: bool,
+    ) -> bool:
+        """One server: launch, check, probe `workloads` into the record. False when the trial failed."""
+        host_name = self.engine.setup.host
+        port = self.space.server.port or free_port(host_name)
+        argv = self.engine.argv(record.params, port)
+        base_url = f"http://{host_name}:{port}"
+        if first:
+            record.argv = argv  # known before the launch: an interrupted trial still says what it ran
+        server = ServerProcess(argv, log, self.engine.env(), self.engine.exit_reason, self.paths.registry)
+        watch = gpu.GpuWatch(self.gpu_source, lambda: host.group_pids(server.pid))
+        watch.before_launch()
+        measured = self._serve(server, record, workloads, base_url, say, rows, loads, rules, first, watch)
+        record.gpu = gpu.combine(record.gpu, watch.use())
+        if server.log_error:
+            record.facts.log_lost = server.log_error
+            self.write_error = self.write_error or write_error(log, server.log_error)
+        if server.exited_early is not None and not record.failed:
+            # Whatever the probe saw, numbers from a server that died before the trial ended are not kept.
+            record.failure = f"the server exited (code {server.exited_early}) before the trial ended: {server.exit_reason()}"
+            record.stage = Stage.PROBE
+        return measured and not record.failed
+
+    def _serve(
+        self,
+        server: ServerProcess,
+        record: TrialRecord,
+        workloads: list[Workload],
+        base_url: str,
+        say: Progress,
+        rows: list[RequestMeasurement],
+        loads: list[HostLoad],
+        rules: EngineRules,
+        first: bool,
+        watch: gpu.GpuWatch,
+    ) -> bool:
+        with server:
+            try:
+                startup = server.wait_ready(
+                    base_url + self.engine.health_path(), self.space.server.startup_timeout
+                )
+                server.await_line(self.engine.ready_marker)
+                facts = self.engine.launch_facts(server.log_text())
+                facts.startup_s = round(startup, 2)
+                kv_dtype = self.engine.kv_cache_dtype(record.params)
+                found = sizing(
+                    self.engine.setup.model,
+                    kv_dtype,
+                    facts,
+                    rules,
+                    self.engine.wants_speculation(record.params),
+                )
+                if found is not None:
+                    facts.sizing = found
+                if first:
+                    record.facts = facts  # filled in further by inspect_running, kept when it raises
+                with httpx.Client(base_url=base_url, timeout=30.0) as client:
+                    self.engine.inspect_running(client, facts, record.params, server.log_text())
+            except SpeculationInactive as exc:
+                record.failure, record.stage = str(exc), Stage.SPECULATION
+                return False
+            except LaunchError as exc:
+                record.facts = self.engine.launch_facts(server.log_text())
+                record.failure, record.stage = str(exc), Stage.LAUNCH
+                return False
+            except httpx.HTTPError as exc:
+                record.failure, record.stage = self._lost_server(server, exc), Stage.LAUNCH
+                return False
+            say(f"ready in {startup:.1f} s; probing")
+            watch.at_ready()
+            try:
+                with watch:
+                    result = asyncio.run(
+                        probe(
+                            base_url,
+                            self.engine,
+                            workloads,
+                            self.space.probe,
+                            say,
+                            watch=host.watcher(server.pid),
+                            deadline=self._deadline,
+                            served=Served(facts.chat_template, facts.chat_template_source),
+                        )
+                    )
+            except httpx.HTTPError as exc:
+                record.failure, record.stage = self._lost_server(server, exc), Stage.PROBE
+                return False
+            except ProbeError as exc:
+                record.failure, record.stage = str(exc), Stage.PROBE
+                return False
+            loads += [s.host for s in result.summaries.values() if s.host is not None]
+            record.workloads.update(result.summaries)
+            rows += result.requests
+            # A server that dies on its last answer has not survived the trial: give an exit already under
+            # way its moment to show (stop() records it), rather than racing it.
+            server.exited_within(EXIT_SETTLE_S)
+        return True
+
+    @staticmethod
+    def _lost_server(server: ServerProcess, exc: Exception) -> str:
+        time.sleep(0.5)  # a dying server closes its socket a moment before it exits
+        if server.returncode is not None:
+            return f"server died while probing: {server.exit_reason()}"
+        return f"server stopped answering while probing ({exc.__class__.__name__}: {exc})"
+
+    def save(self, trial: optuna.Trial, record: TrialRecord, trial_dir: Path | None = None) -> None:
+        """The record goes into the study first: a file that cannot be written (a full disk) does not turn a
+        measured trial into a failure; the sweep stops after the trial with one line saying why."""
+        data = record.to_dict()
+        trial.set_user_attr(RECORD_ATTR, data)
+        trial_dir = trial_dir or self.paths.trial_dir(record.number)
+        self.write(trial_dir / "record.json", json.dumps(data, indent=2, ensure_ascii=False))
+
+    def write(self, path: Path, text: str) -> None:
+        try:
+            write_atomic(path, text)
+        except UserError as exc:
+            self.write_error = self.write_error or exc
