@@ -371,11 +371,12 @@ class LaunchFacts:
             **data,
         }
         names = {f.name for f in dataclasses.fields(cls)}
-        facts = cls(**{k: v for k, v in data.items() if k in names})
-        facts.graph_captures = [GraphCapture(**c) for c in data.get("graph_captures") or []]
-        facts.capture_oom = CaptureOom(**data["capture_oom"]) if data.get("capture_oom") else None
-        facts.sizing = [Finding(**f) for f in data.get("sizing") or []]
-        return facts
+        fields = {k: v for k, v in data.items() if k in names}
+        # The nested records are typed before the facts are made, never stored as plain dicts.
+        fields["graph_captures"] = [GraphCapture(**c) for c in data.get("graph_captures") or []]
+        fields["capture_oom"] = CaptureOom(**data["capture_oom"]) if data.get("capture_oom") else None
+        fields["sizing"] = [Finding(**f) for f in data.get("sizing") or []]
+        return cls(**fields)
 
 
 class DraftKind(StrEnum):

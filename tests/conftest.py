@@ -95,11 +95,12 @@ def postgres_url() -> Iterator[str]:
         )
 
 
-# The fast lane (`make check`) runs the tests that start no process and take no long read; a test that starts one
+# The fast lane (`make check`) runs the tests that start no process and read no release. A test that starts one
 # (llama-server, the simulator, PostgreSQL, Chromium, the CLI as a child), itself or through a fixture, is marked
-# `server` (and one that reads the SGLang release's source, which pip downloads, `release`). The guard keeps the marks true: from the setup of an unmarked test's fixtures to its teardown, a
-# process start is refused (as the OS refuses one, so a server thread never hangs) and the test fails, naming the
-# mark it needs. Under `make test` a module's shared fixture may already be up; `make check` runs it unmarked.
+# `server`; one that reads the SGLang release's source (which pip downloads) is marked `release`. The guard keeps
+# the marks true: from the setup of an unmarked test's fixtures to its teardown, a process start is refused (as
+# the OS refuses one, so a server thread never hangs) and the test fails, naming the mark it needs. Under `make
+# test` a module's shared fixture may already be up; `make check` runs it unmarked.
 STARTED = pytest.StashKey[list[str]]()
 
 
