@@ -46,7 +46,7 @@ from replay import confirmed_pair, drive, measured_tps, pick, quantiles
 from sweep.engines import Engine
 from sweep.preflight import build_engine
 from sweep.results import Spread, TrialRecord, WorkloadSummary
-from sweep.search import candidates, favourites, launch_key
+from sweep.search import ModelSearch, candidates, launch_key
 from sweep.space import SearchKind, parse_space
 from sweep.store import search_records
 
@@ -201,7 +201,7 @@ def main() -> int:
             pairs: dict[str, list[float]] = {k: [] for k in KEYS}
             for seed in range(args.replays):
                 records = drive(kind, space, engine, pool.items, args.launches, seed, launch)
-                favoured = favourites(space, engine, records) if kind is SearchKind.MODEL else {}
+                favoured = ModelSearch(space, pool).favourites(records) if kind is SearchKind.MODEL else {}
                 for key in KEYS:
                     shares[key].append(truth.share(pick(records, key), key))
                     pairs[key].append(
@@ -221,7 +221,7 @@ def main() -> int:
             for seed in range(args.seeds):
                 found, wall = sweep(tmp / f"{kind.value}-{seed}", args.launches, kind.value, seed + 1)
                 walls.setdefault(kind.value, []).append(wall)
-                favoured = favourites(space, engine, found) if kind is SearchKind.MODEL else {}
+                favoured = ModelSearch(space, pool).favourites(found) if kind is SearchKind.MODEL else {}
                 cells = [
                     f"{truth.share(pick(found, k), k):.1%}, pair "
                     f"{max(truth.share(r, k) for r in confirmed_pair(found, k, favoured)):.1%}"

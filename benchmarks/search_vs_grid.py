@@ -35,7 +35,7 @@ from replay import confirmed_pair, drive, ranked
 
 from sweep.engines import ServerSetup, SGLangEngine
 from sweep.results import Spread, Stage, TrialRecord, WorkloadSummary
-from sweep.search import candidates, favourites
+from sweep.search import ModelSearch, candidates
 from sweep.sim.flags import build_parser, normalize
 from sweep.sim.model import StartupFailure, StepModel
 from sweep.sim.profile import PROFILES, Profile
@@ -245,7 +245,7 @@ def main() -> int:
                     records = [r for r in records if r.stage != Stage.INFEASIBLE]
                 else:
                     records = drive(kind, space, engine, pool.items, launches, seed, truth.launch)
-                favoured = favourites(space, engine, records) if kind is SearchKind.MODEL else {}
+                favoured = ModelSearch(space, pool).favourites(records) if kind is SearchKind.MODEL else {}
                 for key in space.objective_names:
                     measured = ranked(records, key)
                     best_true = max(grid_best[key], truth.tps(baseline, key))

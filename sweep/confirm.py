@@ -9,6 +9,7 @@ configurations of its own.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import optuna
 from optuna.trial import TrialState
@@ -25,8 +26,8 @@ from sweep.analysis import (
 )
 from sweep.recovery import driver_identity, recover
 from sweep.results import TrialRecord
-from sweep.search import favourites
-from sweep.space import SearchKind
+from sweep.search import ModelSearch
+from sweep.space import ConfirmSettings, SearchKind
 from sweep.store import (
     BASELINE,
     DRIVER_ATTR,
@@ -35,14 +36,15 @@ from sweep.store import (
     ROUND_ATTR,
     SET_ATTR,
     Phase,
+    StudyPaths,
     TrialView,
     is_result,
     make_storage,
     search_records,
     trial_views,
 )
-from sweep.study import Sweep, TrialFailed
-from sweep.trial import Progress
+from sweep.study import TrialFailed
+from sweep.trial import Progress, TrialRunner
 
 SUFFIX = ":confirm"
 METRIC = "workloads measured"
@@ -52,10 +54,10 @@ def confirm_study_name(study: str) -> str:
     return study + SUFFIX
 
 
-def open_confirm_study(sweep: Sweep, name: str | None = None) -> optuna.Study:
+def open_confirm_study(paths: StudyPaths, name: str | None = None) -> optuna.Study:
     study = optuna.create_study(
-        study_name=name or confirm_study_name(sweep.paths.name),
-        storage=make_storage(sweep.paths.storage_url),
+        study_name=name or confirm_study_name(paths.name),
+        storage=make_storage(paths.storage_url),
         directions=["maximize"],
         load_if_exists=True,
     )
@@ -80,10 +82,18 @@ def slots(plan: list[Candidate], rounds: int) -> list[tuple[int, Candidate]]:
 class Confirmation:
     """Launches the plan's configurations `rounds` times each, interleaved, into the companion study; then one
     more round at a time, up to `max_rounds`, for the configurations whose verdict against `reference` is
-    still open (see `Comparison.settled`), with the reference launched beside them."""
+    still open (see `Comparison.settled`), with the reference launched beside them. Launches run through the
+    study's `TrialRunner`; `time_left` is the budget's (None: no budget)."""
 
-    def __init__(self, sweep: Sweep, study_name: str | None = None, reference: str = BASELINE) -> None:
-        self.sweep = sweep
+    def __init__(
+        self,
+        trials: TrialRunner,
+        progress: Progress,
+        study_name: str | None = None,
+        reference: str = BASELINE,
+        time_left: Callable[[], float | None] = lambda: None,
+    ) -> None:
+        self.trials, self.progress, self.time_left = trials, progress, time_left
         self.study_name = study_name
         self.reference = reference
         self._plan: dict[str, Candidate] = {}
@@ -92,8 +102,8 @@ class Confirmation:
         self._durations: list[float] = []
 
     def run(self, plan: list[Candidate], rounds: int, max_rounds: int | None = None) -> optuna.Study:
-        study = open_confirm_study(self.sweep, self.study_name)
-        recover(study, self.sweep.paths.registry, self.sweep.progress)
+        study = open_confirm_study(self.trials.paths, self.study_name)
+        recover(study, self.trials.paths.registry, self.progress)
         set_id = plan_id(plan, rounds)
         self._plan = {c.label: c for c in plan}
         self._launch(study, set_id, slots(plan, rounds))
@@ -104,14 +114,14 @@ class Confirmation:
                 break
             extra = [(round_, c) for c in (self._plan[self.reference], *open_)]
             if not self._fits(len(extra)):
-                self.sweep.progress(
+                self.progress(
                     f"confirmation: no round {round_ + 1}: the budget's time left is less than its "
                     f"{len(extra)} launches take; verdicts still open stay open"
                 )
                 break
             if self._missing(study, set_id, extra):
                 labels = ", ".join(c.label for c in open_)
-                self.sweep.progress(
+                self.progress(
                     f"confirmation: round {round_ + 1} for {labels} (their verdicts are still open)"
                 )
             self._launch(study, set_id, extra)
@@ -119,13 +129,13 @@ class Confirmation:
 
     def _fits(self, launches: int) -> bool:
         """Whether `--budget` (if any) has room for `launches` more, at this confirmation's time per launch."""
-        left = self.sweep.time_left()
+        left = self.time_left()
         if left is None or not self._durations:
             return True
         return left >= launches * sum(self._durations) / len(self._durations)
 
     def _settled(self, views: list[TrialView], candidate: Candidate) -> bool:
-        min_gain = self.sweep.space.confirm.min_gain
+        min_gain = self.trials.space.confirm.min_gain
         for key in candidate.workloads:
             labels = (candidate.label, self.reference)
             used = quiet_views(views, labels, key)
@@ -181,11 +191,11 @@ class Confirmation:
                 gc_after_trial=False,
                 callbacks=[_stop_when_none_waiting, self._stop_on_write_error],
             )
-        if self.sweep.trials.write_error:
-            raise self.sweep.trials.write_error
+        if self.trials.write_error:
+            raise self.trials.write_error
 
     def _stop_on_write_error(self, study: optuna.Study, _trial: optuna.trial.FrozenTrial) -> None:
-        if self.sweep.trials.write_error:
+        if self.trials.write_error:
             study.stop()
 
     def objective(self, trial: optuna.Trial) -> float:
@@ -198,11 +208,10 @@ class Confirmation:
         trial.set_user_attr(DRIVER_ATTR, driver_identity())
         say = self._sayer(candidate, int(trial.user_attrs.get(ROUND_ATTR, 0)), started)
         say(" ".join(f"{k}={v}" for k, v in candidate.params.items()))
-        workloads = [w for w in self.sweep.space.workloads if w.key in candidate.workloads]
-        trial_dir = self.sweep.paths.run_dir / "confirm" / str(trial.number)
-        params = dict(candidate.params)
-        record = TrialRecord(trial.number, params, shape=self.sweep.engine.spec_shape(params))
-        record = self.sweep.trials.measure(trial, record, say, trial_dir, workloads)
+        workloads = [w for w in self.trials.space.workloads if w.key in candidate.workloads]
+        trial_dir = self.trials.paths.run_dir / "confirm" / str(trial.number)
+        record = TrialRecord(trial.number, dict(candidate.params))  # its shape from the engine's plan
+        record = self.trials.measure(trial, record, say, trial_dir, workloads)
         self._durations.append(time.monotonic() - started)
         self._done += 1
         if record.failed:
@@ -224,7 +233,7 @@ class Confirmation:
                 per = sum(self._durations) / len(self._durations)
                 left = max(0, self._total - index - 1) * per + max(0.0, per - (time.monotonic() - started))
                 eta = f" · ETA {int(left // 60)}m{int(left % 60):02d}s"
-            self.sweep.progress(
+            self.progress(
                 f"[confirm {index + 1}/{self._total}{eta}] {candidate.label} (round {round_ + 1}): {message}"
             )
 
@@ -237,21 +246,29 @@ def _stop_when_none_waiting(study: optuna.Study, _trial: optuna.trial.FrozenTria
 
 
 def confirm_search(
-    sweep: Sweep, search: optuna.Study, top: int, rounds: int, max_rounds: int | None = None
+    trials: TrialRunner,
+    search: optuna.Study,
+    settings: ConfirmSettings,
+    progress: Progress,
+    time_left: Callable[[], float | None] = lambda: None,
+    model: ModelSearch | None = None,
 ) -> optuna.Study | None:
-    """Confirm a search: its best candidates per workload and its one-for-all pick, against the baseline."""
-    min_gain = sweep.space.confirm.min_gain
-    favoured = (
-        favourites(sweep.space, sweep.engine, search_records(search))
-        if sweep.space.search is SearchKind.MODEL
-        else None
+    """Confirm a search: its `settings.top` candidates per workload and its one-for-all pick, against the
+    baseline, `settings.launches` times each (up to `settings.max_launches` where a verdict stays open). A
+    model search's favourites join them (from `model`, the search's own where the command ran one)."""
+    space = trials.space
+    favoured = None
+    if space.search is SearchKind.MODEL:
+        favoured = (model or ModelSearch.of(space, trials.engine)).favourites(search_records(search))
+    plan = confirmation_plan(
+        trial_views(search), settings.top, settings.min_gain, dict(space.latency_limits), favoured
     )
-    plan = confirmation_plan(trial_views(search), top, min_gain, dict(sweep.space.latency_limits), favoured)
+    rounds, most = settings.launches, max(settings.launches, settings.max_launches)
     if not plan or rounds < 2:
-        sweep.progress("confirmation: nothing to confirm (no completed baseline and candidate)")
+        progress("confirmation: nothing to confirm (no completed baseline and candidate)")
         return None
-    sweep.progress(
+    progress(
         f"confirmation: {len(plan)} configurations ({', '.join(c.label for c in plan)}) x {rounds} launches, "
-        f"interleaved (up to {max(rounds, max_rounds or rounds)} where a verdict stays open)"
+        f"interleaved (up to {most} where a verdict stays open)"
     )
-    return Confirmation(sweep).run(plan, rounds, max_rounds)
+    return Confirmation(trials, progress, time_left=time_left).run(plan, rounds, most)

@@ -1,10 +1,10 @@
 """The best draft depth per concurrency: what to put in an engine's depth schedule.
 
 A space that measures one workload at several stream counts (`streams: [1, 2, 4, 8]`) gives, for every launched
-configuration, a speed at each concurrency. The schedule keeps the speculative method of the best chain at the
-lowest concurrency (SGLang's adaptive speculation runs chains only: top-k 1, draft tokens = steps + 1) and picks,
-per stream count, the depth of that method whose measured decode t/s is highest there, or 0 (speculation off)
-where the baseline is fastest. Speeds are the search's measurements (one launch each); `specsweep confirm`
+configuration, a speed at each concurrency. The schedule keeps the speculative method of the best configuration
+the engine's schedule can run (`Engine.schedule_runs`: SGLang's adaptive speculation runs chains only) at the
+lowest concurrency and picks, per stream count, the depth of that method whose measured decode t/s is highest
+there, or 0 (speculation off) where the baseline is fastest. Speeds are the search's measurements (one launch each); `specsweep confirm`
 checks the picks one by one, and the exported schedule can be launched and measured as a whole.
 """
 
@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from sweep.analysis import decode_median
 from sweep.probes.workloads import Workload
+from sweep.results import SpecShape
 from sweep.store import TrialView, complete_views
 
 
@@ -42,7 +43,7 @@ class ScheduleStep:
 class DepthSchedule:
     family: str  # the workload without its stream count
     method: str
-    params: dict[str, object]  # the lowest concurrency's best chain: the launch the schedule extends
+    params: dict[str, object]  # the lowest concurrency's best runnable launch: what the schedule extends
     steps: tuple[ScheduleStep, ...]
 
     def depth_at(self, batch: int) -> int:
@@ -54,19 +55,22 @@ class DepthSchedule:
         return chosen
 
 
-def _chains(views: list[TrialView], method: str | None) -> list[TrialView]:
+ScheduleRuns = Callable[[SpecShape], bool]  # whether the engine's schedule can run a measured shape
+
+
+def _runnable(views: list[TrialView], runs: ScheduleRuns, method: str | None) -> list[TrialView]:
     return [
         v
         for v in complete_views(views)
-        if v.record
-        and v.record.shape
-        and v.record.shape.width == 1
-        and method in (None, v.record.shape.method)
+        if v.record and v.record.shape and runs(v.record.shape) and method in (None, v.record.shape.method)
     ]
 
 
-def depth_schedules(views: list[TrialView], workloads: Sequence[Workload]) -> list[DepthSchedule]:
-    """One schedule per workload family measured at two or more stream counts, where a chain was measured."""
+def depth_schedules(
+    views: list[TrialView], workloads: Sequence[Workload], runs: ScheduleRuns
+) -> list[DepthSchedule]:
+    """One schedule per workload family measured at two or more stream counts, where a configuration the
+    engine's schedule can run (`runs`) was measured."""
     families: dict[str, list[Workload]] = {}
     for workload in workloads:
         families.setdefault(workload.family, []).append(workload)
@@ -77,7 +81,7 @@ def depth_schedules(views: list[TrialView], workloads: Sequence[Workload]) -> li
         if len(members) < 2:
             continue
         lowest = members[0].key
-        ranked = [(decode_median(v, lowest) or 0.0, v) for v in _chains(views, None)]
+        ranked = [(decode_median(v, lowest) or 0.0, v) for v in _runnable(views, runs, None)]
         if not ranked:
             continue
         _, first = max(ranked, key=lambda pair: pair[0])
@@ -87,7 +91,7 @@ def depth_schedules(views: list[TrialView], workloads: Sequence[Workload]) -> li
         for workload in members:
             base = decode_median(baseline, workload.key) if baseline else None
             best_tps, best = max(
-                ((decode_median(v, workload.key) or 0.0, v) for v in _chains(views, method)),
+                ((decode_median(v, workload.key) or 0.0, v) for v in _runnable(views, runs, method)),
                 key=lambda p: p[0],
             )
             assert best.record is not None and best.record.shape is not None

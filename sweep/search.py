@@ -80,7 +80,7 @@ def candidates(space: Space, engine: Engine, limit: int = GRID_LIMIT) -> Candida
         if key in items:
             duplicates += 1
             continue
-        items[key] = Candidate(swept, params, engine.spec_shape(params))
+        items[key] = Candidate(swept, params, plan.shape)
     return Candidates(
         list(items.values()), min(len(grid), limit), infeasible, invalid, duplicates, len(grid) > limit
     )
@@ -114,25 +114,33 @@ class Proposal:
 
 @dataclass
 class ModelSearch:
-    """Ranks untried candidates against the launches so far (records of complete and failed trials)."""
+    """Ranks untried candidates against the launches so far (records of complete and failed trials). One per
+    command: the search, the confirmation's favourites and the dashboard's surface share its pool and its fit."""
 
     space: Space
     pool: Candidates
-    # The last fit and the records it was fitted to: the stop rule and the next pick read the same records.
+    # The last fit and the records it was fitted to: the stop rule, the next pick, the confirmation and the
+    # page read the same records.
     _fitted: tuple[tuple[Any, ...], dict[str, SurfaceAt]] | None = field(default=None, repr=False)
+
+    @classmethod
+    def of(cls, space: Space, engine: Engine) -> ModelSearch:
+        """Over the space's launchable configurations, by the engine's rules."""
+        return cls(space, candidates(space, engine))
 
     def surfaces(
         self, records: Sequence[TrialRecord], keys: Sequence[str] | None = None
     ) -> dict[str, SurfaceAt]:
         """One model per workload (the objective's by default: what the search optimises). Workloads that differ
         only in context length share one model over context where the prompts' sizes are known."""
-        seen = (tuple(keys or ()), *(json.dumps(r.to_dict(), sort_keys=True, default=str) for r in records))
+        wanted = tuple(keys or self.space.objective_names)
+        seen = (wanted, *(json.dumps(r.to_dict(), sort_keys=True, default=str) for r in records))
         if self._fitted is None or self._fitted[0] != seen:
-            self._fitted = (seen, self._fit(records, keys))
+            self._fitted = (seen, self._fit(records, wanted))
         return self._fitted[1]
 
-    def _fit(self, records: Sequence[TrialRecord], keys: Sequence[str] | None) -> dict[str, SurfaceAt]:
-        wanted = set(keys or self.space.objective_names)
+    def _fit(self, records: Sequence[TrialRecord], keys: Sequence[str]) -> dict[str, SurfaceAt]:
+        wanted = set(keys)
         shape_axes = axes(self.space)
         families: dict[tuple[str, int], list[Workload]] = {}
         for w in self.space.workloads:
@@ -158,7 +166,7 @@ class ModelSearch:
                     out[w.key] = SurfaceAt(
                         WorkloadSurface(shape_axes, seen[w.key], noise[w.key]), None, noise[w.key]
                     )
-        return {key: out[key] for key in keys or self.space.objective_names if key in out}
+        return {key: out[key] for key in keys if key in out}
 
     def untried(self, records: Sequence[TrialRecord]) -> list[Candidate]:
         tried = {launch_key(r.params) for r in records}
@@ -221,44 +229,39 @@ class ModelSearch:
                 open_.append(key)
         return open_
 
+    def favourites(self, records: Sequence[TrialRecord]) -> dict[str, int]:
+        """Per workload, the launched configuration (its trial number) the model rates fastest: its prediction
+        there weighs the launch's own number against its neighbours', so a lucky launch is pulled down and an
+        unlucky one up. The confirmation launches it beside the fastest measured (the winner's curse)."""
+        out = {}
+        for key, surface in self.surfaces(records).items():
+            launched = [r for r in records if r.shape is not None and observations([r], key)]
+            if launched:
+                rated = surface.predict_many([(r.params, r.shape) for r in launched])
+                out[key] = launched[max(range(len(launched)), key=lambda i: rated[i].tps)].number
+        return out
 
-def favourites(space: Space, engine: Engine, records: Sequence[TrialRecord]) -> dict[str, int]:
-    """Per workload, the launched configuration (its trial number) the model rates fastest: its prediction
-    there weighs the launch's own number against its neighbours', so a lucky launch is pulled down and an
-    unlucky one up. The confirmation launches it beside the fastest measured (the winner's curse)."""
-    search = ModelSearch(space, candidates(space, engine))
-    out = {}
-    for key, surface in search.surfaces(records).items():
-        launched = [r for r in records if r.shape is not None and observations([r], key)]
-        if launched:
-            rated = surface.predict_many([(r.params, r.shape) for r in launched])
-            out[key] = launched[max(range(len(launched)), key=lambda i: rated[i].tps)].number
-    return out
+    def predicted(self, records: Sequence[TrialRecord]) -> PredictedSurface:
+        """The model's prediction for every launchable speculative configuration on every workload, and, for
+        workloads measured at several context lengths, each method's best configuration over context."""
+        surfaces = self.surfaces(records, self.space.workload_keys)
+        tried = {launch_key(r.params) for r in records}
+        speculative = [c for c in self.pool.items if c.shape is not None]
+        points = [
+            SurfacePoint(key, c.params, c.shape, p.tps, p.sd, p.accept_length, launch_key(c.params) in tried)
+            for key, surface in surfaces.items()
+            for c, p in zip(
+                speculative, surface.predict_many([(c.params, c.shape) for c in speculative]), strict=True
+            )
+            if c.shape is not None
+        ]
+        return PredictedSurface(tuple(points), tuple(_context_curves(self.space, surfaces, speculative)))
 
 
 def _fastest(records: Sequence[TrialRecord], key: str) -> TrialRecord | None:
     """The launch that measured the highest decode t/s on a workload."""
     measured = [(o.tps, r) for r in records for o in observations([r], key)]
     return max(measured, key=lambda m: m[0])[1] if measured else None
-
-
-def predicted_surface(space: Space, engine: Engine, records: Sequence[TrialRecord]) -> PredictedSurface:
-    """The model's prediction for every launchable speculative configuration on every workload, and, for
-    workloads measured at several context lengths, each method's best configuration over context."""
-    pool = candidates(space, engine)
-    search = ModelSearch(space, pool)
-    surfaces = search.surfaces(records, space.workload_keys)
-    tried = {launch_key(r.params) for r in records}
-    speculative = [c for c in pool.items if c.shape is not None]
-    points = [
-        SurfacePoint(key, c.params, c.shape, p.tps, p.sd, p.accept_length, launch_key(c.params) in tried)
-        for key, surface in surfaces.items()
-        for c, p in zip(
-            speculative, surface.predict_many([(c.params, c.shape) for c in speculative]), strict=True
-        )
-        if c.shape is not None
-    ]
-    return PredictedSurface(tuple(points), tuple(_context_curves(space, surfaces, speculative)))
 
 
 def _context_curves(

@@ -281,7 +281,7 @@ class Sweep:
         swept = self.engine.baseline_params() if role == "baseline" else self.space.suggest(trial)
         plan = self.engine.plan(self.space.launch_params(swept))
         params = plan.params
-        record = TrialRecord(trial.number, params, shape=self.engine.spec_shape(params))
+        record = TrialRecord(trial.number, params, shape=plan.shape)
         say = self._sayer(started)
         violations = plan.violations  # none where the engine refuses the parameters: that fails at launch
         for key, value in violations.items():

@@ -10,6 +10,7 @@ import json
 import time
 import traceback
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -18,6 +19,7 @@ import optuna
 from sweep import gpu, host
 from sweep.doctor import EngineRules, draft_refusal, sizing
 from sweep.engines import Engine
+from sweep.engines.base import LaunchPlan
 from sweep.errors import (
     LaunchError,
     ProbeError,
@@ -29,7 +31,7 @@ from sweep.files import write_atomic, write_error
 from sweep.health import NOT_REPRESENTATIVE
 from sweep.probes.runner import Served, probe
 from sweep.probes.workloads import Workload
-from sweep.results import HostLoad, RequestMeasurement, Stage, TrialRecord
+from sweep.results import HostLoad, LaunchFacts, RequestMeasurement, Stage, TrialRecord
 from sweep.server import ServerProcess, free_port
 from sweep.space import Space
 from sweep.store import RECORD_ATTR, StudyPaths
@@ -37,6 +39,26 @@ from sweep.store import RECORD_ATTR, StudyPaths
 EXIT_SETTLE_S = 0.3  # after the last measured answer, how long a server that is exiting has to show it
 
 Progress = Callable[[str], None]
+
+
+@dataclass
+class Measured:
+    """What a trial's servers measured, gathered over its groups of workloads."""
+
+    rows: list[RequestMeasurement] = field(default_factory=list)
+    loads: list[HostLoad] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One server of a trial: the process, where it answers, and the trial's plan and doctor's rules."""
+
+    server: ServerProcess
+    url: str
+    health_path: str
+    plan: LaunchPlan
+    rules: EngineRules
+    first: bool  # the trial's first server: its facts are the record's
 
 
 class TrialRunner:
@@ -85,34 +107,33 @@ class TrialRunner:
     ) -> TrialRecord:
         """Launch the server with the trial's parameters, probe the workloads, stop it. Where the engine keeps
         speculative state across requests (an n-gram pool), each workload gets a server of its own."""
-        try:
-            self.engine.check_params(record.params)
-        except UserError as exc:
-            record.failure, record.stage = f"invalid parameters: {exc}", Stage.PARAMS
+        plan = self.engine.plan(record.params)  # once a trial: what every phase below asks of the parameters
+        record.shape = plan.shape
+        if plan.invalid:
+            record.failure, record.stage = f"invalid parameters: {plan.invalid}", Stage.PARAMS
             return record
-        rules = EngineRules.of(self.engine, record.params)  # once a trial: the draft check and the sizing
+        rules = EngineRules.of(self.engine, plan.params)  # once a trial: the draft check and the sizing
         if why := draft_refusal(self.engine.setup.model, rules):
             record.failure, record.stage = f"the draft does not fit the model: {why}", Stage.PARAMS
             return record
         workloads = list(workloads or self.space.workloads)
         trial_dir = trial_dir or self.paths.trial_dir(record.number)
         self._deadline = time.monotonic() + self.space.probe.trial_timeout_s
-        separate = self.engine.speculative_state_persists(record.params) and len(workloads) > 1
+        separate = plan.server_per_workload and len(workloads) > 1
         groups = [[w] for w in workloads] if separate else [workloads]
-        rows: list[RequestMeasurement] = []
-        loads: list[HostLoad] = []
+        measured = Measured()
         for index, group in enumerate(groups):
             log = trial_dir / ("server.log" if index == 0 else f"server-{index}.log")
             if separate:
                 say(f"server {index + 1}/{len(groups)} (speculative state persists across requests)")
-            if not self._launch_and_probe(record, group, log, say, rows, loads, rules, first=index == 0):
+            if not self._launch_and_probe(record, plan, rules, group, log, say, measured):
                 break
         self.write(
             trial_dir / "requests.jsonl",
-            "".join(json.dumps(r.to_dict(), ensure_ascii=False) + "\n" for r in rows),
+            "".join(json.dumps(r.to_dict(), ensure_ascii=False) + "\n" for r in measured.rows),
         )
-        record.host = host.combine(loads)
-        self._tell_degenerate(record, say)
+        record.host = host.combine(measured.loads)
+        self._tell_degenerate(record, say, plan.speculative)
         if not record.failed and not any(s.status == "ok" for s in record.workloads.values()):
             # No workload has a number: a trial at 0 t/s would teach the sampler a speed nobody measured.
             first = next(iter(record.workloads.values()), None)
@@ -120,14 +141,14 @@ class TrialRunner:
             record.failure, record.stage = f"no workload was measured ({reason})", Stage.PROBE
         return record
 
-    def _tell_degenerate(self, record: TrialRecord, say: Progress) -> None:
+    def _tell_degenerate(self, record: TrialRecord, say: Progress, speculative: bool) -> None:
         """Say at once, not in the morning, where a workload's answers are not text (first launch only)."""
         for key, summary in record.workloads.items():
             health = summary.output_health
             if health is None or health.healthy or key in self._told_degenerate:
                 continue
             self._told_degenerate.add(key)
-            who = "speculation off" if not self.engine.wants_speculation(record.params) else "this launch"
+            who = "this launch" if speculative else "speculation off"
             say(
                 f"WARNING {key} ({summary.form} form): {health.describe()} with {who}: {NOT_REPRESENTATIVE}; "
                 "its verdict will be marked not representative (see requests.jsonl)"
@@ -136,25 +157,27 @@ class TrialRunner:
     def _launch_and_probe(
         self,
         record: TrialRecord,
+        plan: LaunchPlan,
+        rules: EngineRules,
         workloads: list[Workload],
         log: Path,
         say: Progress,
-        rows: list[RequestMeasurement],
-        loads: list[HostLoad],
-        rules: EngineRules,
-        first: bool,
+        measured: Measured,
     ) -> bool:
         """One server: launch, check, probe `workloads` into the record. False when the trial failed."""
         host_name = self.engine.setup.host
         port = self.space.server.port or free_port(host_name)
-        argv = self.engine.argv(record.params, port)
-        base_url = f"http://{host_name}:{port}"
+        command = self.engine.command(plan, port)
+        first = not record.argv
         if first:
-            record.argv = argv  # known before the launch: an interrupted trial still says what it ran
-        server = ServerProcess(argv, log, self.engine.env(), self.engine.exit_reason, self.paths.registry)
+            record.argv = command.argv  # known before the launch: an interrupted trial still says what it ran
+        server = ServerProcess(command.argv, log, command.env, self.engine.exit_reason, self.paths.registry)
+        launch = Launch(server, f"http://{host_name}:{port}", command.health_path, plan, rules, first)
         watch = gpu.GpuWatch(self.gpu_source, lambda: host.group_pids(server.pid))
         watch.before_launch()
-        measured = self._serve(server, record, workloads, base_url, say, rows, loads, rules, first, watch)
+        with server:
+            facts = self._start(launch, record)
+            served = facts is not None and self._probe(launch, facts, record, workloads, say, measured, watch)
         record.gpu = gpu.combine(record.gpu, watch.use())
         if server.log_error:
             record.facts.log_lost = server.log_error
@@ -163,81 +186,76 @@ class TrialRunner:
             # Whatever the probe saw, numbers from a server that died before the trial ended are not kept.
             record.failure = f"the server exited (code {server.exited_early}) before the trial ended: {server.exit_reason()}"
             record.stage = Stage.PROBE
-        return measured and not record.failed
+        return served and not record.failed
 
-    def _serve(
+    def _start(self, launch: Launch, record: TrialRecord) -> LaunchFacts | None:
+        """Wait for the server to serve, read its facts and size its pool; None (the trial failed) otherwise."""
+        server = launch.server
+        try:
+            startup = server.wait_ready(launch.url + launch.health_path, self.space.server.startup_timeout)
+            server.await_line(self.engine.ready_marker)
+            facts = self.engine.launch_facts(server.log_text())
+            facts.startup_s = round(startup, 2)
+            found = sizing(
+                self.engine.setup.model, launch.plan.kv_dtype, facts, launch.rules, launch.plan.speculative
+            )
+            if found is not None:
+                facts.sizing = found
+            if launch.first:
+                record.facts = facts  # filled in further by inspect_running, kept when it raises
+            with httpx.Client(base_url=launch.url, timeout=30.0) as client:
+                self.engine.inspect_running(client, facts, launch.plan.params, server.log_text())
+        except SpeculationInactive as exc:
+            record.failure, record.stage = str(exc), Stage.SPECULATION
+            return None
+        except LaunchError as exc:
+            record.facts = self.engine.launch_facts(server.log_text())
+            record.failure, record.stage = str(exc), Stage.LAUNCH
+            return None
+        except httpx.HTTPError as exc:
+            record.failure, record.stage = self._lost_server(server, exc), Stage.LAUNCH
+            return None
+        return facts
+
+    def _probe(
         self,
-        server: ServerProcess,
+        launch: Launch,
+        facts: LaunchFacts,
         record: TrialRecord,
         workloads: list[Workload],
-        base_url: str,
         say: Progress,
-        rows: list[RequestMeasurement],
-        loads: list[HostLoad],
-        rules: EngineRules,
-        first: bool,
+        measured: Measured,
         watch: gpu.GpuWatch,
     ) -> bool:
-        with server:
-            try:
-                startup = server.wait_ready(
-                    base_url + self.engine.health_path(), self.space.server.startup_timeout
-                )
-                server.await_line(self.engine.ready_marker)
-                facts = self.engine.launch_facts(server.log_text())
-                facts.startup_s = round(startup, 2)
-                kv_dtype = self.engine.kv_cache_dtype(record.params)
-                found = sizing(
-                    self.engine.setup.model,
-                    kv_dtype,
-                    facts,
-                    rules,
-                    self.engine.wants_speculation(record.params),
-                )
-                if found is not None:
-                    facts.sizing = found
-                if first:
-                    record.facts = facts  # filled in further by inspect_running, kept when it raises
-                with httpx.Client(base_url=base_url, timeout=30.0) as client:
-                    self.engine.inspect_running(client, facts, record.params, server.log_text())
-            except SpeculationInactive as exc:
-                record.failure, record.stage = str(exc), Stage.SPECULATION
-                return False
-            except LaunchError as exc:
-                record.facts = self.engine.launch_facts(server.log_text())
-                record.failure, record.stage = str(exc), Stage.LAUNCH
-                return False
-            except httpx.HTTPError as exc:
-                record.failure, record.stage = self._lost_server(server, exc), Stage.LAUNCH
-                return False
-            say(f"ready in {startup:.1f} s; probing")
-            watch.at_ready()
-            try:
-                with watch:
-                    result = asyncio.run(
-                        probe(
-                            base_url,
-                            self.engine,
-                            workloads,
-                            self.space.probe,
-                            say,
-                            watch=host.watcher(server.pid),
-                            deadline=self._deadline,
-                            served=Served(facts.chat_template, facts.chat_template_source),
-                        )
+        """Probe the workloads on a server that serves; False (the trial failed) where it stops answering."""
+        say(f"ready in {facts.startup_s:.1f} s; probing")
+        watch.at_ready()
+        try:
+            with watch:
+                result = asyncio.run(
+                    probe(
+                        launch.url,
+                        self.engine,
+                        workloads,
+                        self.space.probe,
+                        say,
+                        watch=host.watcher(launch.server.pid),
+                        deadline=self._deadline,
+                        served=Served(facts.chat_template, facts.chat_template_source),
                     )
-            except httpx.HTTPError as exc:
-                record.failure, record.stage = self._lost_server(server, exc), Stage.PROBE
-                return False
-            except ProbeError as exc:
-                record.failure, record.stage = str(exc), Stage.PROBE
-                return False
-            loads += [s.host for s in result.summaries.values() if s.host is not None]
-            record.workloads.update(result.summaries)
-            rows += result.requests
-            # A server that dies on its last answer has not survived the trial: give an exit already under
-            # way its moment to show (stop() records it), rather than racing it.
-            server.exited_within(EXIT_SETTLE_S)
+                )
+        except httpx.HTTPError as exc:
+            record.failure, record.stage = self._lost_server(launch.server, exc), Stage.PROBE
+            return False
+        except ProbeError as exc:
+            record.failure, record.stage = str(exc), Stage.PROBE
+            return False
+        measured.loads += [s.host for s in result.summaries.values() if s.host is not None]
+        record.workloads.update(result.summaries)
+        measured.rows += result.requests
+        # A server that dies on its last answer has not survived the trial: give an exit already under way its
+        # moment to show (stop() records it), rather than racing it.
+        launch.server.exited_within(EXIT_SETTLE_S)
         return True
 
     @staticmethod

@@ -27,7 +27,7 @@ from sweep.results import HostLoad, LaunchFacts, SpecShape, Spread, Stage, Trial
 from sweep.space import parse_space
 from sweep.stats import Verdict
 from sweep.store import BASELINE, Phase, Study, StudyPaths, TrialView
-from sweep.study import Sweep
+from sweep.trial import TrialRunner
 
 QUIET = HostLoad(other_cpu=0.01, steal=0.0, loadavg=1.0, cpus=2, seconds=5.0)
 BUSY = HostLoad(other_cpu=0.6, steal=0.0, loadavg=3.0, cpus=2, seconds=5.0)
@@ -295,13 +295,15 @@ def test_a_busy_launch_keeps_the_confirmation_going(tmp_path: Path) -> None:
         tmp_path,
     )
     engine = build_engine(the_space)
-    sweep = Sweep(the_space, engine, StudyPaths.for_study("s", tmp_path / "runs", None), lambda _m: None)
+    trials = TrialRunner(the_space, engine, StudyPaths.for_study("s", tmp_path / "runs", None))
     candidate = Candidate("trial 1", DEEP, ("code",))
     truth = {BASELINE: SPEEDS, "trial 1": {"code": 90.0}}
     quiet = confirm(truth, rounds=2)
-    assert Confirmation(sweep)._settled(quiet, candidate)  # +100% over two quiet rounds: faster, settled
+    assert Confirmation(trials, lambda _m: None)._settled(
+        quiet, candidate
+    )  # +100% over two quiet rounds: faster, settled
     busy = confirm(truth, rounds=2, **{"trial 1": {"host": BUSY}})
-    assert not Confirmation(sweep)._settled(busy, candidate)
+    assert not Confirmation(trials, lambda _m: None)._settled(busy, candidate)
 
 
 def test_streams_beyond_what_the_server_decoded_at_once_make_the_workload_unreliable() -> None:

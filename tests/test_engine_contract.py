@@ -175,13 +175,17 @@ def test_argv_is_a_list_bound_to_loopback_and_the_baseline_drafts_nothing(case: 
     speculative = engine.plan({**case.fixed, **case.speculative})
     baseline = engine.plan({**case.fixed, **case.speculative, **engine.baseline_params()})
     assert speculative.launchable and baseline.launchable, (speculative.invalid, baseline.invalid)
-    argv = engine.argv(speculative.params, 18123)
-    assert all(isinstance(a, str) for a in argv)
+    command = engine.command(speculative, 18123)
+    argv = command.argv
+    assert all(isinstance(a, str) for a in argv) and command.health_path.startswith("/")
     assert argv[argv.index("--host") + 1] == "127.0.0.1" and argv[argv.index("--port") + 1] == "18123"
-    assert engine.wants_speculation(speculative.params) and not engine.wants_speculation(baseline.params)
-    shape = engine.spec_shape(speculative.params)
-    assert shape is not None and shape.depth > 0 and engine.spec_shape(baseline.params) is None
-    assert len(engine.argv(baseline.params, 18123)) < len(argv)  # no speculative flag survives
+    # The plan says once what the trial's phases ask of the parameters.
+    assert speculative.speculative and not baseline.speculative
+    shape = speculative.shape
+    assert shape is not None and shape.depth > 0 and baseline.shape is None
+    assert shape == engine.spec_shape(speculative.params)
+    assert speculative.kv_dtype == engine.kv_cache_dtype(speculative.params)
+    assert len(engine.command(baseline, 18123).argv) < len(argv)  # no speculative flag survives
 
 
 @pytest.mark.server

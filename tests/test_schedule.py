@@ -17,6 +17,8 @@ import yaml
 
 from sweep.cli.export import no_schedule_note, schedule_document
 from sweep.cli.shared import load
+from sweep.engines import ENGINES
+from sweep.engines.base import Engine
 from sweep.engines.schedules import (
     sglang_adaptive_config,
     trtllm_speculative_config,
@@ -24,11 +26,12 @@ from sweep.engines.schedules import (
     vllm_speculative_config,
 )
 from sweep.preflight import build_engine
-from sweep.results import TrialRecord
+from sweep.probes.workloads import Workload
+from sweep.results import SpecShape, Spread, TrialRecord, WorkloadSummary
 from sweep.schedule import DepthSchedule, ScheduleStep, _bounded, depth_schedules
 from sweep.sim.profile import DEFAULT_PROFILE, Profile
 from sweep.space import parse_space
-from sweep.store import Study, StudyPaths, trial_views
+from sweep.store import Study, StudyPaths, TrialView, trial_views
 from sweep.study import Sweep
 from tests.conftest import specsweep_argv
 
@@ -58,6 +61,30 @@ def test_a_schedule_is_keyed_by_the_batch_measured_not_the_streams_sent() -> Non
     assert [s.from_batch for s in bounded] == [1, 2, 6, 10]
     schedule = DepthSchedule("code", "NEXTN", {}, bounded)
     assert [schedule.depth_at(b) for b in (1, 2, 5, 6, 9, 10, 64)] == [7, 6, 6, 4, 4, 2, 2]
+
+
+def test_the_engine_says_which_measured_shapes_its_schedule_can_run() -> None:
+    """A tree (top-k 2) fastest at every concurrency: SGLang's adaptive speculation runs chains only, so its
+    schedule is picked among the chains; an engine whose schedule runs any shape takes the tree."""
+    workloads = [Workload("code", ("write a function",), streams=n) for n in (1, 4)]
+    keys = [w.key for w in workloads]
+
+    def launched(number: int, shape: SpecShape | None, speeds: tuple[float, float]) -> TrialView:
+        record = TrialRecord(number, {"n": number}, shape=shape)
+        for key, tps in zip(keys, speeds, strict=True):
+            record.workloads[key] = WorkloadSummary(key, "ok", decode_tps=Spread.of([tps, tps, tps]))
+        return TrialView(number, "COMPLETE", "baseline" if shape is None else "search", record)
+
+    views = [
+        launched(0, None, (50.0, 40.0)),
+        launched(1, SpecShape("EAGLE", 3, 1, 3), (80.0, 45.0)),
+        launched(2, SpecShape("EAGLE", 5, 1, 5), (70.0, 60.0)),
+        launched(3, SpecShape("EAGLE", 4, 2, 8), (99.0, 90.0)),
+    ]
+    (chains,) = depth_schedules(views, workloads, ENGINES["sglang"].schedule_runs)
+    assert [(s.trial, s.depth) for s in chains.steps] == [(1, 3), (2, 5)]
+    (any_shape,) = depth_schedules(views, workloads, Engine.schedule_runs)
+    assert [(s.trial, s.depth) for s in any_shape.steps] == [(3, 4), (3, 4)]
 
 
 def test_native_forms() -> None:
@@ -163,7 +190,9 @@ def test_the_exported_schedule_launches_and_keeps_each_concurrencys_best(swept: 
     assert "AdaptiveSpeculativeParams initialized" in log
     views = {v.number: v for v in trial_views(load("s", None, swept / "runs"))}
     steps = [
-        step for schedule in depth_schedules(list(views.values()), space.workloads) for step in schedule.steps
+        step
+        for schedule in depth_schedules(list(views.values()), space.workloads, engine.schedule_runs)
+        for step in schedule.steps
     ]
     # The sweep's best at each concurrency is the highest of several single launches (biased up): launch each
     # best fixed depth again, beside the schedule, and compare like with like.

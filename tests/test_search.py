@@ -17,7 +17,7 @@ from sweep.confirm import Confirmation
 from sweep.engines import ServerSetup, SGLangEngine
 from sweep.preflight import build_engine
 from sweep.results import SpecShape, Spread, TrialRecord, WorkloadSummary
-from sweep.search import ModelSearch, axes, candidates, favourites, launch_key, predicted_surface
+from sweep.search import ModelSearch, axes, candidates, launch_key
 from sweep.sim.profile import PROFILES
 from sweep.space import SearchKind, Space, parse_space
 from sweep.store import BASELINE, StudyPaths, launched, make_storage
@@ -115,7 +115,7 @@ def test_workloads_at_several_contexts_share_one_model_read_at_each_context(engi
     assert surfaces[short].surface is surfaces[long].surface and surfaces[short].surface.contexts.modelled
     assert (surfaces[short].best, surfaces[long].best) == (70.0, 40.0)  # each context's own best
     assert surfaces[long].context == 16000.0
-    drawn = predicted_surface(the_space, engine, records)
+    drawn = ModelSearch.of(the_space, engine).predicted(records)
     assert {c.shape.method for c in drawn.curves} == {"NEXTN"}
     (curve,) = drawn.curves
     assert curve.contexts[0] == pytest.approx(300) and curve.contexts[-1] == pytest.approx(16000)
@@ -127,7 +127,7 @@ def test_workloads_at_several_contexts_share_one_model_read_at_each_context(engi
     apart = search.surfaces(records, the_space.workload_keys)
     assert (
         apart[short].surface is not apart[long].surface
-        and not predicted_surface(the_space, engine, records).curves
+        and not ModelSearch.of(the_space, engine).predicted(records).curves
     )
 
 
@@ -164,8 +164,12 @@ def test_the_models_favourite_is_a_launched_configuration_it_rates_fastest(engin
     for depth, chain in sorted(chains.items()):
         length = 1 + sum(0.8**i for i in range(1, depth + 1))
         records.append(record(depth, chain.params, chain.shape, 40.0 * length / (1 + 0.25 * depth), length))
-    assert favourites(the_space, engine, records) == {"code": 3, "prose": 3}
-    assert favourites(the_space, engine, records[:1]) == {}
+    model = ModelSearch.of(the_space, engine)
+    assert model.favourites(records) == {"code": 3, "prose": 3}
+    # The confirmation's favourites and the page's surface read the same records: one fit serves both.
+    fitted = model.surfaces(records)
+    assert model.predicted(records).points and model.surfaces(records) is fitted
+    assert ModelSearch.of(the_space, engine).favourites(records[:1]) == {}
 
 
 def run(tmp_path: Path, text: str, *extra: str) -> subprocess.CompletedProcess[str]:
@@ -257,7 +261,8 @@ def test_a_spent_budget_adds_no_confirmation_round(tmp_path: Path) -> None:
     sweep = Sweep(the_space, engine, paths, said.append, budget_s=0.001)
     baseline = engine.derive(the_space.launch_params(engine.baseline_params()))
     plan = [Candidate(BASELINE, baseline, ("prose",)), Candidate("trial 1", dict(baseline), ("prose",))]
-    study = Confirmation(sweep).run(plan, rounds=2, max_rounds=10)
+    confirmation = Confirmation(sweep.trials, said.append, time_left=sweep.time_left)
+    study = confirmation.run(plan, rounds=2, max_rounds=10)
     assert len([t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]) == 4
     assert any("no round 3: the budget's time left is less than its 2 launches take" in m for m in said)
 

@@ -21,7 +21,7 @@ from sweep.outputs.console import ab_text
 from sweep.preflight import build_engine, validate
 from sweep.space import Space, load_space
 from sweep.store import Phase, StudyPaths, latest_plan, trial_views
-from sweep.study import Sweep
+from sweep.trial import TrialRunner
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -87,9 +87,9 @@ def main(args: argparse.Namespace) -> int:
     keys = tuple(space.workload_keys)
     paths = StudyPaths.for_study(name, args.runs, args.storage)
     progress(f"A/B {name}: {args.rounds} rounds of A and B, interleaved; logs in {paths.run_dir}/confirm/")
-    sweep = Sweep(space, engine, paths, progress)
     plan = [Candidate("A", a, keys), Candidate("B", b, keys)]
-    study = Confirmation(sweep, name, reference="A").run(plan, args.rounds, args.max_rounds)
+    confirmation = Confirmation(TrialRunner(space, engine, paths), progress, name, reference="A")
+    study = confirmation.run(plan, args.rounds, args.max_rounds)
     views = latest_plan(trial_views(study, Phase.CONFIRM))
     warnings = study_warnings([], views, list(keys))
     print(

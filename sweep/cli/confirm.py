@@ -4,6 +4,7 @@ verdicts from those launches (`run` does this at its end unless --no-confirm).""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 
 from sweep.cli.shared import add_study_options, load, progress, publish, stored_space
@@ -11,7 +12,7 @@ from sweep.confirm import confirm_search
 from sweep.errors import UserError
 from sweep.preflight import build_engine, validate
 from sweep.store import StudyPaths
-from sweep.study import Sweep
+from sweep.trial import TrialRunner
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -39,8 +40,7 @@ def main(args: argparse.Namespace) -> int:
     engine = build_engine(space)
     validate(space, engine)
     paths = StudyPaths.for_study(args.study, args.runs, args.storage)
-    confirm_search(
-        Sweep(space, engine, paths, progress), study, top, launches, max(launches, space.confirm.max_launches)
-    )
+    settings = dataclasses.replace(space.confirm, top=top, launches=launches)
+    confirm_search(TrialRunner(space, engine, paths), study, settings, progress)
     publish(study, args.study, args.runs, space)
     return 0

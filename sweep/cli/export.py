@@ -121,8 +121,11 @@ def graph_pins(record: TrialRecord) -> dict[str, Any]:
 def export_schedule(args: argparse.Namespace, study: optuna.Study, found: Study) -> int:
     """The best depth per concurrency of each workload measured at several stream counts, in every engine's form."""
     space = stored_space(study, None)
+    engine = build_engine(space)
     schedules = [
-        s for s in depth_schedules(found.search, space.workloads) if args.workload in (None, s.family)
+        s
+        for s in depth_schedules(found.search, space.workloads, engine.schedule_runs)
+        if args.workload in (None, s.family)
     ]
     families = sorted({w.family for w in space.workloads})
     if args.workload is not None and args.workload not in families:
@@ -136,7 +139,6 @@ def export_schedule(args: argparse.Namespace, study: optuna.Study, found: Study)
             "measured at two or more stream counts with a speculative chain",
             f"add `streams: [1, 2, 4, 8]` to a workload in the space (workloads: {', '.join(families)})",
         )
-    engine = build_engine(space)
     documents = []
     for schedule in schedules:
         depths = [(step.from_batch, step.depth) for step in schedule.steps]

@@ -19,7 +19,7 @@ from sweep.files import write_atomic
 from sweep.outputs.console import report_text
 from sweep.outputs.dashboard import build
 from sweep.preflight import build_engine, validate
-from sweep.search import predicted_surface
+from sweep.search import ModelSearch
 from sweep.space import Space, load_space, parse_space
 from sweep.stats import MIN_GAIN
 from sweep.store import (
@@ -79,30 +79,43 @@ def results(study: optuna.Study) -> Study:
     )
 
 
-def surface_of(study: optuna.Study, space: Space | None = None) -> PredictedSurface:
-    """The model's surface for the dashboard, from the space the command already holds or the one the study
-    keeps (none for a study that does not hold its space file, or whose space no longer loads, e.g. a prompt
-    file that moved)."""
+def surface_of(
+    study: optuna.Study, space: Space | None = None, model: ModelSearch | None = None
+) -> PredictedSurface:
+    """The model's surface for the dashboard, from the model the command already fitted, or over the space it
+    holds or the one the study keeps (none for a study that does not hold its space file, or whose space no
+    longer loads, e.g. a prompt file that moved)."""
     try:
-        space = space or stored_space(study, None)
-        return predicted_surface(space, build_engine(space), search_records(study))
+        if model is None:
+            space = space or stored_space(study, None)
+            model = ModelSearch.of(space, build_engine(space))
+        return model.predicted(search_records(study))
     except UserError:
         return PredictedSurface()
 
 
-def page(study: optuna.Study, name: str, found: Study, verdicts: Verdicts, space: Space | None = None) -> str:
-    """The dashboard of a study from the verdicts the command computed, with the model's surface."""
-    return build(study, name, found, verdicts, surface_of(study, space))
+def page(
+    study: optuna.Study,
+    name: str,
+    found: Study,
+    verdicts: Verdicts,
+    space: Space | None = None,
+    model: ModelSearch | None = None,
+) -> str:
+    """The dashboard of a study from the verdicts (and the search's model) the command computed."""
+    return build(study, name, found, verdicts, surface_of(study, space, model))
 
 
-def publish(study: optuna.Study, name: str, runs: Path, space: Space) -> None:
+def publish(
+    study: optuna.Study, name: str, runs: Path, space: Space, model: ModelSearch | None = None
+) -> None:
     """The report on stdout and the dashboard beside runs/ (as in a clone: runs/ and dashboards/ at the top),
     both from one reading of the study's verdicts."""
     found = results(study)
     verdicts = study_verdicts(found)
     print(report_text(name, found, verdicts))
     path = runs.parent / "dashboards" / f"{name}.html"
-    write_atomic(path, page(study, name, found, verdicts, space))
+    write_atomic(path, page(study, name, found, verdicts, space, model))
     progress(f"dashboard: {path}")
 
 
@@ -173,6 +186,6 @@ def sweep_space(
     sweep = Sweep(space, engine, paths, progress, until_confident, budget_s, confirm_after=confirm)
     result = sweep.run(trials)
     if confirm and space.confirm.launches:
-        confirm_search(sweep, result, space.confirm.top, space.confirm.launches, space.confirm.max_launches)
-    publish(result, study, runs, space)
+        confirm_search(sweep.trials, result, space.confirm, progress, sweep.time_left, sweep.model)
+    publish(result, study, runs, space, sweep.model)
     return paths

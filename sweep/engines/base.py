@@ -253,10 +253,24 @@ class LaunchPlan:
     params: dict[str, Any]
     violations: Mapping[str, float] = field(default_factory=dict)
     invalid: str = ""
+    shape: SpecShape | None = None  # the depth, tree width and draft budget (None: no speculation)
+    speculative: bool = False
+    kv_dtype: str = "auto"  # the KV cache's element type, by the engine's name for it
+    # Speculative state that lasts across requests and a flush (an n-gram pool): a server per workload.
+    server_per_workload: bool = False
 
     @property
     def launchable(self) -> bool:
         return not self.invalid and not any(v > 0 for v in self.violations.values())
+
+
+@dataclass(frozen=True)
+class ServerCommand:
+    """How one server of a plan starts and says it serves (`Engine.command`, once a launch)."""
+
+    argv: list[str]
+    env: dict[str, str]
+    health_path: str
 
 
 @dataclass(frozen=True)
@@ -339,13 +353,29 @@ class Engine(ABC):
 
     def plan(self, params: Params) -> LaunchPlan:
         """A trial's parameters as the server will run them (derived), checked (an invalid one is not also
-        called infeasible), then measured against the engine's constraints."""
+        called infeasible), measured against the engine's constraints, with what the launch, the doctor and the
+        record need to know of them: the one call a trial makes before its launch."""
         derived = self.derive(dict(params))
         try:
             self.check_params(derived)
         except UserError as exc:
-            return LaunchPlan(derived, invalid=str(exc))
-        return LaunchPlan(derived, self.constraints(derived))
+            try:  # the record says what was asked where the values can say it
+                shape = self.spec_shape(derived)
+            except (TypeError, ValueError):
+                shape = None
+            return LaunchPlan(derived, invalid=str(exc), shape=shape)
+        return LaunchPlan(
+            derived,
+            self.constraints(derived),
+            shape=self.spec_shape(derived),
+            speculative=self.wants_speculation(derived),
+            kv_dtype=self.kv_cache_dtype(derived),
+            server_per_workload=self.speculative_state_persists(derived),
+        )
+
+    def command(self, plan: LaunchPlan, port: int) -> ServerCommand:
+        """The command line, environment and readiness path of one server of `plan` listening on `port`."""
+        return ServerCommand(self.argv(plan.params, port), self.env(), self.health_path())
 
     def constraints(self, params: Params) -> dict[str, float]:
         """Optuna constraints on a combination (feasible when every value <= 0); infeasible ones are not launched."""
@@ -376,6 +406,12 @@ class Engine(ABC):
     def schedule_file(self, depths: list[tuple[int, int]]) -> dict[str, Any] | None:
         """The content of the file `schedule_params` names (JSON), if the engine reads one."""
         return None
+
+    @classmethod
+    def schedule_runs(cls, shape: SpecShape) -> bool:
+        """Whether a measured configuration of this shape can be a step of the engine's depth schedule (which
+        changes its depth only), so that the schedule is picked among configurations the engine can run."""
+        return True
 
     def spec_shape(self, params: Params) -> SpecShape | None:
         """The depth, tree width and draft budget these (derived) parameters run with; None without speculation

@@ -443,6 +443,11 @@ class SGLangEngine(Engine):
         return sglang_adaptive_config(depths)
 
     @classmethod
+    def schedule_runs(cls, shape: SpecShape) -> bool:
+        """Adaptive speculation runs chains only (top-k 1, draft tokens = steps + 1)."""
+        return shape.width == 1
+
+    @classmethod
     def graph_pins(cls, decode_max: int | None, prefill_max: int | None) -> dict[str, Any]:
         # 0.5.23's names (argv() writes an older release's spelling where it has one).
         pins: dict[str, Any] = {}

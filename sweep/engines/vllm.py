@@ -258,6 +258,11 @@ class VLLMEngine(Engine):
             SPEC + "num_speculative_tokens_per_batch_size": schedule["num_speculative_tokens_per_batch_size"],
         }
 
+    @classmethod
+    def schedule_runs(cls, shape: SpecShape) -> bool:
+        """`num_speculative_tokens_per_batch_size` sets a chain's length."""
+        return shape.width == 1
+
     def draft_ask(self, params: Params) -> DraftAsk | None:
         """The MTP methods (`mtp`, `deepseek_mtp`, `qwen3_next_mtp`, ...) draft with the target's own layers;
         `eagle`, `eagle3` and `draft_model` load the speculative config's `model`."""
