@@ -371,8 +371,7 @@ def output_check(study: Study, label: str, key: str) -> fidelity.OutputCheck | N
     return fidelity.check(mine[0], base[0], floor=fidelity.reproducibility(base))
 
 
-def recommendations(study: Study, warnings: StudyWarnings | None = None) -> list[Recommendation]:
-    warnings = warnings or study_warnings(study.search, study.confirm, study.keys)
+def recommendations(study: Study, warnings: StudyWarnings) -> list[Recommendation]:
     baseline = baseline_view(study.search)
     search_by_label = study.by_label()
     out = []
@@ -591,13 +590,10 @@ def search_overall(
     return max(scored, key=lambda item: (item[0], [-c for c in cost(item[1])]))
 
 
-def overall_recommendation(
-    study: Study, warnings: StudyWarnings | None = None
-) -> OverallRecommendation | None:
+def overall_recommendation(study: Study, warnings: StudyWarnings) -> OverallRecommendation | None:
     baseline = baseline_view(study.search)
     if baseline is None or baseline.record is None:
         return None
-    warnings = warnings or study_warnings(study.search, study.confirm, study.keys)
     measured = [k for k in baseline.record.workloads if decode_median(baseline, k)]
     # Workloads whose baseline answers are not text say nothing about real gains: the headline leaves them out.
     keys = [k for k in measured if k not in warnings.not_representative]

@@ -6,7 +6,8 @@ says "no GPU" and why). Around each launch a `GpuWatch` reads the devices before
 and every `SAMPLE_S` while it is probed, keeping the peak. The server's memory is what NVML lists for the
 processes of its process group, on every device; where NVML lists none of them while the devices' memory grew
 (a container whose process ids NVML does not see), it is the devices' memory in use less what was in use before
-the launch, and `how` says which of the two it is.
+the launch, and `how` says which of the two it is. A reading that fails once the sweep runs (a GPU fallen off the
+bus, a driver reset) is no reading, said in the record's `reason`: never a failed trial, never a silent thread.
 """
 
 from __future__ import annotations
@@ -45,8 +46,13 @@ class Reading:
         return cls(tuple(data["names"]), tuple(data["total_mib"]), tuple(data["used_mib"]), processes)
 
 
+class ReadFailed(Exception):
+    """NVML could not read the devices (its own error, in its words)."""
+
+
 class Source(Protocol):
-    """Where readings come from: NVML on a GPU machine, recorded readings in tests."""
+    """Where readings come from: NVML on a GPU machine, recorded readings in tests. `read` raises
+    `ReadFailed` where the devices cannot be read."""
 
     driver: str
 
@@ -62,6 +68,12 @@ class NvmlSource:
         self.driver = _text(nvml.nvmlSystemGetDriverVersion())
 
     def read(self) -> Reading:
+        try:
+            return self._read()
+        except self.nvml.NVMLError as exc:
+            raise ReadFailed(str(exc)) from exc
+
+    def _read(self) -> Reading:
         names: list[str] = []
         totals: list[float] = []
         used: list[float] = []
@@ -110,12 +122,21 @@ class GpuWatch:
         self.ready: float | None = None
         self.peak: float | None = None
         self.how = ""
+        self.failed = ""  # why a reading failed, the first time one did
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def before_launch(self) -> None:
-        if not isinstance(self.source, str):
-            self.before = self.source.read()
+        self.before = self._read()
+
+    def _read(self) -> Reading | None:
+        if isinstance(self.source, str):
+            return None
+        try:
+            return self.source.read()
+        except ReadFailed as exc:
+            self.failed = self.failed or f"NVML failed to read the GPUs ({exc})"
+            return None
 
     def at_ready(self) -> None:
         self.ready = self._held()
@@ -145,9 +166,9 @@ class GpuWatch:
             self.peak = max(self.peak or 0.0, held)
 
     def _held(self) -> float | None:
-        if isinstance(self.source, str):
+        reading = self._read()
+        if reading is None:
             return None
-        reading = self.source.read()
         by_pid = reading.held_by(self.pids())
         if by_pid is not None:
             self.how = BY_PID
@@ -160,7 +181,9 @@ class GpuWatch:
     def use(self) -> GpuUse:
         if isinstance(self.source, str):
             return GpuUse(reason=self.source)
-        seen = self.before or self.source.read()
+        seen = self.before or self._read()
+        if seen is None:
+            return GpuUse(reason=self.failed)
         return GpuUse(
             devices=seen.names,
             driver=self.source.driver,
@@ -168,6 +191,7 @@ class GpuWatch:
             ready_mib=None if self.ready is None else round(self.ready, 1),
             peak_mib=None if self.peak is None else round(self.peak, 1),
             how=self.how,
+            reason=self.failed,  # readings missed while it ran
         )
 
 
@@ -184,4 +208,5 @@ def combine(first: GpuUse | None, then: GpuUse) -> GpuUse:
         first.ready_mib,
         max(peaks) if peaks else None,
         first.how or then.how,
+        first.reason or then.reason,
     )

@@ -156,7 +156,8 @@ class GpuUse:
             if self.ready_mib is not None and self.peak_mib is not None
             else ""
         )
-        return f"{names} (driver {self.driver}, {self.total_mib:.0f} MiB){held}"
+        missed = f"; {self.reason}" if self.reason else ""
+        return f"{names} (driver {self.driver}, {self.total_mib:.0f} MiB){held}{missed}"
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -15,8 +15,6 @@ from sweep.analysis import (
     Candidate,
     ab_rows,
     confirmation_plan,
-    overall_recommendation,
-    recommendations,
     study_verdicts,
     study_warnings,
 )
@@ -127,7 +125,7 @@ def test_the_models_favourite_goes_second_in_place_of_the_runner_up() -> None:
 
 
 def test_without_confirmation_verdicts_are_unconfirmed() -> None:
-    recs = {r.workload: r for r in recommendations(Study(search(), []))}
+    recs = {r.workload: r for r in study_verdicts(Study(search(), [])).recommendations}
     assert recs["code"].verdict == Verdict.UNCONFIRMED and not recs["code"].confirmed
     assert recs["code"].search_gain is not None and recs["code"].search_gain > 1
     assert "specsweep confirm" in recs["code"].why
@@ -138,7 +136,7 @@ def test_an_unconfirmed_search_on_a_busy_host_is_unreliable_and_points_to_the_co
     unreliable; the way forward is still the confirmation, on a quiet machine."""
     views = search()
     views[1] = view(1, DEEP, {"code": 100.0, "prose": 60.0}, host=BUSY)
-    recs = {r.workload: r for r in recommendations(Study(views, []))}
+    recs = {r.workload: r for r in study_verdicts(Study(views, [])).recommendations}
     assert recs["code"].verdict == Verdict.UNRELIABLE and recs["code"].trial == 1
     assert recs["code"].recommended_trial == 0 and "specsweep confirm" in recs["code"].why
     assert recs["prose"].verdict == Verdict.UNCONFIRMED  # trial 2 leads prose, measured on a quiet host
@@ -160,7 +158,7 @@ def test_the_plan_measures_the_nearest_one_for_all_on_every_workload_it_is_launc
 def test_confirmed_verdicts_come_from_the_confirmation_and_show_the_search_beside_them() -> None:
     # The search's trial 1 read 100 t/s on code; its truth is 90: the winner's curse, corrected.
     truth = {BASELINE: SPEEDS, "trial 1": {"code": 90.0}, "trial 2": {"code": 88.0, "prose": 70.0}}
-    recs = {r.workload: r for r in recommendations(Study(search(), confirm(truth)))}
+    recs = {r.workload: r for r in study_verdicts(Study(search(), confirm(truth))).recommendations}
     code = recs["code"]
     assert code.confirmed and code.verdict == Verdict.FASTER and code.comparison is not None
     assert code.comparison.launches == (3, 3)
@@ -173,10 +171,10 @@ def test_confirmed_verdicts_come_from_the_confirmation_and_show_the_search_besid
 
 def test_a_candidate_within_noise_of_the_baseline_keeps_speculation_off() -> None:
     truth = {BASELINE: SPEEDS, "trial 1": {"code": 40.4}, "trial 2": {"code": 40.2, "prose": 40.3}}
-    recs = {r.workload: r for r in recommendations(Study(search(), confirm(truth)))}
+    recs = {r.workload: r for r in study_verdicts(Study(search(), confirm(truth))).recommendations}
     assert recs["prose"].verdict == Verdict.WITHIN_NOISE
     assert recs["prose"].recommended_trial == 0 and "within noise" in recs["prose"].why
-    overall = overall_recommendation(Study(search(), confirm(truth)))
+    overall = study_verdicts(Study(search(), confirm(truth))).overall
     assert overall is not None and overall.trial == 0 and overall.confirmed
     # Trial 2 was launched again on both workloads: it is named as the nearest, with what held it back.
     assert "the closest being trial 2 (within noise on prose: +1%)" in overall.why and not overall.gains
@@ -186,7 +184,7 @@ def test_one_server_for_all_says_when_no_configuration_was_measured_on_every_wor
     """Each candidate confirmed only on the workload it led (trial 1 on code, trial 2 on prose): speculation
     off for one server, saying that none was launched again on every workload, not a list of +0% gains."""
     truth = {BASELINE: SPEEDS, "trial 1": {"code": 90.0}, "trial 2": {"prose": 70.0}}
-    overall = overall_recommendation(Study(search(), confirm(truth)))
+    overall = study_verdicts(Study(search(), confirm(truth))).overall
     assert overall is not None and overall.trial == 0 and not overall.gains
     assert "none was launched again on every workload" in overall.why
 
@@ -197,7 +195,7 @@ def test_a_busy_host_makes_the_verdicts_it_touched_unreliable() -> None:
     study = Study(search(), views)
     warnings = study_warnings(study.search, study.confirm, study.keys)
     assert any("host busy during confirmation launch" in m and "60%" in m for m in warnings.messages)
-    recs = {r.workload: r for r in recommendations(study, warnings)}
+    recs = {r.workload: r for r in study_verdicts(study).recommendations}
     assert recs["prose"].verdict == Verdict.UNRELIABLE  # only trial 2 was confirmed on prose
     assert recs["prose"].recommended_trial == 0 and "see the warnings" in recs["prose"].why
 
@@ -212,8 +210,7 @@ def test_an_effect_the_noise_dwarfs_says_so_where_no_warning_does() -> None:
                 view(2 * r + number, params, {"code": tps}, phase=Phase.CONFIRM, label=label, round_=r)
             )
     study = Study(search(), views)
-    warnings = study_warnings(study.search, study.confirm, study.keys)
-    recs = {r.workload: r for r in recommendations(study, warnings)}
+    recs = {r.workload: r for r in study_verdicts(study).recommendations}
     assert recs["code"].verdict == Verdict.UNRELIABLE and "dwarfs" in recs["code"].why
     assert "see the warnings" not in recs["code"].why and recs["code"].recommended_trial == 0
 
@@ -235,9 +232,7 @@ def test_a_busy_round_is_left_out_where_enough_quiet_ones_remain() -> None:
             host=BUSY,
         )
     study = Study(search(), views)
-    recs = {
-        r.workload: r for r in recommendations(study, study_warnings(study.search, study.confirm, study.keys))
-    }
+    recs = {r.workload: r for r in study_verdicts(study).recommendations}
     assert recs["prose"].verdict == Verdict.FASTER and recs["prose"].recommended_trial == 2
     assert "1 launch on a busy host left out" in recs["prose"].why_verdict
     for i, v in enumerate(views):
@@ -252,9 +247,7 @@ def test_a_busy_round_is_left_out_where_enough_quiet_ones_remain() -> None:
                 host=BUSY,
             )
     study = Study(search(), views)
-    recs = {
-        r.workload: r for r in recommendations(study, study_warnings(study.search, study.confirm, study.keys))
-    }
+    recs = {r.workload: r for r in study_verdicts(study).recommendations}
     assert recs["prose"].verdict == Verdict.UNRELIABLE
 
 
@@ -345,7 +338,7 @@ def test_a_baseline_that_moved_during_the_study_is_named() -> None:
     study = Study(search(), confirm(truth))
     warnings = study_warnings(study.search, study.confirm, study.keys)
     assert any("the baseline moved -25%" in m and "quiet machine" in m for m in warnings.messages)
-    assert all(r.verdict == Verdict.UNRELIABLE for r in recommendations(study, warnings))
+    assert all(r.verdict == Verdict.UNRELIABLE for r in study_verdicts(study).recommendations)
 
 
 def test_a_baseline_measured_on_a_busy_host_is_no_drift() -> None:
@@ -369,7 +362,7 @@ def test_a_configuration_that_changes_the_output_is_not_recommended() -> None:
         v if v.label != "trial 1" else view(1, DEEP, {"code": 100.0, "prose": 60.0}, outputs=broken)
         for v in search()
     ]
-    recs = {r.workload: r for r in recommendations(Study(views, confirm(truth)))}
+    recs = {r.workload: r for r in study_verdicts(Study(views, confirm(truth))).recommendations}
     code = recs["code"]
     assert code.trial == 1 and code.output is not None and code.output.changed
     assert code.recommended_trial == 2 and "changes the model's output" in code.why
@@ -387,11 +380,12 @@ def test_a_latency_limit_keeps_a_configuration_out() -> None:
                 s, latency=slow_first_token if v.label == "trial 2" else quick
             )
     limited = {
-        r.workload: r for r in recommendations(Study(search(), views, latency_limits={"ttft_p90_s": 1.0}))
+        r.workload: r
+        for r in study_verdicts(Study(search(), views, latency_limits={"ttft_p90_s": 1.0})).recommendations
     }
     assert limited["code"].recommended_trial == 1  # trial 2 is cheaper but its p90 TTFT is 3 s
     assert limited["prose"].recommended_trial == 0 and "latency limits" in limited["prose"].why
-    free = {r.workload: r for r in recommendations(Study(search(), views))}
+    free = {r.workload: r for r in study_verdicts(Study(search(), views)).recommendations}
     assert free["code"].recommended_trial == 2
 
 
@@ -434,18 +428,18 @@ def test_a_baseline_that_loops_makes_the_verdict_not_representative() -> None:
     warnings = study_warnings(study.search, study.confirm, study.keys)
     assert warnings.not_representative == {"prose"}
     assert any(m.startswith("prose: 2/3 answers degenerate (loop 2: ") for m in warnings.messages)
-    recs = {r.workload: r for r in recommendations(study, warnings)}
+    recs = {r.workload: r for r in study_verdicts(study).recommendations}
     assert recs["code"].representative and recs["code"].verdict_text == str(recs["code"].verdict)
     prose = recs["prose"]
     assert not prose.representative and prose.verdict_text.endswith(", not representative")
     assert prose.recommended_trial == 0 and prose.why.startswith("not representative")
-    overall = overall_recommendation(study, warnings)
+    overall = study_verdicts(study).overall
     assert overall is not None and "prose left out" in overall.why and "prose" not in overall.gains
 
 
 def test_an_unconfirmed_best_slower_than_the_baseline_is_not_recommended() -> None:
     views = [view(0, BASE, SPEEDS, role=BASELINE), view(1, DEEP, {"code": 30.0, "prose": 36.0})]
-    recs = {r.workload: r for r in recommendations(Study(views, []))}
+    recs = {r.workload: r for r in study_verdicts(Study(views, [])).recommendations}
     for rec in recs.values():
         assert rec.verdict == Verdict.UNCONFIRMED and rec.gain is not None and rec.gain < 0
         assert rec.recommended_trial == 0 and rec.why.startswith("the best measured was slower")
@@ -477,6 +471,6 @@ def test_of_equal_cost_the_faster_is_run_and_never_called_cheaper(faster: str) -
         for r in range(3)
         for i, (label, speeds) in enumerate(truth.items())
     ]
-    code = {r.workload: r for r in recommendations(Study(searched, confirmed))}["code"]
+    code = {r.workload: r for r in study_verdicts(Study(searched, confirmed)).recommendations}["code"]
     assert code.recommended_trial == int(faster.split()[1]), code.why
     assert "cheaper" not in code.why

@@ -6,15 +6,29 @@ own answer, which has no NVIDIA driver."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
-from sweep.analysis import recommendations
+import pynvml  # type: ignore[import-untyped]
+import pytest
+
+from sweep.analysis import study_verdicts
 from sweep.doctor import EngineRules, diagnose
 from sweep.embedded import gemma_model
 from sweep.engines import LlamaCppEngine, ServerSetup
 from sweep.engines.llamacpp import facts_from_log
-from sweep.gpu import BY_DEVICE, BY_PID, GpuWatch, Reading, combine, open_source
+from sweep.gpu import (
+    BY_DEVICE,
+    BY_PID,
+    SAMPLE_S,
+    GpuWatch,
+    NvmlSource,
+    ReadFailed,
+    Reading,
+    combine,
+    open_source,
+)
 from sweep.outputs.compare import Column, rows
 from sweep.outputs.console import gpu_lines
 from sweep.outputs.dashboard import gpu_panel
@@ -76,6 +90,61 @@ def test_without_a_gpu_the_record_says_why() -> None:
     assert GpuUse.from_dict(use.to_dict()) == use
 
 
+class LostAfter(Recorded):
+    """The recorded readings, then the GPU lost (NVML's own error) from the `lost_at`-th reading on."""
+
+    def __init__(self, labels: list[str], lost_at: int) -> None:
+        super().__init__(labels)
+        self.left = lost_at
+
+    def read(self) -> Reading:
+        self.left -= 1
+        if self.left < 0:
+            raise ReadFailed(str(pynvml.NVMLError(pynvml.NVML_ERROR_GPU_IS_LOST)))
+        return super().read()
+
+
+class LostNvml:
+    """NVML's calls as the binding makes them, on a GPU that fell off the bus: the device is listed, reading
+    its memory fails with NVML's own error."""
+
+    NVMLError = pynvml.NVMLError
+
+    def nvmlDeviceGetCount(self) -> int:
+        return 1
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> int:
+        return index
+
+    def nvmlSystemGetDriverVersion(self) -> str:
+        return "580.159.04"
+
+    def nvmlDeviceGetMemoryInfo(self, handle: int) -> Any:
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_GPU_IS_LOST)
+
+
+def test_a_gpu_lost_while_measured_is_a_missed_reading_not_a_failed_trial() -> None:
+    """NVML's error at any reading (before the launch, at ready, in the sampling thread) becomes the record's
+    reason; the readings taken before it are kept."""
+    with pytest.raises(ReadFailed, match="GPU is lost"):
+        NvmlSource(LostNvml()).read()
+    late = watched(LostAfter(["before", "ready"], lost_at=2), {5155})
+    assert late.present and late.ready_mib == 874.0 and late.peak_mib == 874.0
+    assert late.reason == "NVML failed to read the GPUs (GPU is lost)" and late.describe().endswith(
+        late.reason
+    )
+    early = watched(LostAfter(["before"], lost_at=0), {5155})
+    assert not early.present and early.describe() == "no GPU (NVML failed to read the GPUs (GPU is lost))"
+    watch = GpuWatch(LostAfter(["before", "ready"], lost_at=2), lambda: {5155})
+    watch.before_launch()
+    watch.at_ready()
+    with watch:  # the sampling thread meets the lost GPU and keeps going until the probes end
+        time.sleep(3 * SAMPLE_S)
+        assert watch._thread is not None and watch._thread.is_alive()
+    assert watch.use().reason.startswith("NVML failed")
+    assert combine(late, GpuUse(("NVIDIA H200",), "580", 1.0, 1.0, 2.0, BY_PID)).reason == late.reason
+
+
 def test_several_servers_of_one_trial_keep_the_first_ready_and_the_highest_peak() -> None:
     first = GpuUse(("NVIDIA H200",), "580", 143771.0, 874.0, 880.0, BY_PID)
     later = GpuUse(("NVIDIA H200",), "580", 143771.0, 870.0, 944.0, BY_PID)
@@ -124,7 +193,7 @@ def test_report_compare_and_dashboard_show_the_gpu_memory() -> None:
         5, {"spec-type": "ngram-mod"}, GpuUse(("NVIDIA H200",), "580.159.04", 143771.0, 926.0, 944.0, BY_PID)
     )
     views = [TrialView(0, "COMPLETE", "baseline", base), TrialView(5, "COMPLETE", "search", spec)]
-    lines = gpu_lines(Study(views, []), recommendations(Study(views, [])))
+    lines = gpu_lines(Study(views, []), study_verdicts(Study(views, [])).recommendations)
     assert (
         lines[1]
         == "GPU: NVIDIA H200 (driver 580.159.04, 143771 MiB); the server's memory (by the server's process ids):"

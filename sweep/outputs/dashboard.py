@@ -45,7 +45,6 @@ HTML: Any = (
     .get_template("dashboard.html")
     .module
 )
-# Words that mark a parameter as the speculative depth, most telling first (SGLang steps, llama.cpp lengths).
 FREE_BUT_UNUSED_GB = 1.0
 
 
