@@ -54,12 +54,22 @@ class RequestMeasurement:
     # correct drafts) or its batch's (the server's per-position counters: vLLM).
     position_acceptance: tuple[float, ...] = ()
     wall_s: float = 0.0
+    # When it was sent, from its repeat's start (the client's clock): 0 for every request of a closed-loop
+    # batch, its arrival on an open loop; a request's windows line up with the others' through it.
+    sent_s: float = 0.0
     finish: str = (
         ""  # why the server ended the answer: "stop" (end of text, a stop word), "length" (max_tokens)
     )
     health: tuple[
         str, ...
     ] = ()  # what is wrong with the text (sweep/health.py's symptoms); empty: it reads as text
+
+    @property
+    def tpot_s(self) -> float | None:
+        """Time per output token after the first: the client's decode time over the tokens it brought."""
+        if self.decode_s is None or self.completion_tokens <= 1:
+            return None
+        return self.decode_s / (self.completion_tokens - 1)
 
     @property
     def decode_tps(self) -> float | None:
@@ -169,8 +179,10 @@ class GpuUse:
         return cls(**{**data, "devices": tuple(data.get("devices", ()))})
 
 
-def series_label(name: str, streams: int) -> str:
-    """A workload across its context lengths: `code`, `code, 4 streams`."""
+def series_label(name: str, streams: int, rate: float | None = None) -> str:
+    """A workload across its context lengths: `code`, `code, 4 streams`, `code, 2 req/s`."""
+    if rate is not None:
+        return f"{name}, {rate:g} req/s"
     return name + (f", {streams} streams" if streams > 1 else "")
 
 
@@ -185,6 +197,13 @@ class WorkloadSummary:
     name: str = ""
     context_tokens: int | None = None  # the context it was padded to (None: the prompts as they are)
     streams: int = 1  # requests sent at once
+    # Open loop: the requests' mean arrival rate (per second) and how they arrived ("poisson", "constant");
+    # per repeat, the rate they arrived at (requests over the time from the first sent to the last) and the
+    # goodput, requests that met every latency limit per second from the first sent to the last answered.
+    rate: float | None = None
+    arrivals: str = ""
+    offered_rps: Spread | None = None
+    goodput_rps: Spread | None = None
     decode_tps: Spread | None = None
     # Multi-stream batches: every request's decode tokens over the batch's decode window (first token of the
     # first stream to last token of the last), and the field reports' "aggregate", the sum of per-stream rates.
@@ -224,7 +243,7 @@ class WorkloadSummary:
     @property
     def series(self) -> str:
         """What its variants at several context lengths share (their name and stream count), as a label."""
-        return series_label(self.name or self.workload, self.streams)
+        return series_label(self.name or self.workload, self.streams, self.rate)
 
     def over_limits(self, limits: Mapping[str, float]) -> dict[str, float]:
         """Seconds by which each latency limit (`ttft_p90_s: 2.0`) is exceeded; <= 0 where it is met."""

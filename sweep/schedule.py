@@ -73,7 +73,8 @@ def depth_schedules(
     engine's schedule can run (`runs`) was measured."""
     families: dict[str, list[Workload]] = {}
     for workload in workloads:
-        families.setdefault(workload.family, []).append(workload)
+        if not workload.open_loop:  # a schedule is keyed by the batch closed-loop streams decode in
+            families.setdefault(workload.family, []).append(workload)
     baseline = next((v for v in complete_views(views) if v.role == "baseline"), None)
     out = []
     for family, members in families.items():

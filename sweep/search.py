@@ -142,9 +142,9 @@ class ModelSearch:
     def _fit(self, records: Sequence[TrialRecord], keys: Sequence[str]) -> dict[str, SurfaceAt]:
         wanted = set(keys)
         shape_axes = axes(self.space)
-        families: dict[tuple[str, int], list[Workload]] = {}
+        families: dict[tuple[str, int, float | None], list[Workload]] = {}
         for w in self.space.workloads:
-            families.setdefault((w.name, w.streams), []).append(w)
+            families.setdefault((w.name, w.streams, w.rate), []).append(w)
         out: dict[str, SurfaceAt] = {}
         for members in families.values():
             if not wanted & {w.key for w in members}:
@@ -276,7 +276,7 @@ def _context_curves(
         if view is None or not view.surface.contexts.modelled or id(view.surface) in done:
             continue
         done.add(id(view.surface))
-        label = series_label(w.name, w.streams)
+        label = series_label(w.name, w.streams, w.rate)
         sizes = view.surface.contexts.sizes
         best: dict[str, tuple[float, Candidate]] = {}
         configurations = [(c.params, c.shape) for c in speculative]

@@ -11,6 +11,7 @@ enqueue: [{spec-type: ngram-mod}]          # tried right after the baseline
 workloads:
   - {class: code}
   - {class: tool, context: [2048, 8192], streams: [1, 2]}
+  - {class: prose, rate: [0.5, 1, 2], requests: 8}    # open loop: Poisson arrivals (arrivals: constant)
   - {name: mine, file: prompts.jsonl, form: completion}   # form: chat | completion (default: the model's)
 probe: {repeats: 3, max_tokens: 128, seed: 1234}
 objective: per-workload                    # or {workload: tool}
@@ -22,6 +23,7 @@ search: model                              # or tpe
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import math
 import socket
@@ -43,6 +45,8 @@ from sweep.probes.workloads import (
     BUILTIN_CLASSES,
     BUILTIN_CONTINUATIONS,
     BUILTIN_PROMPTS,
+    DEFAULT_OPEN_REQUESTS,
+    Arrivals,
     Workload,
     load_prompts,
 )
@@ -385,7 +389,22 @@ def _workloads(raw: Any, base: Path) -> tuple[Workload, ...]:
         where = f"workloads[{i}]"
         item = {"class": item} if isinstance(item, str) else _mapping(item, where)
         _unknown_keys(
-            item, {"name", "class", "file", "prompts", "context", "streams", "form", "stops"}, where
+            item,
+            {
+                "name",
+                "class",
+                "file",
+                "prompts",
+                "context",
+                "streams",
+                "rate",
+                "arrivals",
+                "requests",
+                "duration",
+                "form",
+                "stops",
+            },
+            where,
         )
         name, prompts, named = _workload_prompts(item, base, where)
         continued = tuple(BUILTIN_CONTINUATIONS[item["class"]]) if "class" in item else ()
@@ -413,23 +432,65 @@ def _workloads(raw: Any, base: Path) -> tuple[Workload, ...]:
             _number(n, f"{where}.streams", "streams: [1, 2, 4]", 1, 4096)
             for n in _as_tuple(item.get("streams", [1]))
         ]
-        out += [
-            Workload(
-                name,
-                prompts,
-                ctx,
-                n,
-                continuations=continued,
-                form=PromptForm(form) if form else None,
-                stops=bool(item.get("stops", False)),
-            )
-            for ctx in contexts
-            for n in streams
-        ]
+        shaped = functools.partial(
+            Workload,
+            name,
+            prompts,
+            continuations=continued,
+            form=PromptForm(form) if form else None,
+            stops=bool(item.get("stops", False)),
+        )
+        if any(k in item for k in ("rate", "arrivals", "requests", "duration")):
+            out += [
+                shaped(ctx, rate=rate, arrivals=arrivals, requests=requests)
+                for rate, arrivals, requests in _open_loads(item, where)
+                for ctx in contexts
+            ]
+        else:
+            out += [shaped(ctx, n) for ctx in contexts for n in streams]
     keys = [w.key for w in out]
     if len(set(keys)) != len(keys):
         raise _fail("workloads", f"two workloads are both named '{keys[0]}'", "give each a different `name:`")
     return tuple(out)
+
+
+def _open_loads(item: dict[str, Any], where: str) -> list[tuple[float, Arrivals, int]]:
+    """An open-loop workload's loads: each rate with its arrivals and requests per repeat (`requests`, or
+    the rate times `duration`)."""
+    if "streams" in item:
+        raise _fail(
+            where,
+            "has both `streams` (requests sent at once) and `rate` (requests arriving on their own clock)",
+            "give one load per workload: make two workloads to measure both",
+        )
+    if "rate" not in item:
+        raise _fail(
+            where, "names arrivals, requests or duration without a rate", "add e.g. `rate: [1, 2, 4]`"
+        )
+    rates = [
+        _number(r, f"{where}.rate", "rate: [0.5, 1, 2]", 0.001, 1000.0, integer=False)
+        for r in _as_tuple(item["rate"])
+    ]
+    arrivals = item.get("arrivals", Arrivals.POISSON.value)
+    if arrivals not in {a.value for a in Arrivals}:
+        raise _fail(
+            f"{where}.arrivals",
+            f"cannot be {arrivals!r}",
+            "use `arrivals: poisson` (independent arrivals) or `arrivals: constant` (evenly spaced)",
+        )
+    if "requests" in item and "duration" in item:
+        raise _fail(where, "has both `requests` and `duration`", "give one: requests per repeat, or seconds")
+    if "duration" in item:
+        seconds = _number(
+            item["duration"], f"{where}.duration", "duration: 30", 0.001, 86400.0, integer=False
+        )
+        counts = [max(2, math.ceil(rate * seconds)) for rate in rates]
+    else:
+        requests = _number(
+            item.get("requests", DEFAULT_OPEN_REQUESTS), f"{where}.requests", "requests: 8", 2, 4096
+        )
+        counts = [requests] * len(rates)
+    return [(rate, Arrivals(arrivals), n) for rate, n in zip(rates, counts, strict=True)]
 
 
 def _workload_prompts(
@@ -466,8 +527,10 @@ def _assign_prompts(workloads: tuple[Workload, ...], repeats: int) -> tuple[Work
         if needed > workload.prompt_count:
             raise _fail(
                 f"workloads[{i}] ({workload.key})",
-                f"needs {needed} different prompts (repeats x streams) but has {workload.prompt_count}",
-                "lower probe.repeats or streams, or give more prompts (file: or prompts:)",
+                f"needs {needed} different prompts (repeats x {'requests' if workload.open_loop else 'streams'}) "
+                f"but has {workload.prompt_count}",
+                f"lower probe.repeats or {'requests (or duration)' if workload.open_loop else 'streams'}, or give "
+                "more prompts (file: or prompts:)",
             )
         out.append(dataclasses.replace(workload, first_prompt=used.get(workload.prompts, 0)))
         used[workload.prompts] = used.get(workload.prompts, 0) + needed
@@ -577,6 +640,7 @@ def parse_space(data: Any, base: Path, source: Path | None = None) -> Space:
                     seed=int(probe.get("seed", 1234)),
                     ignore_eos=bool(probe.get("ignore_eos", False)),
                 ),
+                latency_limits={str(k): float(v) for k, v in limits.items()},
             ),
             objective_workload=objective_workload,
             trials=trials,

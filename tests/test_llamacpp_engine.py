@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from sweep.doctor import EngineRules, diagnose
+from sweep.embedded import gemma_model
 from sweep.engines import LlamaCppEngine, ServerSetup
+from sweep.engines.llamacpp import facts_from_log
 from sweep.errors import UserError
 
 
@@ -118,6 +121,28 @@ def test_facts_take_the_target_kv_line_and_the_slots(engine: LlamaCppEngine) -> 
     assert (facts.kv_cache_mib, facts.kv_cells) == (144.0, 4096)
     assert (facts.n_slots, facts.n_ctx_slot) == (2, 2048)
     assert facts.speculation_problem == ""
+
+
+def test_without_a_unified_cache_every_slot_has_its_own_stream_of_cells() -> None:
+    """`-np 2` on Gemma 3 270M (the real llama-server's log, open-loop test): 2048 cells per stream and two
+    streams hold 4096 tokens in 12 MiB, what the GGUF's 3 full layers at 1024 B a layer and token cost; read
+    as 2048 tokens the doctor called the pool twice the files' cost."""
+    log = "\n".join(
+        [
+            "0.00.807 I llama_kv_cache_iswa: creating non-SWA KV cache, size = 2048 cells",
+            "0.00.813 I llama_kv_cache: size =   12.00 MiB (  2048 cells,   3 layers,  2/2 seqs), K (f16):    6.00 MiB, V (f16):    6.00 MiB",
+            "0.00.813 I llama_kv_cache_iswa: creating     SWA KV cache, size = 1024 cells",
+            "0.00.829 I llama_kv_cache: size =   30.00 MiB (  1024 cells,  15 layers,  2/2 seqs), K (f16):   15.00 MiB, V (f16):   15.00 MiB",
+            "0.00.867 I srv    load_model: initializing, n_slots = 2, n_ctx_slot = 2048, kv_unified = 'false'",
+        ]
+    )
+    facts = facts_from_log(log)
+    assert (facts.kv_cells, facts.kv_pool_tokens) == (4096, 4096)
+    assert [c["cells"] for c in facts.kv_caches] == [4096, 2048]
+    engine = LlamaCppEngine(ServerSetup(["llama-server"], str(gemma_model())))
+    found = diagnose(gemma_model(), "f16", facts, EngineRules.of(engine, {}))
+    checked = [(f.what, f.ok) for f in found.findings if f.what.startswith(("KV cache", "KV pool"))]
+    assert checked and all(ok for _, ok in checked), [f.detail for f in found.findings if not f.ok]
 
 
 def test_facts_keep_the_non_fatal_speculation_failure(engine: LlamaCppEngine) -> None:

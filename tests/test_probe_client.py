@@ -15,7 +15,7 @@ from sweep.engines import LlamaCppEngine, ServerSetup
 from sweep.engines.base import RequestSettings
 from sweep.probes.client import measure_request
 from sweep.probes.runner import ProbeSettings, probe
-from sweep.probes.workloads import Workload
+from sweep.probes.workloads import Arrivals, Workload
 
 ENGINE = LlamaCppEngine(ServerSetup(launcher=["llama-server"], model="m.gguf"))
 
@@ -210,3 +210,40 @@ def test_the_batch_is_how_many_requests_decoded_at_once() -> None:
     # The second decodes through the first's second half: each sees 1.5 on average over its own decode.
     assert _decode_batch([row(0.0, 1.0), row(0.5, 1.0)]) == pytest.approx(1.5)
     assert _decode_batch([row(0.0, 1.0), RequestMeasurement("w", 0, 1, "m", "error")]) is None
+
+
+def test_an_open_loop_sends_each_request_on_its_arrival_clock() -> None:
+    """Requests go out at the workload's offsets (prepared before the clock starts), each says when it was
+    sent, and the repeat's offered rate and goodput come from those times."""
+    server = FakeServer()
+    workload = Workload("tool", prompts(16), rate=20.0, arrivals=Arrivals.CONSTANT, requests=8)
+    result = server.run([workload], repeats=2)
+    summary = result.summaries["tool/20rps"]
+    assert summary.status == "ok" and summary.requests == 16 and len(set(server.contents)) == 16
+    assert (summary.rate, summary.arrivals) == (20.0, "constant")
+    for repeat in range(2):
+        sent = [r.sent_s for r in result.requests if r.repeat == repeat]
+        assert sent == pytest.approx(workload.send_offsets(repeat), abs=0.02)
+    assert summary.offered_rps is not None and summary.offered_rps.median == pytest.approx(20.0, rel=0.1)
+    # No limit set: every answered request counts, over the time from the first sent to the last answered.
+    assert summary.goodput_rps is not None and summary.goodput_rps.median == pytest.approx(8 / 0.35, rel=0.2)
+    assert summary.batch is not None and summary.batch.median < 2  # answered at once: they never overlap
+
+
+def test_goodput_counts_the_requests_within_every_limit() -> None:
+    from sweep.probes.runner import _decode_batch, _goodput
+    from sweep.results import RequestMeasurement
+
+    def row(sent: float, ttft: float, gaps: tuple[float, ...]) -> RequestMeasurement:
+        decode = sum(gaps)
+        timing = {"sent_s": sent, "ttft_s": ttft, "decode_s": decode, "wall_s": ttft + decode}
+        return RequestMeasurement("w", 0, 0, "n", "ok", itl_s=gaps, completion_tokens=len(gaps) + 1, **timing)
+
+    rows = [row(0.0, 0.2, (0.1,) * 8), row(1.0, 0.9, (0.1,) * 8), row(3.0, 0.3, (0.1,) * 7 + (0.6,))]
+    span = 3.0 + 0.3 + 1.3  # the first sent to the last answered
+    assert _goodput(rows, {}) == pytest.approx(3 / span)
+    assert _goodput(rows, {"ttft_p90_s": 0.5}) == pytest.approx(2 / span)
+    assert _goodput(rows, {"ttft_p90_s": 0.5, "itl_p99_s": 0.3}) == pytest.approx(1 / span)
+    assert _goodput(rows, {"tpot_p50_s": 0.1}) == pytest.approx(2 / span)  # the third: 1.3 s / 8 tokens
+    # Windows line up through when each was sent: one after the other decodes alone.
+    assert _decode_batch(rows) == pytest.approx(1.0)

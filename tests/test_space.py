@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import statistics
 from pathlib import Path
 
 import optuna
@@ -65,6 +67,49 @@ def test_single_objective_workload(tmp_path: Path) -> None:
     assert parse_space(data, tmp_path).objective_names == ["tool@2k"]
     with pytest.raises(UserError, match="no workload 'nope'"):
         parse_space(data | {"objective": {"workload": "nope"}}, tmp_path)
+
+
+def test_open_loop_workloads_are_keyed_by_their_rate_and_arrive_on_a_seeded_clock(tmp_path: Path) -> None:
+    data = yaml.safe_load(SPACE) | {
+        "workloads": [
+            {"class": "prose", "rate": [0.5, 2]},
+            {"class": "code", "rate": 4, "arrivals": "constant", "duration": 2.2},
+        ],
+        "latency_limits": {"ttft_p90_s": 1.5},
+    }
+    space = parse_space(data, tmp_path)
+    assert space.workload_keys == ["prose/0.5rps", "prose/2rps", "code/4rps"]
+    slow, fast, even = space.workloads
+    assert (slow.requests, fast.requests, even.requests) == (8, 8, 9)  # the default; ceil(4/s x 2.2 s)
+    assert space.probe.latency_limits == {"ttft_p90_s": 1.5}
+    assert even.send_offsets(0) == pytest.approx([i / 4 for i in range(9)])
+    # Poisson: the same arrivals in every trial (seeded by the key and the repeat), others in the next repeat.
+    assert fast.send_offsets(1) == fast.send_offsets(1) != fast.send_offsets(2)
+    gaps = [b - a for r in range(200) for a, b in itertools.pairwise(fast.send_offsets(r))]
+    assert statistics.mean(gaps) == pytest.approx(0.5, rel=0.1)  # 1 / rate
+    assert statistics.stdev(gaps) == pytest.approx(0.5, rel=0.15)  # exponential: the sd is the mean
+    # Each request its own prompt: repeats x requests of them, the next workload on the list after it.
+    used = [w.prompt_index(r, i) for w in (slow, fast) for r in range(2) for i in range(w.per_repeat)]
+    assert len(used) == len(set(used)) == 32
+
+
+@pytest.mark.parametrize(
+    ("workload", "message"),
+    [
+        ({"class": "code", "rate": 1, "streams": 2}, "has both `streams`"),
+        ({"class": "code", "rate": 1, "requests": 4, "duration": 5}, "has both `requests` and `duration`"),
+        ({"class": "code", "arrivals": "poisson"}, "without a rate"),
+        ({"class": "code", "rate": 1, "arrivals": "bursty"}, "cannot be 'bursty'"),
+        ({"class": "code", "rate": 0}, "out of range"),
+        ({"class": "code", "rate": 1, "requests": 1}, "out of range"),
+        ({"class": "code", "rate": 1, "requests": 30}, r"needs 60 different prompts \(repeats x requests\)"),
+    ],
+)
+def test_bad_open_loop_workloads_are_one_line(
+    tmp_path: Path, workload: dict[str, object], message: str
+) -> None:
+    with pytest.raises(UserError, match=message):
+        parse_space(yaml.safe_load(SPACE) | {"workloads": [workload]}, tmp_path)
 
 
 @pytest.mark.parametrize(

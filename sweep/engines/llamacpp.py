@@ -459,15 +459,17 @@ class LlamaCppEngine(Engine):
 
 def facts_from_log(log: str) -> LaunchFacts:
     facts = LaunchFacts()
-    # The first KV line is the target's; a draft model adds its own after it. Verbosity 3 prints none.
+    # The first KV line is the target's; a draft model adds its own after it. Verbosity 3 prints none. Its
+    # cells are per stream ("2/2 seqs": sequences / streams): without a unified KV cache (-np 2, kv_unified
+    # false) every slot has a stream of its own, and the pool holds cells x streams tokens.
     if kv := KV_SIZE.search(log):
-        facts.kv_cache_mib, facts.kv_cells = float(kv.group(1)), int(kv.group(2))
+        facts.kv_cache_mib, facts.kv_cells = float(kv.group(1)), int(kv.group(2)) * int(kv.group(5))
         facts.kv_pool_tokens, facts.kv_cache_gb = facts.kv_cells, round(facts.kv_cache_mib / 1024, 3)
     if slots := SLOTS.search(log):
         facts.n_slots, facts.n_ctx_slot = int(slots.group(1)), int(slots.group(2))
         facts.context_length, facts.max_running_requests = facts.n_ctx_slot, facts.n_slots
     facts.kv_caches = [
-        {"mib": float(m.group(1)), "cells": int(m.group(2)), "layers": int(m.group(3))}
+        {"mib": float(m.group(1)), "cells": int(m.group(2)) * int(m.group(5)), "layers": int(m.group(3))}
         for m in KV_SIZE.finditer(log)
     ]
     facts.devices = [f"{m.group(1)}: {m.group(2)} ({m.group(3)} MiB)" for m in DEVICE.finditer(log)]

@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from sweep.analysis import ABRow, Recommendation, Verdicts
-from sweep.results import Spread, Stage
+from sweep.results import Spread, Stage, WorkloadSummary
 from sweep.store import Study
 
 
@@ -129,6 +129,7 @@ def report_text(study_name: str, study: Study, verdicts: Verdicts) -> str:
             f"one server for all workloads: trial {overall.trial}: {params_text(overall.params)}",
             f"  ({overall.why}{'; gains: ' + gains if gains else ''})",
         ]
+    lines += load_lines(study, recs)
     lines += gpu_lines(study, recs)
     if warnings.messages:
         lines += ["", "warnings (verdicts they touch say unreliable or not representative):"]
@@ -154,6 +155,46 @@ def ab_text(
     if warnings:
         lines += ["", "warnings (verdicts they touch say unreliable):", *(f"  {m}" for m in warnings)]
     return "\n".join(lines)
+
+
+def load_lines(study: Study, recs: list[Recommendation]) -> list[str]:
+    """Open-loop workloads: what each workload's best and the baseline served under arrivals at the rate (the
+    rate requests came at, the goodput within the latency limits, latency percentiles, acceptance under load)."""
+    baseline = next((v for v in study.search if v.role == "baseline" and v.complete and v.record), None)
+    out = []
+    for r in recs:
+        if r.summary.rate is None:
+            continue
+        base = baseline.record.workloads.get(r.workload) if baseline and baseline.record else None
+        out.append(
+            f"  {r.workload} ({r.summary.arrivals} arrivals at {r.summary.rate:g} req/s): trial {r.trial} "
+            + _load_text(r.summary)
+        )
+        if base is not None and base.status == "ok":
+            out.append(f"    baseline: {_load_text(base)}")
+    if not out:
+        return []
+    limits = (
+        ", ".join(f"{k} {v:g}" for k, v in study.latency_limits.items()) or "none set: every request counts"
+    )
+    return [
+        "",
+        f"under load (open loop; goodput: requests within the latency limits per second, {limits}):",
+        *out,
+    ]
+
+
+def _load_text(summary: WorkloadSummary) -> str:
+    ttft, tpot = summary.latency.get("ttft_s", {}), summary.latency.get("tpot_s", {})
+    parts = [
+        f"came at {_spread(summary.offered_rps, '{:.2f}')} req/s",
+        f"goodput {_spread(summary.goodput_rps, '{:.2f}')} req/s",
+        f"ttft p50/p90 {ttft['p50']:.2f}/{ttft['p90']:.2f} s" if ttft else "",
+        f"tpot p50/p90 {tpot['p50'] * 1000:.0f}/{tpot['p90'] * 1000:.0f} ms" if tpot else "",
+        f"decoding {summary.batch.median:.1f} at once" if summary.batch else "",
+        f"accept len {summary.acceptance_length.median:.2f}" if summary.acceptance_length else "",
+    ]
+    return "; ".join(p for p in parts if p)
 
 
 def gpu_lines(study: Study, recs: list[Recommendation]) -> list[str]:

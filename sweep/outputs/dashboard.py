@@ -35,7 +35,7 @@ from sweep.analysis import (
 )
 from sweep.outputs.compare import usable_context
 from sweep.outputs.console import gain_text, params_text, pct, speed_text, text_health
-from sweep.results import LaunchFacts, Spread, Stage
+from sweep.results import LaunchFacts, Spread, Stage, WorkloadSummary
 from sweep.store import Phase, Study, TrialView, complete_views
 from sweep.surface import ContextCurve, PredictedSurface, SurfacePoint
 
@@ -597,6 +597,86 @@ def position_panel(views: list[TrialView]) -> Panel:
     return Panel(title, fig, note + gauge)
 
 
+LOAD_ROWS = (  # (what, the summary's latency part or None for goodput, unit scale, axis title)
+    ("time to first token p90", "ttft_s", 1.0, "s"),
+    ("time per output token p90", "tpot_s", 1000.0, "ms"),
+    ("goodput", None, 1.0, "req/s"),
+)
+
+
+def load_panel(views: list[TrialView], recommended: set[int]) -> Panel:
+    """Open-loop workloads: latency percentiles and goodput against the arrival rate, one line per configuration
+    (the baseline and each workload's best), one column per workload."""
+    title = "Latency and goodput against the arrival rate (open loop)"
+    shown = [
+        v
+        for v in complete_views(views)
+        if (v.role == "baseline" or v.number in recommended)
+        and v.record
+        and any(s.rate is not None and s.status == "ok" for s in v.record.workloads.values())
+    ]
+
+    def across_rates(s: WorkloadSummary) -> str:  # a workload's variants at several rates share a column
+        return (s.name or s.workload.split("/")[0]) + (
+            f" at {s.context_tokens} tokens" if s.context_tokens else ""
+        )
+
+    series = sorted(
+        {across_rates(s) for v in shown if v.record for s in v.record.workloads.values() if s.rate}
+    )
+    if not series:
+        return _message(
+            title, "No workload was measured open loop; give one `rate: [0.5, 1, 2]` (requests/s)."
+        )
+    fig = make_subplots(
+        rows=len(LOAD_ROWS),
+        cols=len(series),
+        shared_xaxes=True,
+        column_titles=series,
+        row_titles=[f"{what} ({unit})" for what, _, _, unit in LOAD_ROWS],
+        vertical_spacing=0.06,
+    )
+    for v in shown:
+        assert v.record is not None
+        name = "baseline" if v.role == "baseline" else f"trial {v.number}"
+        for col, label in enumerate(series, start=1):
+            points = sorted(
+                (s.rate, s)
+                for s in v.record.workloads.values()
+                if s.rate and s.status == "ok" and across_rates(s) == label
+            )
+            for row, (_, part, scale, _) in enumerate(LOAD_ROWS, start=1):
+                ys = [
+                    (s.goodput_rps.median if s.goodput_rps else None)
+                    if part is None
+                    else s.latency.get(part, {}).get("p90", math.nan) * scale
+                    for _, s in points
+                ]
+                fig.add_trace(
+                    go.Scatter(
+                        x=[rate for rate, _ in points],
+                        y=ys,
+                        mode="lines+markers",
+                        name=name,
+                        legendgroup=name,
+                        showlegend=row == 1 and col == 1,
+                        line={"dash": "dot" if v.role == "baseline" else "solid"},
+                        hovertext=f"{name}<br>{_flags(v)}",
+                        hoverinfo="text+x+y",
+                    ),
+                    row=row,
+                    col=col,
+                )
+    fig.update_xaxes(type="log", title_text="requests per second", row=len(LOAD_ROWS))
+    fig.update_layout(height=260 * len(LOAD_ROWS))
+    note = (
+        "<p>Requests arrive on their own clock (Poisson unless the workload says constant). Where the lines of a "
+        "configuration and the baseline cross, speculation stops paying: verification competes with the other "
+        "requests for the batch.</p>"
+    )
+    return Panel(title, fig, note)
+
+
 def memory_panel(views: list[TrialView]) -> Panel:
     title = "Memory per trial"
     rows = [v for v in views if v.record is not None and v.record.facts.free_after_pool_gb is not None]
@@ -849,6 +929,7 @@ def build(
         lambda: surface_panel(list(surface.points), views),
         lambda: context_panel(frame, by_number, surface.curves),
         lambda: position_panel(views),
+        lambda: load_panel(views, {r.trial for r in verdicts.recommendations}),
         lambda: pareto_panel(views),
         lambda: memory_panel(views),
         lambda: gpu_panel(views),

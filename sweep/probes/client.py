@@ -60,15 +60,17 @@ async def measure_request(
     form: PromptForm = PromptForm.CHAT,
     template_tokens: int = 0,
     deadline_s: float | None = None,
+    epoch: float | None = None,
 ) -> RequestMeasurement:
     """Send one streamed request in `form` and measure it. HTTP errors become a status, never an exception; a
     server that stops sending (the client's read timeout) or a request past `deadline_s` is "stalled". Up to
-    `template_tokens` cached tokens (the chat template's header, the same in every request) keep it cold."""
+    `template_tokens` cached tokens (the chat template's header, the same in every request) keep it cold.
+    `epoch`: the repeat's start (`time.perf_counter`), from which the request's `sent_s` is counted."""
     row = functools.partial(RequestMeasurement, workload=workload, repeat=repeat, stream=stream, nonce=nonce)
     started = time.perf_counter()
     try:
         async with asyncio.timeout(deadline_s):
-            return await _measure(client, engine, content, form, settings, row, template_tokens)
+            return await _measure(client, engine, content, form, settings, row, template_tokens, epoch)
     except TimeoutError:
         return row(
             status="stalled",
@@ -93,6 +95,7 @@ async def _measure(
     settings: RequestSettings,
     row: functools.partial[RequestMeasurement],
     template_tokens: int,
+    epoch: float | None = None,
 ) -> RequestMeasurement:
     first = last = None
     arrivals: list[float] = []
@@ -102,6 +105,8 @@ async def _measure(
     try:
         path, body = await engine.request(client, content, form, settings)
         started = time.perf_counter()  # the clock starts when the request is sent, not while it is built
+        if epoch is not None:
+            row = functools.partial(row, sent_s=round(started - epoch, 6))
         async with client.stream("POST", path, json=body) as resp:
             if resp.status_code != 200:
                 status, reason = engine.classify_error(

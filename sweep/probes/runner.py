@@ -1,13 +1,21 @@
-"""Probe a running server with every workload: repeats, concurrent streams, context filling, summaries."""
+"""Probe a running server with every workload: repeats, concurrent streams or open-loop arrivals, context
+filling, summaries.
+
+A repeat sends its requests at their offsets from its start (`Workload.send_offsets`): all at once for closed-loop
+streams, on the arrival clock for an open loop. Every request is prepared (context filled, nonce checked) before
+the repeat's clock starts, so a late send is the event loop's, not the preparation's; each request records when
+it was sent (`sent_s`), and the repeat's windows (decode window, batch overlap, goodput) line up through it.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
 import functools
+import math
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import httpx
@@ -49,6 +57,9 @@ class ProbeSettings:
     stall_timeout_s: float = STALL_TIMEOUT_S
     request_timeout_s: float | None = None  # None: REQUEST_BASE_S + REQUEST_PER_TOKEN_S x max_tokens
     trial_timeout_s: float = TRIAL_TIMEOUT_S
+    # The space's latency limits (`ttft_p90_s: 2.0`): an open-loop request that meets each (its own time, its
+    # own inter-token percentile) counts towards the goodput.
+    latency_limits: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def request_deadline_s(self) -> float:
@@ -165,6 +176,8 @@ class Batch:
     attempts: int = 1
     discarded: list[RequestMeasurement] = field(default_factory=list)  # earlier attempts' rows, not counted
     acceptance_gauge: float | None = None  # the server's own acceptance length after the batch
+    offered_rps: float | None = None  # open loop: requests over the time from the first sent to the last
+    goodput_rps: float | None = None  # open loop: requests within every latency limit per second
 
     @property
     def ok(self) -> bool:
@@ -190,11 +203,12 @@ async def _measured_batch(client: httpx.AsyncClient, engine: Engine, sending: Se
 async def _batch(
     client: httpx.AsyncClient, engine: Engine, sending: Sending, repeat: int, attempt: int
 ) -> Batch:
-    """One attempt at a repeat: each stream its own prompt, each prompt its own nonce, sent at once."""
+    """One attempt at a repeat: each request its own prompt, each prompt its own nonce, sent at its offset (at
+    once for streams, on the arrival clock for an open loop)."""
     workload, probe_settings = sending.workload, sending.settings
     contents, nonces, indexes = [], [], []
     first_tokens: set[int] = set()
-    for stream in range(workload.streams):
+    for stream in range(workload.per_repeat):
         index = workload.prompt_index(repeat, stream)
         task = workload.prompt(index, sending.form)
         if workload.context_tokens:
@@ -215,23 +229,31 @@ async def _batch(
         reason = f"the server's cache was not flushed: {failure}"
         return Batch([row(stream=s, nonce=n, status="error", reason=reason) for s, n in enumerate(nonces)])
     before = await engine.draft_counters(client)
+    started = time.perf_counter()
+
+    async def sent_at(offset: float, stream: int, content: str, nonce: str) -> RequestMeasurement:
+        await asyncio.sleep(max(0.0, started + offset - time.perf_counter()))
+        return await measure_request(
+            client,
+            engine,
+            content,
+            probe_settings.request,
+            workload=workload.key,
+            repeat=repeat,
+            stream=stream,
+            nonce=nonce,
+            form=sending.form,
+            template_tokens=sending.template_tokens,
+            deadline_s=probe_settings.request_deadline_s,
+            epoch=started,
+        )
+
+    offsets = workload.send_offsets(repeat)
     rows = list(
         await asyncio.gather(
             *(
-                measure_request(
-                    client,
-                    engine,
-                    content,
-                    probe_settings.request,
-                    workload=workload.key,
-                    repeat=repeat,
-                    stream=stream,
-                    nonce=nonce,
-                    form=sending.form,
-                    template_tokens=sending.template_tokens,
-                    deadline_s=probe_settings.request_deadline_s,
-                )
-                for stream, (content, nonce) in enumerate(zip(contents, nonces, strict=True))
+                sent_at(offset, stream, content, nonce)
+                for stream, (offset, content, nonce) in enumerate(zip(offsets, contents, nonces, strict=True))
             )
         )
     )
@@ -248,7 +270,7 @@ async def _batch(
     ]
     rows = await _with_acceptance_length(client, engine, rows, before)
     gauge = await engine.acceptance_gauge(client) if any(r.draft_tokens for r in rows) else None
-    if not all(r.status == "ok" for r in rows) or workload.streams == 1:
+    if not all(r.status == "ok" for r in rows) or workload.per_repeat == 1:
         return Batch(rows, acceptance_gauge=gauge)
     return Batch(
         rows,
@@ -256,20 +278,55 @@ async def _batch(
         sum(r.decode_tps or 0.0 for r in rows),
         _decode_batch(rows),
         acceptance_gauge=gauge,
+        offered_rps=_offered_rate(rows) if workload.open_loop else None,
+        goodput_rps=_goodput(rows, probe_settings.latency_limits) if workload.open_loop else None,
     )
+
+
+def _offered_rate(rows: list[RequestMeasurement]) -> float | None:
+    """Requests per second as they were sent: the gaps between the first send and the last."""
+    span = max(r.sent_s for r in rows) - min(r.sent_s for r in rows)
+    return (len(rows) - 1) / span if span > 0 else None
+
+
+def _goodput(rows: list[RequestMeasurement], limits: Mapping[str, float]) -> float | None:
+    """Requests that met every latency limit, per second from the first sent to the last answered (every
+    request counts where the space sets no limit: the served request rate)."""
+    span = max(r.sent_s + r.wall_s for r in rows) - min(r.sent_s for r in rows)
+    good = [r for r in rows if all(_request_value(r, name) <= limit for name, limit in limits.items())]
+    return len(good) / span if span > 0 else None
+
+
+def _request_value(row: RequestMeasurement, limit: str) -> float:
+    """One request's own value of a latency limit's measure (`itl_p90_s`: its own 90th percentile gap); a
+    measure it lacks (no token came) is infinitely late."""
+    part, _, quantile = limit.removesuffix("_s").partition("_")
+    value = REQUEST_MEASURES[part](row, int(quantile.removeprefix("p")))
+    return math.inf if value is None else value
+
+
+# A latency limit's measure on one request (the percentile matters only to the gaps between its tokens).
+REQUEST_MEASURES: dict[str, Callable[[RequestMeasurement, int], float | None]] = {
+    "ttft": lambda row, _q: row.ttft_s,
+    "tpot": lambda row, _q: row.tpot_s,
+    "itl": lambda row, q: percentile(list(row.itl_s), q) if row.itl_s else None,
+    "e2e": lambda row, _q: row.wall_s,
+}
 
 
 def _window_rate(rows: list[RequestMeasurement]) -> float | None:
     """Decode tokens of every request (the first token of each comes from prefill) over the decode window:
     from the first stream's first token to the last stream's last token. The requests are sent together, so
-    each one's times from its arrival line up: the server's clock where it reports first-token and end times
-    (SGLang), the client's otherwise."""
+    each one's times from its arrival line up, shifted by when it was sent: the server's clock where it reports
+    first-token and end times (SGLang), the client's otherwise."""
     if all(r.server_ttft_s is not None and r.server_e2e_s is not None for r in rows):
-        firsts = [r.server_ttft_s for r in rows if r.server_ttft_s is not None]
-        lasts = [r.server_e2e_s for r in rows if r.server_e2e_s is not None]
+        firsts = [r.sent_s + r.server_ttft_s for r in rows if r.server_ttft_s is not None]
+        lasts = [r.sent_s + r.server_e2e_s for r in rows if r.server_e2e_s is not None]
     else:
-        firsts = [r.ttft_s for r in rows if r.ttft_s is not None]
-        lasts = [r.ttft_s + r.decode_s for r in rows if r.ttft_s is not None and r.decode_s is not None]
+        firsts = [r.sent_s + r.ttft_s for r in rows if r.ttft_s is not None]
+        lasts = [
+            r.sent_s + r.ttft_s + r.decode_s for r in rows if r.ttft_s is not None and r.decode_s is not None
+        ]
     tokens = sum(max(0, r.completion_tokens - 1) for r in rows)
     if not firsts or not lasts or max(lasts) <= min(firsts) or not tokens:
         return None
@@ -278,10 +335,12 @@ def _window_rate(rows: list[RequestMeasurement]) -> float | None:
 
 def _decode_batch(rows: list[RequestMeasurement]) -> float | None:
     """How many requests decoded at once, on average over each request's decode time: the overlap of every
-    pair of decode windows (a window with itself included) over the windows' total length. The requests are
-    sent together, so the client's times from each one's sending line up."""
+    pair of decode windows (a window with itself included) over the windows' total length, each on the
+    client's clock from when it was sent."""
     windows = [
-        (r.ttft_s, r.ttft_s + r.decode_s) for r in rows if r.ttft_s is not None and r.decode_s is not None
+        (r.sent_s + r.ttft_s, r.sent_s + r.ttft_s + r.decode_s)
+        for r in rows
+        if r.ttft_s is not None and r.decode_s is not None
     ]
     total = sum(end - start for start, end in windows)
     if len(windows) < len(rows) or total <= 0:
@@ -354,6 +413,8 @@ def summarize(workload: Workload, batches: list[Batch]) -> WorkloadSummary:
             name=workload.name,
             context_tokens=workload.context_tokens,
             streams=workload.streams,
+            rate=workload.rate,
+            arrivals=workload.arrivals.value if workload.open_loop else "",
             status=worst.status if worst else "error",
             reason=reason,
             requests=len(rows),
@@ -366,6 +427,10 @@ def summarize(workload: Workload, batches: list[Batch]) -> WorkloadSummary:
         name=workload.name,
         context_tokens=workload.context_tokens,
         streams=workload.streams,
+        rate=workload.rate,
+        arrivals=workload.arrivals.value if workload.open_loop else "",
+        offered_rps=Spread.of([b.offered_rps for b in batches if b.offered_rps is not None]),
+        goodput_rps=Spread.of([b.goodput_rps for b in batches if b.goodput_rps is not None]),
         status="ok",
         reason=f"{remeasured} batches measured again after an invalid request" if remeasured else "",
         decode_tps=Spread.of([r.decode_tps for r in rows if r.decode_tps is not None]),
@@ -391,14 +456,7 @@ def summarize(workload: Workload, batches: list[Batch]) -> WorkloadSummary:
                 # Gaps between chunks: speculation sends accepted tokens back to back, so the median gap can be
                 # ~0 while p90 shows the step; time per output token is each request's decode time per token.
                 ("itl_s", gaps),
-                (
-                    "tpot_s",
-                    [
-                        r.decode_s / (r.completion_tokens - 1)
-                        for r in rows
-                        if r.decode_s is not None and r.completion_tokens > 1
-                    ],
-                ),
+                ("tpot_s", [r.tpot_s for r in rows if r.tpot_s is not None]),
                 ("e2e_s", [r.wall_s for r in rows]),
             )
             if values

@@ -8,12 +8,21 @@ Each class has two forms (`PromptForm`): instructions for a chat model, sent thr
 and text a base model continues (`sweep/probes/continuations.py`), sent as it is. A base model under a chat
 template continues the template instead of answering: the form follows the model unless a workload names one.
 User workloads come from a YAML list or a JSONL file of prompts, used as they are in either form.
+
+A workload's load is closed-loop (`streams`: N requests sent at once, the next repeat when the last ends) or
+open-loop (`rate`: requests arriving on their own clock, Poisson by default, `requests` of them per repeat):
+production traffic arrives open-loop, and that is where verification competes with other requests for the
+batch. Arrival times are drawn from a seed of the workload and the repeat, so every trial sees the same ones
+and two trials' repeats pair up as closed-loop repeats do.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import random
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 
 import yaml
@@ -183,14 +192,35 @@ def served_form(
     return PromptForm.CHAT, f"the model's chat template{where}"
 
 
+class Arrivals(StrEnum):
+    """How an open-loop workload's requests arrive."""
+
+    POISSON = "poisson"  # independent arrivals: exponential gaps of mean 1 / rate (traffic from many users)
+    CONSTANT = "constant"  # one every 1 / rate seconds
+
+
+DEFAULT_OPEN_REQUESTS = (
+    8  # requests per repeat of an open-loop workload that names neither requests nor duration
+)
+
+
+def rate_label(rate: float) -> str:
+    """A request rate as keys and labels write it: 2 -> `2rps`, 0.5 -> `0.5rps`."""
+    return f"{rate:g}rps"
+
+
 @dataclass(frozen=True)
 class Workload:
-    """A class of prompts at one context length and one number of concurrent streams."""
+    """A class of prompts at one context length, under one load: `streams` concurrent requests (closed loop) or
+    `requests` arriving at `rate` per second (open loop)."""
 
     name: str
     prompts: tuple[str, ...]  # the chat form (a built-in class's instructions), or a user's prompts
     context_tokens: int | None = None
     streams: int = 1
+    rate: float | None = None  # requests per second, open loop (None: closed loop, `streams` at once)
+    arrivals: Arrivals = Arrivals.POISSON
+    requests: int = 0  # per repeat, open loop
     # Where this workload's prompts start in its list: workloads that share a list (tool and tool@8k) take
     # different prompts, so no prompt reaches one server twice while the list is long enough.
     first_prompt: int = 0
@@ -210,12 +240,39 @@ class Workload:
 
     @property
     def key(self) -> str:
-        """The name results and objectives use: `tool`, `tool@8k`, `tool@8k/2streams`."""
+        """The name results and objectives use: `tool`, `tool@8k`, `tool@8k/2streams`, `tool/0.5rps`."""
+        if self.open_loop:
+            return f"{self.family}/{rate_label(self.rate or 0.0)}"
         return self.family + (f"/{self.streams}streams" if self.streams > 1 else "")
 
+    @property
+    def open_loop(self) -> bool:
+        return self.rate is not None
+
+    @property
+    def per_repeat(self) -> int:
+        """Requests one repeat sends: its streams, or its open-loop requests."""
+        return self.requests if self.open_loop else self.streams
+
     def prompt_index(self, repeat: int, stream: int) -> int:
-        """The prompt of a repeat's stream: the same in every trial, so trials pair up prompt by prompt."""
-        return self.first_prompt + repeat * self.streams + stream
+        """The prompt of a repeat's stream (or request): the same in every trial, so trials pair up prompt by
+        prompt."""
+        return self.first_prompt + repeat * self.per_repeat + stream
+
+    def send_offsets(self, repeat: int) -> list[float]:
+        """When each of a repeat's requests is sent, in seconds from the repeat's start: all at once (closed
+        loop) or on the open loop's arrival clock, the same in every trial (seeded by the key and the repeat)."""
+        if not self.open_loop or not self.rate:
+            return [0.0] * self.streams
+        if self.arrivals is Arrivals.CONSTANT:
+            return [i / self.rate for i in range(self.requests)]
+        seed = int.from_bytes(hashlib.sha256(f"{self.key}/{repeat}".encode()).digest()[:8], "big")
+        draw = random.Random(seed)
+        offsets, at = [], 0.0
+        for _ in range(self.requests):
+            offsets.append(at)  # the first request opens the repeat; the gaps after it are exponential
+            at += draw.expovariate(self.rate)
+        return offsets
 
     def texts(self, form: PromptForm) -> tuple[str, ...]:
         """The prompts of one form."""
@@ -232,7 +289,7 @@ class Workload:
         return min(len(self.texts(f)) for f in forms)
 
     def prompts_needed(self, repeats: int) -> int:
-        return repeats * self.streams
+        return repeats * self.per_repeat
 
 
 @dataclass(frozen=True)
