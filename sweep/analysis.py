@@ -41,7 +41,9 @@ def baseline_view(views: list[TrialView]) -> TrialView | None:
 
 def ok_summary(view: TrialView, workload: str) -> WorkloadSummary | None:
     summary = view.record.workloads.get(workload) if view.record else None
-    if summary is None or summary.status != "ok" or summary.decode_tps is None:
+    # A capacity of 0 (the limits held at no rate tried) is below the range, not a number to compare on a log
+    # scale: the configuration has no verdict there.
+    if summary is None or summary.status != "ok" or summary.headline is None or summary.headline.median <= 0:
         return None
     return summary
 
@@ -57,9 +59,11 @@ def quiet_only(views: list[TrialView], workload: str) -> list[TrialView]:
     return [v for v in views if not on_busy_host(v, workload)]
 
 
-def decode_median(view: TrialView, workload: str) -> float | None:
+def headline_median(view: TrialView, workload: str) -> float | None:
+    """The median of what verdicts compare on the workload (`WorkloadSummary.headline`: decode t/s, or the
+    capacity where one was searched for)."""
     summary = ok_summary(view, workload)
-    return summary.decode_tps.median if summary and summary.decode_tps else None
+    return summary.headline.median if summary and summary.headline else None
 
 
 def baseline_health(views: list[TrialView], workload: str) -> tuple[OutputHealth | None, str]:
@@ -79,7 +83,7 @@ def cost(view: TrialView) -> tuple[bool, float, float]:
     return (view.record.facts.speculation_requested, work, float(view.record.facts.kv_pool_tokens or 0))
 
 
-def launches(views: list[TrialView], label: str, workload: str, metric: str = "decode_tps") -> list[Launch]:
+def launches(views: list[TrialView], label: str, workload: str, metric: str = "headline") -> list[Launch]:
     """Each complete launch of a configuration, as its per-prompt values of `metric` for one workload."""
     out = []
     for view in views:
@@ -91,7 +95,7 @@ def launches(views: list[TrialView], label: str, workload: str, metric: str = "d
 
 
 def study_noise(
-    views: list[TrialView], workload: str, metric: str = "decode_tps", reference: str = BASELINE
+    views: list[TrialView], workload: str, metric: str = "headline", reference: str = BASELINE
 ) -> Noise:
     """This study's own noise for a workload: every configuration launched more than once, pooled, and the
     round-paired differences against the reference configuration; launches on a busy host are not the
@@ -205,7 +209,9 @@ class Recommendation:
     workload: str
     trial: int  # the configuration the verdict is about (a search trial number)
     params: dict[str, Any]
-    decode_tps: Spread  # the search's measurement of it
+    # The search's measurement of it and of the baseline: decode t/s, or requests per second within the latency
+    # limits on a capacity workload (`summary.unit` says which; `WorkloadSummary.headline`).
+    decode_tps: Spread
     baseline_tps: Spread | None  # the search's baseline
     search_gain: float | None  # what the search alone said (one launch each)
     comparison: Comparison | None  # from the confirmation where there is one
@@ -258,6 +264,7 @@ class Recommendation:
             "workload": self.workload,
             "trial": self.trial,
             "params": self.params,
+            "unit": self.summary.unit,
             "decode_tps": dataclasses.asdict(self.decode_tps),
             "baseline_tps": dataclasses.asdict(self.baseline_tps) if self.baseline_tps else None,
             "confirmed_tps": self.confirmed_tps,
@@ -307,7 +314,7 @@ def _compare(
 
 
 def quiet_views(
-    views: list[TrialView], labels: tuple[str, ...], key: str, metric: str = "decode_tps"
+    views: list[TrialView], labels: tuple[str, ...], key: str, metric: str = "headline"
 ) -> list[TrialView]:
     """The launches a comparison of `labels` rests on: those measured on a quiet host where at least MIN_CLEAN
     of each side remain, else all of them (and the verdict is unreliable, see `host_checked`)."""
@@ -324,7 +331,7 @@ def quiet_compare(
     noise: Noise,
     min_gain: float,
     warnings: StudyWarnings,
-    metric: str = "decode_tps",
+    metric: str = "headline",
 ) -> Comparison | None:
     """The first configuration against the second (its reference), on `quiet_views`; the verdict says how many
     launches on a busy host were left out."""
@@ -376,7 +383,9 @@ def recommendations(study: Study, warnings: StudyWarnings) -> list[Recommendatio
     search_by_label = study.by_label()
     out = []
     for key in study.keys:
-        measured = [v for v in complete_views(study.search) if v.label != BASELINE and decode_median(v, key)]
+        measured = [
+            v for v in complete_views(study.search) if v.label != BASELINE and headline_median(v, key)
+        ]
         if not measured:
             continue
         views, confirmed = _evidence(study, key)
@@ -384,7 +393,7 @@ def recommendations(study: Study, warnings: StudyWarnings) -> list[Recommendatio
         candidates = (
             [label for label in dict.fromkeys(v.label for v in views if v.complete) if label != BASELINE]
             if confirmed
-            else [max(measured, key=lambda v: decode_median(v, key) or 0.0).label]
+            else [max(measured, key=lambda v: headline_median(v, key) or 0.0).label]
         )
         scored = [
             (c, comp)
@@ -393,17 +402,17 @@ def recommendations(study: Study, warnings: StudyWarnings) -> list[Recommendatio
             if (comp := _compare(views, c, key, noise, study, warnings)) is not None
         ]
         base_summary = ok_summary(baseline, key) if baseline else None
-        base_tps = base_summary.decode_tps if base_summary else None
+        base_tps = base_summary.headline if base_summary else None
         if not scored:
-            best = max(measured, key=lambda v: decode_median(v, key) or 0.0)
+            best = max(measured, key=lambda v: headline_median(v, key) or 0.0)
             summary = ok_summary(best, key)
-            assert summary is not None and summary.decode_tps is not None and best.record is not None
+            assert summary is not None and summary.headline is not None and best.record is not None
             out.append(
                 Recommendation(
                     key,
                     best.number,
                     best.record.params,
-                    summary.decode_tps,
+                    summary.headline,
                     base_tps,
                     search_gain=None,
                     comparison=None,
@@ -421,14 +430,14 @@ def recommendations(study: Study, warnings: StudyWarnings) -> list[Recommendatio
         label, comparison = max(scored, key=lambda item: item[1].gain)
         view = search_by_label[label]
         summary = ok_summary(view, key)
-        assert view.record is not None and summary is not None and summary.decode_tps is not None
+        assert view.record is not None and summary is not None and summary.headline is not None
         rec = Recommendation(
             key,
             view.number,
             view.record.params,
-            summary.decode_tps,
+            summary.headline,
             base_tps,
-            search_gain=summary.decode_tps.median / base_tps.median - 1
+            search_gain=summary.headline.median / base_tps.median - 1
             if base_tps and base_tps.median > 0
             else None,
             comparison=comparison,
@@ -572,18 +581,18 @@ def search_overall(
     baseline = baseline_view(views)
     if baseline is None or baseline.record is None:
         return None
-    keys = [k for k in baseline.record.workloads if decode_median(baseline, k)]
+    keys = [k for k in baseline.record.workloads if headline_median(baseline, k)]
     scored = []
     for view in complete_views(views):
         if view.label == BASELINE:
             continue
-        medians = {k: decode_median(view, k) for k in keys}
+        medians = {k: headline_median(view, k) for k in keys}
         if (
             keys
             and all(medians.values())
             and all(within_limits([view], view.label, k, limits or {}) for k in keys)
         ):
-            worst = min((medians[k] or 0.0) / (decode_median(baseline, k) or 1.0) - 1 for k in keys)
+            worst = min((medians[k] or 0.0) / (headline_median(baseline, k) or 1.0) - 1 for k in keys)
             scored.append((worst, view))
     if not scored:
         return None
@@ -594,7 +603,7 @@ def overall_recommendation(study: Study, warnings: StudyWarnings) -> OverallReco
     baseline = baseline_view(study.search)
     if baseline is None or baseline.record is None:
         return None
-    measured = [k for k in baseline.record.workloads if decode_median(baseline, k)]
+    measured = [k for k in baseline.record.workloads if headline_median(baseline, k)]
     # Workloads whose baseline answers are not text say nothing about real gains: the headline leaves them out.
     keys = [k for k in measured if k not in warnings.not_representative]
     left_out = [k for k in measured if k in warnings.not_representative]
@@ -685,7 +694,7 @@ def confirmation_plan(
     baseline = baseline_view(views)
     if baseline is None or baseline.record is None or top <= 0:
         return []
-    keys = [k for k in baseline.record.workloads if decode_median(baseline, k)]
+    keys = [k for k in baseline.record.workloads if headline_median(baseline, k)]
     chosen: dict[str, tuple[dict[str, Any], set[str]]] = {}
     for key in keys:
         ranked = sorted(
@@ -693,10 +702,10 @@ def confirmation_plan(
                 v
                 for v in complete_views(views)
                 if v.label != BASELINE
-                and decode_median(v, key)
+                and headline_median(v, key)
                 and within_limits([v], v.label, key, limits or {})
             ),
-            key=lambda v: -(decode_median(v, key) or 0.0),
+            key=lambda v: -(headline_median(v, key) or 0.0),
         )
         best: dict[str, TrialView] = {}
         for view in ranked:
@@ -796,6 +805,9 @@ def ab_rows(
     rows: list[ABRow | None] = []
     for key in keys:
         rows += [
+            _speed(
+                views, key, "capacity_rps", "capacity (req/s within the latency limits)", min_gain, warnings
+            ),
             _speed(views, key, "decode_tps", "decode t/s", min_gain, warnings),
             _speed(views, key, "aggregate_tps", "aggregate t/s (decode window)", min_gain, warnings),
             _speed(views, key, "sum_stream_tps", "sum of stream t/s", min_gain, warnings),

@@ -217,11 +217,8 @@ class Confirmation:
         if record.failed:
             say(f"failed: {record.failure}")
             raise TrialFailed(record.failure)
-        measured = [s for s in record.workloads.values() if s.status == "ok" and s.decode_tps]
-        say(
-            "done: "
-            + ", ".join(f"{s.workload} {s.decode_tps.median:.1f} t/s" for s in measured if s.decode_tps)
-        )
+        measured = [s for s in record.workloads.values() if s.status == "ok" and s.headline]
+        say("done: " + ", ".join(s.headline_text() for s in measured))
         return float(len(measured))
 
     def _sayer(self, candidate: Candidate, round_: int, started: float) -> Progress:

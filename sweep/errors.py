@@ -32,7 +32,7 @@ def interrupted_how(exc: KeyboardInterrupt) -> str:
 
 
 def raise_interrupted(signum: int, _frame: object) -> None:
-    """A signal handler: SIGTERM (and SIGHUP) take the Ctrl-C path."""
+    """A signal handler: Ctrl-C, SIGTERM and SIGHUP raise where the sweep is (inside the probe's event loop too)."""
     raise Interrupted(signal.Signals(signum))
 
 

@@ -38,11 +38,15 @@ class LaunchTime:
 def assumed_launch_time(space: Space, engine: Engine) -> LaunchTime:
     probe_s = 0.0
     for workload in space.workloads:
-        batches = space.probe.repeats + (1 if space.probe.warmup else 0)
         prompt = workload.context_tokens or PROMPT_TOKENS
-        probe_s += batches * (
-            prompt / ASSUMED_PREFILL_TPS + space.probe.request.max_tokens / ASSUMED_DECODE_TPS
-        )
+        request_s = prompt / ASSUMED_PREFILL_TPS + space.probe.request.max_tokens / ASSUMED_DECODE_TPS
+        probe_s += request_s if space.probe.warmup else 0.0
+        if workload.capacity is not None:  # its runs, at most as long as one at the range's lowest rate
+            probe_s += workload.capacity_probes * ((workload.requests - 1) / workload.capacity[0] + request_s)
+        elif workload.rate is not None:  # the arrivals' span, then the last request
+            probe_s += space.probe.repeats * ((workload.requests - 1) / workload.rate + request_s)
+        else:
+            probe_s += space.probe.repeats * request_s
     return LaunchTime(
         engine.typical_startup_s,
         probe_s,

@@ -7,6 +7,7 @@ Each record has a plain-JSON form (`to_dict` / `from_dict`) so that a trial is c
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import statistics
 from collections import Counter
@@ -179,6 +180,25 @@ class GpuUse:
         return cls(**{**data, "devices": tuple(data.get("devices", ()))})
 
 
+@dataclass(frozen=True)
+class CapacityStep:
+    """One run of a capacity search: the rate, whether every latency limit held, and by how much each was over
+    (seconds; <= 0 where it held)."""
+
+    rate: float
+    held: bool
+    over: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """What a capacity search found: the highest rate tried at which the limits held (0: not even the lowest of
+    the range; the range's top: at least that), and its runs in order."""
+
+    rps: float
+    steps: tuple[CapacityStep, ...] = ()
+
+
 def series_label(name: str, streams: int, rate: float | None = None) -> str:
     """A workload across its context lengths: `code`, `code, 4 streams`, `code, 2 req/s`."""
     if rate is not None:
@@ -204,6 +224,10 @@ class WorkloadSummary:
     arrivals: str = ""
     offered_rps: Spread | None = None
     goodput_rps: Spread | None = None
+    # A capacity workload: the highest request rate at which the latency limits held on this launch, and the
+    # runs of the search that found it.
+    capacity_rps: Spread | None = None
+    capacity_steps: tuple[CapacityStep, ...] = ()
     decode_tps: Spread | None = None
     # Multi-stream batches: every request's decode tokens over the batch's decode window (first token of the
     # first stream to last token of the last), and the field reports' "aggregate", the sum of per-stream rates.
@@ -241,12 +265,32 @@ class WorkloadSummary:
     template_tokens: int = 0
 
     @property
+    def headline(self) -> Spread | None:
+        """What the verdicts compare on this workload: its capacity (requests per second within the latency
+        limits) where it was searched for one, its decode t/s per request otherwise."""
+        return self.capacity_rps if self.capacity_rps is not None else self.decode_tps
+
+    @property
+    def unit(self) -> str:
+        return "req/s" if self.capacity_rps is not None else "t/s"
+
+    def headline_text(self) -> str:
+        """`code 62.7 t/s`, `prose/capacity 2.83 req/s`, or why it has no number."""
+        if self.headline is None:
+            return f"{self.workload} {self.status}"
+        digits = 2 if self.capacity_rps is not None else 1
+        return f"{self.workload} {self.headline.median:.{digits}f} {self.unit}"
+
+    @property
     def series(self) -> str:
         """What its variants at several context lengths share (their name and stream count), as a label."""
         return series_label(self.name or self.workload, self.streams, self.rate)
 
     def over_limits(self, limits: Mapping[str, float]) -> dict[str, float]:
-        """Seconds by which each latency limit (`ttft_p90_s: 2.0`) is exceeded; <= 0 where it is met."""
+        """Seconds by which each latency limit (`ttft_p90_s: 2.0`) is exceeded; <= 0 where it is met. A capacity
+        is the rate at which they are met: none is exceeded there (every one is, where no rate tried met them)."""
+        if self.capacity_rps is not None:
+            return {name: 0.0 if self.capacity_rps.median > 0 else math.inf for name in limits}
         over = {}
         for name, limit in limits.items():
             part, _, quantile = name.removesuffix("_s").partition("_")
@@ -266,6 +310,7 @@ class WorkloadSummary:
             "position_acceptance": tuple(data.get("position_acceptance", ())),
             "host": host,
             "output_health": OutputHealth.from_dict(data.get("output_health")),
+            "capacity_steps": tuple(CapacityStep(**step) for step in data.get("capacity_steps", ())),
         }
         spreads = {
             f.name: Spread(**{**data[f.name], "values": tuple(data[f.name].get("values", ()))})

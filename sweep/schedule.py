@@ -15,7 +15,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from sweep.analysis import decode_median
+from sweep.analysis import headline_median
 from sweep.probes.workloads import Workload
 from sweep.results import SpecShape
 from sweep.store import TrialView, complete_views
@@ -82,7 +82,7 @@ def depth_schedules(
         if len(members) < 2:
             continue
         lowest = members[0].key
-        ranked = [(decode_median(v, lowest) or 0.0, v) for v in _runnable(views, runs, None)]
+        ranked = [(headline_median(v, lowest) or 0.0, v) for v in _runnable(views, runs, None)]
         if not ranked:
             continue
         _, first = max(ranked, key=lambda pair: pair[0])
@@ -90,9 +90,9 @@ def depth_schedules(
         method = first.record.shape.method
         steps = []
         for workload in members:
-            base = decode_median(baseline, workload.key) if baseline else None
+            base = headline_median(baseline, workload.key) if baseline else None
             best_tps, best = max(
-                ((decode_median(v, workload.key) or 0.0, v) for v in _runnable(views, runs, method)),
+                ((headline_median(v, workload.key) or 0.0, v) for v in _runnable(views, runs, method)),
                 key=lambda p: p[0],
             )
             assert best.record is not None and best.record.shape is not None

@@ -45,6 +45,7 @@ from sweep.probes.workloads import (
     BUILTIN_CLASSES,
     BUILTIN_CONTINUATIONS,
     BUILTIN_PROMPTS,
+    DEFAULT_CAPACITY_STEPS,
     DEFAULT_OPEN_REQUESTS,
     Arrivals,
     Workload,
@@ -221,8 +222,12 @@ class Space:
 
     @property
     def objective_names(self) -> list[str]:
-        """One objective per workload (decode t/s), unless the space names one workload."""
-        return [self.objective_workload] if self.objective_workload else self.workload_keys
+        """One objective per workload (decode t/s), unless the space names one workload; with `objective:
+        capacity`, one per capacity workload (the highest request rate within the latency limits)."""
+        if self.objective_workload:
+            return [self.objective_workload]
+        capacity = [w.key for w in self.workloads if w.capacity is not None]
+        return capacity or self.workload_keys
 
     @property
     def confirm_configurations(self) -> int:
@@ -379,7 +384,19 @@ def _param(name: str, raw: Any, where: str) -> ParamSpec:
     )
 
 
-def _workloads(raw: Any, base: Path) -> tuple[Workload, ...]:
+def _capacity_steps(objective: Any) -> int | None:
+    """`objective: capacity` (or `{capacity: {steps: N}}`): the bisection's steps; None for another objective."""
+    if objective == "capacity":
+        return DEFAULT_CAPACITY_STEPS
+    if isinstance(objective, dict) and set(objective) == {"capacity"}:
+        settings = _mapping(objective["capacity"], "objective.capacity")
+        _unknown_keys(settings, {"steps"}, "objective.capacity")
+        steps = settings.get("steps", DEFAULT_CAPACITY_STEPS)
+        return int(_number(steps, "objective.capacity.steps", "objective: {capacity: {steps: 3}}", 0, 12))
+    return None
+
+
+def _workloads(raw: Any, base: Path, capacity_steps: int | None = None) -> tuple[Workload, ...]:
     if not isinstance(raw, list) or not raw:
         raise _fail(
             "workloads", "must be a non-empty list", "e.g. `workloads: [{class: code}, {class: tool}]`"
@@ -440,7 +457,30 @@ def _workloads(raw: Any, base: Path) -> tuple[Workload, ...]:
             form=PromptForm(form) if form else None,
             stops=bool(item.get("stops", False)),
         )
-        if any(k in item for k in ("rate", "arrivals", "requests", "duration")):
+        if (
+            any(k in item for k in ("rate", "arrivals", "requests", "duration"))
+            and capacity_steps is not None
+        ):
+            loads = _open_loads(item, where)
+            rates = sorted(rate for rate, _, _ in loads)
+            if len(rates) < 2 or rates[0] == rates[-1]:
+                raise _fail(
+                    f"{where}.rate",
+                    "names one rate, but a capacity is searched for in a range of them",
+                    "give the range, e.g. `rate: [0.5, 8]`",
+                )
+            _, arrivals, requests = loads[0]
+            out += [
+                shaped(
+                    ctx,
+                    arrivals=arrivals,
+                    requests=requests,
+                    capacity=(rates[0], rates[-1]),
+                    capacity_steps=capacity_steps,
+                )
+                for ctx in contexts
+            ]
+        elif any(k in item for k in ("rate", "arrivals", "requests", "duration")):
             out += [
                 shaped(ctx, rate=rate, arrivals=arrivals, requests=requests)
                 for rate, arrivals, requests in _open_loads(item, where)
@@ -547,9 +587,23 @@ def parse_space(data: Any, base: Path, source: Path | None = None) -> Space:
     probe = _mapping(data.get("probe"), "probe")
     _unknown_keys(probe, PROBE_KEYS, "probe")
     objective = data.get("objective", "per-workload")
-    workloads = _workloads(data.get("workloads"), base)
+    capacity_steps = _capacity_steps(objective)
+    workloads = _workloads(data.get("workloads"), base, capacity_steps)
     objective_workload = None
-    if isinstance(objective, dict) and set(objective) == {"workload"}:
+    if capacity_steps is not None:
+        if not any(w.capacity for w in workloads):
+            raise _fail(
+                "objective",
+                "is capacity but no workload arrives open loop over a range of rates",
+                "give a workload `rate: [0.5, 8]` (the range its capacity is searched in)",
+            )
+        if not data.get("latency_limits"):
+            raise _fail(
+                "objective",
+                "is capacity but the space sets no latency limit to hold",
+                "add e.g. `latency_limits: {ttft_p90_s: 2.0, tpot_p90_s: 0.1}`",
+            )
+    elif isinstance(objective, dict) and set(objective) == {"workload"}:
         objective_workload = str(objective["workload"])
         if objective_workload not in {w.key for w in workloads}:
             raise _fail(
@@ -558,7 +612,9 @@ def parse_space(data: Any, base: Path, source: Path | None = None) -> Space:
                 f"workloads: {', '.join(w.key for w in workloads)}",
             )
     elif objective != "per-workload":
-        raise _fail("objective", f"cannot be {objective!r}", "use `per-workload` or `{workload: NAME}`")
+        raise _fail(
+            "objective", f"cannot be {objective!r}", "use `per-workload`, `{workload: NAME}` or `capacity`"
+        )
     limits = _mapping(data.get("latency_limits"), "latency_limits")
     for name, limit in limits.items():
         if (
@@ -599,9 +655,16 @@ def parse_space(data: Any, base: Path, source: Path | None = None) -> Space:
         raise _fail(
             "enqueue", "must be a list of parameter mappings", "e.g. `enqueue: [{spec-type: ngram-mod}]`"
         )
-    search = str(data.get("search", SearchKind.MODEL.value))
+    # The surface model predicts decode t/s from acceptance and step cost; a capacity is searched with TPE.
+    search = str(data.get("search", (SearchKind.MODEL if capacity_steps is None else SearchKind.TPE).value))
     if search not in {k.value for k in SearchKind}:
         raise _fail("search", f"cannot be {search!r}", "use `search: model` (the default) or `search: tpe`")
+    if search == SearchKind.MODEL.value and capacity_steps is not None:
+        raise _fail(
+            "search",
+            "is model, which predicts decode t/s, not a capacity",
+            "leave `search:` out (TPE searches a capacity) or set `search: tpe`",
+        )
     try:
         return Space(
             engine=str(data["engine"]),

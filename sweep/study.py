@@ -333,7 +333,9 @@ class Sweep:
         values = [self._objective_value(record, name) for name in self.space.objective_names]
         say(
             "done: "
-            + ", ".join(f"{n} {v:.1f} t/s" for n, v in zip(self.space.objective_names, values, strict=True))
+            + ", ".join(
+                s.headline_text() for n in self.space.objective_names if (s := record.workloads.get(n))
+            )
         )
         return values
 
@@ -347,10 +349,10 @@ class Sweep:
 
     def _objective_value(self, record: TrialRecord, workload: str) -> float:
         summary = record.workloads.get(workload)
-        # A workload that does not fit (or was not measured) is served at 0 t/s by this configuration.
-        if summary is None or summary.status != "ok" or summary.decode_tps is None:
+        # A workload that does not fit (or was not measured) is served at 0 t/s (or 0 req/s) by this configuration.
+        if summary is None or summary.status != "ok" or summary.headline is None:
             return 0.0
-        return summary.decode_tps.median
+        return summary.headline.median
 
     def _same_params(self, trial: optuna.Trial, params: dict[str, Any]) -> optuna.trial.FrozenTrial | None:
         for other in trial.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):

@@ -46,7 +46,7 @@ params:
 enqueue:
   - {speculative-algorithm: NEXTN, speculative-num-steps: 3, speculative-eagle-topk: 1, mem-fraction-static: 0.92}
   - {speculative-algorithm: NEXTN, speculative-num-steps: 2, speculative-eagle-topk: 2, speculative-num-draft-tokens: 4, mem-fraction-static: 0.88}
-workloads: [{class: code}, {class: prose, context: [null, 16000]}]
+workloads: [{class: code}, {class: prose, context: [null, 16000]}, {class: tool, rate: [50, 400], requests: 4}]
 probe: {repeats: 2, max_tokens: 64}
 confirm: {top: 1, launches: 2, max_launches: 3}
 trials: 7
@@ -111,14 +111,15 @@ def test_dashboard_in_a_real_browser(study_runs: Path, capsys: pytest.CaptureFix
     dom, log = render(page, ARTEFACTS / "dashboard.png")
     assert "CONSOLE" not in log and "Uncaught" not in log, log[-2000:]
     sections = re.findall(r"<section data-panel=[\"'](\d+)[\"']>(.*?)</section>", dom, re.S)
-    assert len(sections) == 11
+    assert len(sections) == 12
     # Acceptance per draft position from SGLang's per-request histogram, and the server's gauge beside it.
     assert "Acceptance per draft position" in sections[4][1] and "server gauge" in sections[4][1]
+    assert "Latency and goodput against the arrival rate" in sections[5][1]  # the open-loop tool workload
     for number, content in sections:
-        if number == "7":  # GPU memory: the simulator's machine has none, and the panel says why
+        if number == "8":  # GPU memory: the simulator's machine has none, and the panel says why
             assert "No GPU was read: no NVIDIA driver or GPU" in content
             continue
-        if number == "8":  # failures and overrides: no trial failed here, and the overrides table has rows
+        if number == "9":  # failures and overrides: no trial failed here, and the overrides table has rows
             assert "reset it to 48" in content
             continue
         assert 'class="empty"' not in content, f"panel {number} has no data"

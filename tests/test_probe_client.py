@@ -247,3 +247,41 @@ def test_goodput_counts_the_requests_within_every_limit() -> None:
     assert _goodput(rows, {"tpot_p50_s": 0.1}) == pytest.approx(2 / span)  # the third: 1.3 s / 8 tokens
     # Windows line up through when each was sent: one after the other decodes alone.
     assert _decode_batch(rows) == pytest.approx(1.0)
+
+
+def test_a_capacity_search_bisects_to_the_highest_rate_within_the_limits() -> None:
+    """A server whose answer takes 20 ms per request in flight: alone it answers in 20 ms, three at once in
+    60 ms. Held to a 50 ms time to first token, requests every 50 ms never overlap and hold it; every 16 ms
+    three overlap and do not. The search runs both ends of its range, then bisects on a log scale."""
+    in_flight = 0
+
+    async def server(request: httpx.Request) -> httpx.Response:
+        nonlocal in_flight
+        if request.url.path == "/metrics":
+            return httpx.Response(501, text="This server does not support metrics endpoint.")
+        if request.url.path == "/tokenize":
+            body = json.loads(request.content)
+            return httpx.Response(200, json={"tokens": [ord(c) for c in body["content"]]})
+        in_flight += 1
+        try:
+            await asyncio.sleep(0.02 * in_flight)
+        finally:
+            in_flight -= 1
+        return httpx.Response(200, content=sse(timings()))
+
+    workload = Workload(
+        "tool", prompts(30), arrivals=Arrivals.CONSTANT, requests=6, capacity=(2.0, 200.0), capacity_steps=3
+    )
+    settings = ProbeSettings(repeats=3, warmup=False, latency_limits={"ttft_p90_s": 0.05})
+    result = asyncio.run(
+        probe("http://s", ENGINE, [workload], settings, transport=httpx.MockTransport(server))
+    )
+    summary = result.summaries["tool/capacity"]
+    assert summary.status == "ok" and summary.capacity_rps is not None and summary.unit == "req/s"
+    steps = [(round(s.rate, 1), s.held) for s in summary.capacity_steps]
+    assert len(steps) == 5 and steps[:4] == [(2.0, True), (200.0, False), (20.0, True), (63.2, False)]
+    assert 20.0 <= summary.capacity_rps.median < 63.2 and summary.headline == summary.capacity_rps
+    assert summary.capacity_steps[1].over["ttft_p90_s"] > 0
+    # Each run its own prompts, none sent twice; the rows say the rate they ran at.
+    assert summary.requests == 30 and len({r.nonce for r in result.requests}) == 30
+    assert {r.workload for r in result.requests} >= {"tool/2rps", "tool/200rps", "tool/20rps"}

@@ -93,6 +93,53 @@ def test_open_loop_workloads_are_keyed_by_their_rate_and_arrive_on_a_seeded_cloc
     assert len(used) == len(set(used)) == 32
 
 
+def test_a_capacity_objective_searches_each_open_loop_workload_over_its_range(tmp_path: Path) -> None:
+    data = yaml.safe_load(SPACE) | {
+        "workloads": [{"class": "code"}, {"class": "prose", "rate": [8, 0.5, 2], "requests": 6}],
+        "objective": {"capacity": {"steps": 2}},
+        "latency_limits": {"ttft_p90_s": 2.0},
+    }
+    space = parse_space(data, tmp_path)
+    assert space.workload_keys == ["code", "prose/capacity"] and space.objective_names == ["prose/capacity"]
+    prose = space.workloads[1]
+    assert (prose.capacity, prose.capacity_steps, prose.capacity_probes) == ((0.5, 8), 2, 4)
+    assert space.search.value == "tpe"  # the surface model predicts decode t/s, not a capacity
+    # Each run of the search its own prompts: both ends and two steps of 6 requests.
+    runs = [prose.at_rate(rate, probe) for probe, rate in enumerate((0.5, 8, 2, 4))]
+    used = [run.prompt_index(0, i) for run in runs for i in range(run.requests)]
+    assert len(used) == len(set(used)) == prose.prompts_needed(repeats=3) == 24
+    assert runs[2].key == "prose/2rps" and runs[2].capacity is None
+
+
+@pytest.mark.parametrize(
+    ("patch", "message"),
+    [
+        ({"objective": "capacity"}, "no workload arrives open loop over a range"),
+        ({"objective": "capacity", "workloads": [{"class": "code", "rate": 1}]}, "names one rate"),
+        (
+            {"objective": "capacity", "workloads": [{"class": "code", "rate": [1, 4]}]},
+            "sets no latency limit",
+        ),
+        (
+            {
+                "objective": "capacity",
+                "search": "model",
+                "workloads": [{"class": "code", "rate": [1, 4]}],
+                "latency_limits": {"ttft_p90_s": 1.0},
+            },
+            "is model, which predicts decode t/s",
+        ),
+        (
+            {"objective": {"capacity": {"steps": 40}}, "workloads": [{"class": "code", "rate": [1, 4]}]},
+            "out of range",
+        ),
+    ],
+)
+def test_bad_capacity_objectives_are_one_line(tmp_path: Path, patch: dict[str, object], message: str) -> None:
+    with pytest.raises(UserError, match=message):
+        parse_space(yaml.safe_load(SPACE) | patch, tmp_path)
+
+
 @pytest.mark.parametrize(
     ("workload", "message"),
     [

@@ -62,8 +62,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _errors_as_lines(lambda: _no_engine_flags(args.command))
     if hasattr(args, "engine_flags"):
         args.engine_flags = argv[tail + 1 :]
-    # SIGTERM (a service manager, `kill`) and SIGHUP (a closed terminal) stop a sweep as Ctrl-C does.
-    for sig in (signal.SIGTERM, signal.SIGHUP):
+    # SIGTERM (a service manager, `kill`) and SIGHUP (a closed terminal) stop a sweep as Ctrl-C does. Ctrl-C
+    # itself raises at once too: asyncio.run would otherwise turn it into a cancellation of the probe, which a
+    # closing HTTP stream can answer with a transport error (a lost server, not an interrupt): seen in CI.
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, raise_interrupted)
     return _errors_as_lines(lambda: int(args.handler(args)))
 

@@ -37,12 +37,19 @@ def gain_text(r: Recommendation) -> str:
 
 
 def speed_text(r: Recommendation) -> tuple[str, str]:
-    """The candidate's and the baseline's t/s the verdict rests on (confirmation means, else the search)."""
+    """The candidate's and the baseline's t/s the verdict rests on (confirmation means, else the search); a
+    capacity workload's requests per second within the latency limits, said so."""
+    digits, unit = ("{:.1f}", "") if r.summary.unit == "t/s" else ("{:.2f}", f" {r.summary.unit}")
     if r.confirmed and r.confirmed_tps is not None:
         launches = r.comparison.launches if r.comparison else (0, 0)
-        base = f"{r.confirmed_baseline_tps:.1f} x{launches[1]}" if r.confirmed_baseline_tps else "-"
-        return f"{r.confirmed_tps:.1f} x{launches[0]}", base
-    return _spread(r.decode_tps), _spread(r.baseline_tps)
+        base = r.confirmed_baseline_tps
+        return (
+            f"{digits.format(r.confirmed_tps)}{unit} x{launches[0]}",
+            f"{digits.format(base)}{unit} x{launches[1]}" if base else "-",
+        )
+    return _spread(r.decode_tps, digits) + unit, _spread(r.baseline_tps, digits) + (
+        unit if r.baseline_tps else ""
+    )
 
 
 def text_health(r: Recommendation) -> str:
@@ -163,9 +170,16 @@ def load_lines(study: Study, recs: list[Recommendation]) -> list[str]:
     baseline = next((v for v in study.search if v.role == "baseline" and v.complete and v.record), None)
     out = []
     for r in recs:
+        base = baseline.record.workloads.get(r.workload) if baseline and baseline.record else None
+        if r.summary.capacity_rps is not None:
+            out.append(
+                f"  {r.workload} ({r.summary.arrivals} arrivals): trial {r.trial} {_capacity_text(r.summary)}"
+            )
+            if base is not None and base.status == "ok":
+                out.append(f"    baseline: {_capacity_text(base)}")
+            continue
         if r.summary.rate is None:
             continue
-        base = baseline.record.workloads.get(r.workload) if baseline and baseline.record else None
         out.append(
             f"  {r.workload} ({r.summary.arrivals} arrivals at {r.summary.rate:g} req/s): trial {r.trial} "
             + _load_text(r.summary)
@@ -182,6 +196,20 @@ def load_lines(study: Study, recs: list[Recommendation]) -> list[str]:
         f"under load (open loop; goodput: requests within the latency limits per second, {limits}):",
         *out,
     ]
+
+
+def _capacity_text(summary: WorkloadSummary) -> str:
+    """`holds the limits up to 2.83 req/s (runs: 0.5 held, 8 over: ttft_p90_s +1.20 s, ...)`."""
+    runs = ", ".join(
+        f"{step.rate:.3g} held"
+        if step.held
+        else f"{step.rate:.3g} over: "
+        + ", ".join(f"{name} +{over:.2f} s" for name, over in step.over.items() if over > 0)
+        for step in summary.capacity_steps
+    )
+    found = summary.capacity_rps.median if summary.capacity_rps else 0.0
+    held = f"holds the limits up to {found:.3g} req/s" if found else "holds the limits at no rate tried"
+    return f"{held} (runs: {runs})"
 
 
 def _load_text(summary: WorkloadSummary) -> str:

@@ -35,7 +35,7 @@ from sweep.analysis import (
 )
 from sweep.outputs.compare import usable_context
 from sweep.outputs.console import gain_text, params_text, pct, speed_text, text_health
-from sweep.results import LaunchFacts, Spread, Stage, WorkloadSummary
+from sweep.results import CapacityStep, LaunchFacts, Spread, Stage, WorkloadSummary
 from sweep.store import Phase, Study, TrialView, complete_views
 from sweep.surface import ContextCurve, PredictedSurface, SurfacePoint
 
@@ -624,6 +624,23 @@ def load_panel(views: list[TrialView], recommended: set[int]) -> Panel:
     series = sorted(
         {across_rates(s) for v in shown if v.record for s in v.record.workloads.values() if s.rate}
     )
+    capacities = [
+        [
+            str(v.number),
+            key,
+            f"{s.capacity_rps.median:.3g}",
+            ", ".join(_run(step) for step in s.capacity_steps),
+        ]
+        for v in complete_views(views)
+        if v.record
+        for key, s in v.record.workloads.items()
+        if s.capacity_rps is not None
+    ]
+    if not series and capacities:
+        return Panel(
+            "Capacity within the latency limits (open loop)",
+            html=table(["trial", "workload", "capacity (req/s)", "runs of the search (req/s)"], capacities),
+        )
     if not series:
         return _message(
             title, "No workload was measured open loop; give one `rate: [0.5, 1, 2]` (requests/s)."
@@ -667,7 +684,8 @@ def load_panel(views: list[TrialView], recommended: set[int]) -> Panel:
                     row=row,
                     col=col,
                 )
-    fig.update_xaxes(type="log", title_text="requests per second", row=len(LOAD_ROWS))
+    fig.update_xaxes(type="log")  # every row: axes that match must share their type
+    fig.update_xaxes(title_text="requests per second", row=len(LOAD_ROWS))
     fig.update_layout(height=260 * len(LOAD_ROWS))
     note = (
         "<p>Requests arrive on their own clock (Poisson unless the workload says constant). Where the lines of a "
@@ -675,6 +693,10 @@ def load_panel(views: list[TrialView], recommended: set[int]) -> Panel:
         "requests for the batch.</p>"
     )
     return Panel(title, fig, note)
+
+
+def _run(step: CapacityStep) -> str:
+    return f"{step.rate:.3g} {'held' if step.held else 'over'}"
 
 
 def memory_panel(views: list[TrialView]) -> Panel:

@@ -26,7 +26,7 @@ from sweep.health import OutputHealth, symptoms
 from sweep.probes.client import measure_request, new_nonce, probe_client, prompt_nonce, unique_content
 from sweep.probes.filler import fill_to
 from sweep.probes.workloads import Workload, served_form
-from sweep.results import HostLoad, RequestMeasurement, Spread, WorkloadSummary
+from sweep.results import Capacity, CapacityStep, HostLoad, RequestMeasurement, Spread, WorkloadSummary
 from sweep.stats import percentile
 
 DEFAULT_REPEATS = 3
@@ -135,17 +135,20 @@ async def probe(
                     f"the trial passed its deadline of {settings.trial_timeout_s:.0f} s before {workload.key} "
                     "(probe.trial_timeout_s)"
                 )
-            batches = []
             stop_watching = watch() if watch else None
             form, why = served.form(workload)
             sending = Sending(workload, form, settings, served.template_tokens)
-            for repeat in range(settings.repeats):
-                progress(f"{workload.key} {repeat + 1}/{settings.repeats}")
-                batches.append(await _measured_batch(client, engine, sending, repeat))
+            if workload.capacity is not None:
+                batches, found = await _capacity_search(client, engine, sending, progress)
+            else:
+                batches, found = [], None
+                for repeat in range(settings.repeats):
+                    progress(f"{workload.key} {repeat + 1}/{settings.repeats}")
+                    batches.append(await _measured_batch(client, engine, sending, repeat))
             # Every request goes to requests.jsonl, discarded attempts too (with their status and reason).
             result.requests += [row for batch in batches for row in (*batch.discarded, *batch.rows)]
             summary = dataclasses.replace(
-                summarize(workload, batches),
+                summarize(workload, batches, found),
                 form=form.value,
                 form_reason=why,
                 template_tokens=sending.template_tokens,
@@ -182,6 +185,46 @@ class Batch:
     @property
     def ok(self) -> bool:
         return bool(self.rows) and all(r.status == "ok" for r in self.rows)
+
+
+async def _capacity_search(
+    client: httpx.AsyncClient, engine: Engine, sending: Sending, progress: Progress
+) -> tuple[list[Batch], Capacity]:
+    """The highest rate in the workload's range at which its latency limits hold: a run at the lowest rate
+    (none held: the capacity is 0), one at the highest (held: the capacity is at least that), then bisection on
+    a log scale. Each run is `requests` requests at one rate, its own prompts, held to the limits by its own
+    percentiles. A run with a request that is not valid ends the search (the workload then has no numbers)."""
+    workload, limits = sending.workload, sending.settings.latency_limits
+    assert workload.capacity is not None
+    low, high = workload.capacity
+    batches: list[Batch] = []
+    steps: list[CapacityStep] = []
+
+    async def held_at(rate: float) -> bool | None:
+        at = workload.at_rate(rate, len(batches))
+        progress(f"{workload.key}: {rate:.3g} req/s ({len(batches) + 1}/{workload.capacity_probes})")
+        batch = await _measured_batch(client, engine, dataclasses.replace(sending, workload=at), 0)
+        batches.append(batch)
+        if not batch.ok:
+            return None
+        over = summarize(at, [batch]).over_limits(limits)
+        steps.append(CapacityStep(rate, all(v <= 0 for v in over.values()), over))
+        return steps[-1].held
+
+    # A run that is not valid (None) ends the search: the workload's summary then gives its reason.
+    held = await held_at(low)
+    if not held:
+        return batches, Capacity(0.0, tuple(steps))
+    held = await held_at(high)
+    if held is None or held:
+        return batches, Capacity(low if held is None else high, tuple(steps))
+    for _ in range(workload.capacity_steps):
+        middle = math.sqrt(low * high)
+        held = await held_at(middle)
+        if held is None:
+            break
+        low, high = (middle, high) if held else (low, middle)
+    return batches, Capacity(low, tuple(steps))
 
 
 async def _measured_batch(client: httpx.AsyncClient, engine: Engine, sending: Sending, repeat: int) -> Batch:
@@ -395,7 +438,7 @@ async def _with_acceptance_length(
     ]
 
 
-def summarize(workload: Workload, batches: list[Batch]) -> WorkloadSummary:
+def summarize(workload: Workload, batches: list[Batch], capacity: Capacity | None = None) -> WorkloadSummary:
     """The workload's numbers, only when every batch was fully valid (else its first problem, no numbers)."""
     rows = [r for b in batches for r in b.rows]
     remeasured = sum(b.attempts - 1 for b in batches)
@@ -431,6 +474,8 @@ def summarize(workload: Workload, batches: list[Batch]) -> WorkloadSummary:
         arrivals=workload.arrivals.value if workload.open_loop else "",
         offered_rps=Spread.of([b.offered_rps for b in batches if b.offered_rps is not None]),
         goodput_rps=Spread.of([b.goodput_rps for b in batches if b.goodput_rps is not None]),
+        capacity_rps=Spread.of([capacity.rps]) if capacity else None,
+        capacity_steps=capacity.steps if capacity else (),
         status="ok",
         reason=f"{remeasured} batches measured again after an invalid request" if remeasured else "",
         decode_tps=Spread.of([r.decode_tps for r in rows if r.decode_tps is not None]),

@@ -18,6 +18,7 @@ and two trials' repeats pair up as closed-loop repeats do.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import random
@@ -199,9 +200,10 @@ class Arrivals(StrEnum):
     CONSTANT = "constant"  # one every 1 / rate seconds
 
 
-DEFAULT_OPEN_REQUESTS = (
-    8  # requests per repeat of an open-loop workload that names neither requests nor duration
-)
+# Requests per repeat of an open-loop workload that names neither requests nor duration, and the bisection
+# steps of a capacity search after both ends of its range.
+DEFAULT_OPEN_REQUESTS = 8
+DEFAULT_CAPACITY_STEPS = 3
 
 
 def rate_label(rate: float) -> str:
@@ -221,6 +223,10 @@ class Workload:
     rate: float | None = None  # requests per second, open loop (None: closed loop, `streams` at once)
     arrivals: Arrivals = Arrivals.POISSON
     requests: int = 0  # per repeat, open loop
+    # Capacity (`objective: capacity`): the range of rates to find the highest within the latency limits in,
+    # and the bisection's steps inside it (each a run of `requests` at one rate, after both ends).
+    capacity: tuple[float, float] | None = None
+    capacity_steps: int = 0
     # Where this workload's prompts start in its list: workloads that share a list (tool and tool@8k) take
     # different prompts, so no prompt reaches one server twice while the list is long enough.
     first_prompt: int = 0
@@ -241,13 +247,31 @@ class Workload:
     @property
     def key(self) -> str:
         """The name results and objectives use: `tool`, `tool@8k`, `tool@8k/2streams`, `tool/0.5rps`."""
+        if self.capacity is not None:
+            return f"{self.family}/capacity"
         if self.open_loop:
             return f"{self.family}/{rate_label(self.rate or 0.0)}"
         return self.family + (f"/{self.streams}streams" if self.streams > 1 else "")
 
     @property
     def open_loop(self) -> bool:
-        return self.rate is not None
+        return self.rate is not None or self.capacity is not None
+
+    @property
+    def capacity_probes(self) -> int:
+        """Runs a capacity search makes in one launch: both ends of its range, then each bisection step."""
+        return 2 + self.capacity_steps if self.capacity is not None else 0
+
+    def at_rate(self, rate: float, probe: int) -> Workload:
+        """One run of a capacity search: this workload open loop at `rate`, its prompts the `probe`-th
+        slice of the search's own (so no prompt is sent twice in one launch)."""
+        return dataclasses.replace(
+            self,
+            rate=rate,
+            capacity=None,
+            capacity_steps=0,
+            first_prompt=self.first_prompt + probe * self.requests,
+        )
 
     @property
     def per_repeat(self) -> int:
@@ -289,7 +313,8 @@ class Workload:
         return min(len(self.texts(f)) for f in forms)
 
     def prompts_needed(self, repeats: int) -> int:
-        return repeats * self.per_repeat
+        """A capacity search runs once a launch, whatever the repeats: its noise is the launches'."""
+        return self.capacity_probes * self.requests if self.capacity else repeats * self.per_repeat
 
 
 @dataclass(frozen=True)
