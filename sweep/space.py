@@ -557,6 +557,15 @@ def _workload_prompts(
     )
 
 
+# What a workload's prompts are counted by, and what to lower when there are too few: a closed loop's, an
+# open loop's, a capacity search's (its runs: both ends and the steps, whatever the repeats).
+PROMPTS_NEEDED = {
+    "closed": ("repeats x streams", "probe.repeats or streams"),
+    "open": ("repeats x requests", "probe.repeats or requests (or duration)"),
+    "capacity": ("runs x requests: both ends and each step", "requests or objective.capacity.steps"),
+}
+
+
 def _assign_prompts(workloads: tuple[Workload, ...], repeats: int) -> tuple[Workload, ...]:
     """Give workloads that share a prompt list consecutive prompts, and refuse a workload that would send
     one prompt twice to a server (a repeated prompt is served from caches and n-gram pools)."""
@@ -565,12 +574,13 @@ def _assign_prompts(workloads: tuple[Workload, ...], repeats: int) -> tuple[Work
     for i, workload in enumerate(workloads):
         needed = workload.prompts_needed(repeats)
         if needed > workload.prompt_count:
+            per, lower = PROMPTS_NEEDED[
+                "capacity" if workload.capacity else "open" if workload.open_loop else "closed"
+            ]
             raise _fail(
                 f"workloads[{i}] ({workload.key})",
-                f"needs {needed} different prompts (repeats x {'requests' if workload.open_loop else 'streams'}) "
-                f"but has {workload.prompt_count}",
-                f"lower probe.repeats or {'requests (or duration)' if workload.open_loop else 'streams'}, or give "
-                "more prompts (file: or prompts:)",
+                f"needs {needed} different prompts ({per}) but has {workload.prompt_count}",
+                f"lower {lower}, or give more prompts (file: or prompts:)",
             )
         out.append(dataclasses.replace(workload, first_prompt=used.get(workload.prompts, 0)))
         used[workload.prompts] = used.get(workload.prompts, 0) + needed

@@ -42,6 +42,8 @@ def test_speculation_pays_less_as_arrivals_fill_the_batch(
     runs = str(tmp_path / "runs")
     assert main(["run", "--space", str(path), "--study", "load", "--runs", runs, "--no-confirm"]) == 0
     text = capsys.readouterr().out
+    assert "prose: its best against no speculation: +" in text
+    assert "speculation stops paying between 4 and 400 req/s" in text
     assert (
         "under load (open loop; goodput: requests within the latency limits per second, ttft_p90_s 30)"
         in text

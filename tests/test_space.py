@@ -133,6 +133,14 @@ def test_a_capacity_objective_searches_each_open_loop_workload_over_its_range(tm
             {"objective": {"capacity": {"steps": 40}}, "workloads": [{"class": "code", "rate": [1, 4]}]},
             "out of range",
         ),
+        (
+            {
+                "objective": {"capacity": {"steps": 5}},
+                "workloads": [{"class": "code", "rate": [1, 4], "requests": 6}],
+                "latency_limits": {"ttft_p90_s": 1.0},
+            },
+            r"needs 42 different prompts \(runs x requests: both ends and each step\)",
+        ),
     ],
 )
 def test_bad_capacity_objectives_are_one_line(tmp_path: Path, patch: dict[str, object], message: str) -> None:

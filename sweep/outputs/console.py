@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from sweep.analysis import ABRow, Recommendation, Verdicts
 from sweep.results import Spread, Stage, WorkloadSummary
+from sweep.stats import Verdict
 from sweep.store import Study
 
 
@@ -186,6 +187,7 @@ def load_lines(study: Study, recs: list[Recommendation]) -> list[str]:
         )
         if base is not None and base.status == "ok":
             out.append(f"    baseline: {_load_text(base)}")
+    out += _where_speculation_stops_paying(recs)
     if not out:
         return []
     limits = (
@@ -196,6 +198,39 @@ def load_lines(study: Study, recs: list[Recommendation]) -> list[str]:
         f"under load (open loop; goodput: requests within the latency limits per second, {limits}):",
         *out,
     ]
+
+
+def _where_speculation_stops_paying(recs: list[Recommendation]) -> list[str]:
+    """Per workload measured at several rates: each rate's best against no speculation, and the rates between
+    which it stops paying (a gain that is not faster beyond the noise where confirmed, not positive where not)."""
+    families: dict[str, list[Recommendation]] = {}
+    for r in recs:
+        if r.summary.rate is not None and r.gain is not None:
+            families.setdefault(r.workload.rsplit("/", 1)[0], []).append(r)
+    out = []
+    for family, rated in families.items():
+        if len(rated) < 2:
+            continue
+        rated.sort(key=lambda r: r.summary.rate or 0.0)
+        gains = ", ".join(f"{pct(r.gain)} at {r.summary.rate:g} req/s ({r.verdict_text})" for r in rated)
+        out.append(f"  {family}: its best against no speculation: {gains}: {_turn(rated)}")
+    return out
+
+
+def _turn(rated: list[Recommendation]) -> str:
+    """Where speculation stops paying over rising rates: a gain faster beyond the noise where confirmed, a
+    positive one where not."""
+    pays = [r.verdict is Verdict.FASTER if r.confirmed else (r.gain or 0.0) > 0 for r in rated]
+    if all(pays):
+        return "speculation pays at every rate measured"
+    if not any(pays):
+        return "speculation pays at no rate measured"
+    for before, after, paid, paying in zip(rated, rated[1:], pays, pays[1:], strict=False):
+        if paid and not paying:
+            return (
+                f"speculation stops paying between {before.summary.rate:g} and {after.summary.rate:g} req/s"
+            )
+    return "speculation pays at some rates and not at others, in no order"
 
 
 def _capacity_text(summary: WorkloadSummary) -> str:
