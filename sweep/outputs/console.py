@@ -244,6 +244,8 @@ def _capacity_text(summary: WorkloadSummary) -> str:
     )
     found = summary.capacity_rps.median if summary.capacity_rps else 0.0
     held = f"holds the limits up to {found:.3g} req/s" if found else "holds the limits at no rate tried"
+    if found and all(step.held for step in summary.capacity_steps):
+        held = f"holds the limits at every rate tried, the range's top {found:.3g} req/s included (raise it)"
     return f"{held} (runs: {runs})"
 
 
