@@ -28,6 +28,15 @@ trials: 2
 """
 
 
+def narrow_knee(tmp_path: Path, per_token_ms: float) -> Path:
+    """The default profile on a GPU whose forward stops being memory-bound at 8 tokens (the profile's knee is
+    32) and costs `per_token_ms` a token past it."""
+    text = re.sub(r"verify_knee_tokens: \d+", "verify_knee_tokens: 8", DEFAULT_PROFILE.read_text())
+    profile = tmp_path / "narrow-knee.yaml"
+    profile.write_text(re.sub(r"per_verify_token_ms: [\d.]+", f"per_verify_token_ms: {per_token_ms}", text))
+    return profile
+
+
 @pytest.mark.server
 def test_speculation_pays_less_as_arrivals_fill_the_batch(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -35,10 +44,7 @@ def test_speculation_pays_less_as_arrivals_fill_the_batch(
     # A GPU whose forward stops being memory-bound at 8 tokens and costs 2 ms a token past it (the default
     # profile's knee is 32 tokens): eight 5-token verify forwards at once go well past it, eight plain
     # decode tokens do not.
-    text = re.sub(r"verify_knee_tokens: \d+", "verify_knee_tokens: 8", DEFAULT_PROFILE.read_text())
-    profile = tmp_path / "narrow-knee.yaml"
-    profile.write_text(re.sub(r"per_verify_token_ms: [\d.]+", "per_verify_token_ms: 2.0", text))
-    path = space(tmp_path, BODY, profile, scale="0.02")
+    path = space(tmp_path, BODY, narrow_knee(tmp_path, 2.0), scale="0.02")
     runs = str(tmp_path / "runs")
     assert main(["run", "--space", str(path), "--study", "load", "--runs", runs, "--no-confirm"]) == 0
     text = capsys.readouterr().out
@@ -143,10 +149,7 @@ def test_a_capacity_search_finds_where_speculation_stops_paying(
     scale). Without speculation a token takes 24 ms however many requests run; a 4-step chain takes about a
     third of its 39 ms step alone, but six of them at once go far past the GPU's knee (here 8 tokens, 4 ms a
     token past it): speculation holds the limit only while few requests overlap, so its capacity is lower."""
-    text = re.sub(r"verify_knee_tokens: \d+", "verify_knee_tokens: 8", DEFAULT_PROFILE.read_text())
-    profile = tmp_path / "narrow-knee.yaml"
-    profile.write_text(re.sub(r"per_verify_token_ms: [\d.]+", "per_verify_token_ms: 4.0", text))
-    path = space(tmp_path, CAPACITY, profile, scale="0.05")
+    path = space(tmp_path, CAPACITY, narrow_knee(tmp_path, 4.0), scale="0.05")
     runs = str(tmp_path / "runs")
     assert main(["run", "--space", str(path), "--study", "cap", "--runs", runs, "--no-confirm"]) == 0
     text = capsys.readouterr().out
