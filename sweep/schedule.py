@@ -23,7 +23,7 @@ from sweep.store import TrialView, complete_views
 
 @dataclass(frozen=True)
 class ScheduleStep:
-    streams: int  # the concurrency this depth was measured best at
+    streams: int  # the concurrency this depth was measured best at (1 under open-loop arrivals)
     workload: str  # the workload key measured at this concurrency
     depth: int  # 0: speculation off
     trial: int
@@ -37,14 +37,18 @@ class ScheduleStep:
     # than 4. Keyed by the measured batch, not the streams: 16 streams that decoded 9 at a time run in the
     # server's batch of 9, where a bound at 8 would give them the depth picked for 4.
     from_batch: int = 1
+    rate: float | None = None  # under open-loop arrivals: the requests per second this depth was measured at
 
 
 @dataclass(frozen=True)
 class DepthSchedule:
-    family: str  # the workload without its stream count
+    family: str  # the workload without its stream count (or rate)
     method: str
     params: dict[str, object]  # the lowest concurrency's best runnable launch: what the schedule extends
     steps: tuple[ScheduleStep, ...]
+    under_load: bool = (
+        False  # measured under open-loop arrivals at several rates, not at several stream counts
+    )
 
     def depth_at(self, batch: int) -> int:
         """The depth for a batch size: the step with the largest lower bound not above it."""
@@ -69,16 +73,17 @@ def _runnable(views: list[TrialView], runs: ScheduleRuns, method: str | None) ->
 def depth_schedules(
     views: list[TrialView], workloads: Sequence[Workload], runs: ScheduleRuns
 ) -> list[DepthSchedule]:
-    """One schedule per workload family measured at two or more stream counts, where a configuration the
-    engine's schedule can run (`runs`) was measured."""
-    families: dict[str, list[Workload]] = {}
+    """One schedule per workload family measured at two or more stream counts, and one per family measured
+    under open-loop arrivals at two or more rates (keyed by the batch the arrivals decoded in), where a
+    configuration the engine's schedule can run (`runs`) was measured."""
+    families: dict[tuple[str, bool], list[Workload]] = {}
     for workload in workloads:
-        if not workload.open_loop:  # a schedule is keyed by the batch closed-loop streams decode in
-            families.setdefault(workload.family, []).append(workload)
+        if workload.capacity is None:  # a capacity search runs at rates of its own choosing
+            families.setdefault((workload.family, workload.open_loop), []).append(workload)
     baseline = next((v for v in complete_views(views) if v.role == "baseline"), None)
     out = []
-    for family, members in families.items():
-        members = sorted(members, key=lambda w: w.streams)
+    for (family, under_load), members in families.items():
+        members = sorted(members, key=lambda w: (w.rate or 0.0, w.streams))
         if len(members) < 2:
             continue
         lowest = members[0].key
@@ -99,21 +104,39 @@ def depth_schedules(
             if base is not None and base >= best_tps and baseline is not None:
                 batch = measured_batch(baseline, workload)
                 steps.append(
-                    ScheduleStep(workload.streams, workload.key, 0, baseline.number, base, base, batch)
+                    ScheduleStep(
+                        workload.streams,
+                        workload.key,
+                        0,
+                        baseline.number,
+                        base,
+                        base,
+                        batch,
+                        rate=workload.rate,
+                    )
                 )
             else:
                 depth, batch = best.record.shape.depth, measured_batch(best, workload)
                 steps.append(
-                    ScheduleStep(workload.streams, workload.key, depth, best.number, best_tps, base, batch)
+                    ScheduleStep(
+                        workload.streams,
+                        workload.key,
+                        depth,
+                        best.number,
+                        best_tps,
+                        base,
+                        batch,
+                        rate=workload.rate,
+                    )
                 )
-        out.append(DepthSchedule(family, method, dict(first.record.params), _bounded(steps)))
+        out.append(DepthSchedule(family, method, dict(first.record.params), _bounded(steps), under_load))
     return out
 
 
 def measured_batch(view: TrialView, workload: Workload) -> float:
-    """The batch the workload's streams decoded in on this trial (its streams where it was not measured)."""
+    """The batch the workload's requests decoded in on this trial (its streams where it was not measured)."""
     summary = view.record.workloads.get(workload.key) if view.record else None
-    if summary is None or summary.batch is None or workload.streams == 1:
+    if summary is None or summary.batch is None or workload.per_repeat == 1:
         return float(workload.streams)
     return max(1.0, summary.batch.median)
 

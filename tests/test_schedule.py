@@ -87,6 +87,45 @@ def test_the_engine_says_which_measured_shapes_its_schedule_can_run() -> None:
     assert [(s.trial, s.depth) for s in any_shape.steps] == [(3, 4), (3, 4)]
 
 
+def test_arrivals_at_several_rates_give_a_schedule_keyed_by_the_batch_they_decoded_in() -> None:
+    """Open-loop arrivals at 1, 4 and 16 requests a second decoded 1.1, 2.9 and 7.6 at once: the deepest chain
+    is fastest alone, a shallower one as the batch fills, none at the top. The schedule is keyed by those
+    batches, its steps say the rate, and it stands beside the streams' schedule of the same workload."""
+    loads = [Workload("code", ("p",), rate=r, requests=8) for r in (1.0, 4.0, 16.0)]
+    streams = [Workload("code", ("p",), streams=n) for n in (1, 4)]
+    batches = {loads[0].key: 1.1, loads[1].key: 2.9, loads[2].key: 7.6}
+
+    def launched(number: int, shape: SpecShape | None, speeds: dict[str, float]) -> TrialView:
+        record = TrialRecord(number, {"n": number}, shape=shape)
+        for key, tps in speeds.items():
+            batch = Spread.of([batches.get(key, 1.0)] * 3)
+            record.workloads[key] = WorkloadSummary(key, "ok", decode_tps=Spread.of([tps] * 3), batch=batch)
+        return TrialView(number, "COMPLETE", "baseline" if shape is None else "search", record)
+
+    keys = [w.key for w in (*loads, *streams)]
+    views = [
+        launched(0, None, dict(zip(keys, (50.0, 48.0, 45.0, 50.0, 45.0), strict=True))),
+        launched(
+            1, SpecShape("EAGLE", 2, 1, 2), dict(zip(keys, (70.0, 60.0, 40.0, 70.0, 60.0), strict=True))
+        ),
+        launched(
+            2, SpecShape("EAGLE", 5, 1, 5), dict(zip(keys, (90.0, 55.0, 30.0, 90.0, 50.0), strict=True))
+        ),
+    ]
+    schedules = depth_schedules(views, [*loads, *streams], ENGINES["sglang"].schedule_runs)
+    (load,) = [s for s in schedules if s.under_load]
+    (closed,) = [s for s in schedules if not s.under_load]
+    assert [(s.rate, s.depth, s.from_batch) for s in load.steps] == [(1.0, 5, 1), (4.0, 2, 2), (16.0, 0, 5)]
+    assert [(s.streams, s.depth) for s in closed.steps] == [(1, 5), (4, 2)]
+    found = Study(views, [])
+    document = schedule_document(load, [(s.from_batch, s.depth) for s in load.steps], loads, found)
+    assert document["load"] == "open-loop arrivals" and [r["rate"] for r in document["by_concurrency"]] == [
+        1,
+        4,
+        16,
+    ]
+
+
 def test_native_forms() -> None:
     depths = [(1, 6), (4, 4), (16, 2)]
     assert sglang_adaptive_config(depths) == {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -136,13 +137,15 @@ def export_schedule(args: argparse.Namespace, study: optuna.Study, found: Study)
     if not schedules:
         raise UserError(
             f"study '{args.study}' has no {'workload ' + repr(args.workload) + ' ' if args.workload else 'workload '}"
-            "measured at two or more stream counts with a speculative chain",
-            f"add `streams: [1, 2, 4, 8]` to a workload in the space (workloads: {', '.join(families)})",
+            "measured at two or more stream counts (or open-loop rates) with a speculative chain",
+            f"add `streams: [1, 2, 4, 8]` (or `rate: [1, 4, 16]`) to a workload in the space (workloads: "
+            f"{', '.join(families)})",
         )
     documents = []
     for schedule in schedules:
         depths = [(step.from_batch, step.depth) for step in schedule.steps]
-        config = f"{schedule.family}-adaptive.json"
+        name = schedule.family + ("-under-load" if schedule.under_load else "")
+        config = f"{name}-adaptive.json"
         native = engine.schedule_file(depths)  # None: the engine takes its schedule in its flags
         if args.out:
             config = str((args.out / config).resolve())
@@ -159,7 +162,7 @@ def export_schedule(args: argparse.Namespace, study: optuna.Study, found: Study)
         }
         documents.append(document)
         if args.out:
-            write_atomic(args.out / f"{schedule.family}-schedule.json", json.dumps(document, indent=2) + "\n")
+            write_atomic(args.out / f"{name}-schedule.json", json.dumps(document, indent=2) + "\n")
     print(json.dumps(documents if len(documents) > 1 else documents[0], indent=2))
     return 0
 
@@ -176,7 +179,12 @@ def no_schedule_note(engine: str, depths: list[tuple[int, int]]) -> str:
 def schedule_document(
     schedule: DepthSchedule, depths: list[tuple[int, int]], workloads: Sequence[Workload], found: Study
 ) -> dict[str, Any]:
-    largest = max(w.streams for w in workloads if w.family == schedule.family)
+    # The largest batch the schedule must reach where no server said its limit: the most streams, or the
+    # largest batch measured under arrivals.
+    largest = max(
+        [w.streams for w in workloads if w.family == schedule.family]
+        + [math.ceil(s.batch) for s in schedule.steps]
+    )
     running = [
         v.record.facts.max_running_requests
         for v in found.search
@@ -185,10 +193,12 @@ def schedule_document(
     forms, no_counterpart = schedule_forms(schedule.method, depths, running[0] if running else largest)
     return {
         "workload": schedule.family,
+        "load": "open-loop arrivals" if schedule.under_load else "streams",
         "method": schedule.method,
         "by_concurrency": [
             {
                 "streams": s.streams,
+                "rate": s.rate,
                 "batch": round(s.batch, 2),
                 "from_batch": s.from_batch,
                 "workload": s.workload,
