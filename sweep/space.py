@@ -414,10 +414,7 @@ def _workloads(raw: Any, base: Path, capacity_steps: int | None = None) -> tuple
                 "prompts",
                 "context",
                 "streams",
-                "rate",
-                "arrivals",
-                "requests",
-                "duration",
+                *OPEN_LOOP_KEYS,
                 "form",
                 "stops",
             },
@@ -457,41 +454,41 @@ def _workloads(raw: Any, base: Path, capacity_steps: int | None = None) -> tuple
             form=PromptForm(form) if form else None,
             stops=bool(item.get("stops", False)),
         )
-        if (
-            any(k in item for k in ("rate", "arrivals", "requests", "duration"))
-            and capacity_steps is not None
-        ):
-            loads = _open_loads(item, where)
-            rates = sorted(rate for rate, _, _ in loads)
-            if len(rates) < 2 or rates[0] == rates[-1]:
-                raise _fail(
-                    f"{where}.rate",
-                    "names one rate, but a capacity is searched for in a range of them",
-                    "give the range, e.g. `rate: [0.5, 8]`",
-                )
-            _, arrivals, requests = loads[0]
-            out += [
-                shaped(
-                    ctx,
-                    arrivals=arrivals,
-                    requests=requests,
-                    capacity=(rates[0], rates[-1]),
-                    capacity_steps=capacity_steps,
-                )
-                for ctx in contexts
-            ]
-        elif any(k in item for k in ("rate", "arrivals", "requests", "duration")):
+        if not OPEN_LOOP_KEYS & item.keys():
+            out += [shaped(ctx, n) for ctx in contexts for n in streams]
+        elif capacity_steps is None:
             out += [
                 shaped(ctx, rate=rate, arrivals=arrivals, requests=requests)
                 for rate, arrivals, requests in _open_loads(item, where)
                 for ctx in contexts
             ]
         else:
-            out += [shaped(ctx, n) for ctx in contexts for n in streams]
+            loads = sorted(_open_loads(item, where))
+            if loads[0][0] == loads[-1][0]:
+                raise _fail(
+                    f"{where}.rate",
+                    "names one rate, but a capacity is searched for in a range of them",
+                    "give the range, e.g. `rate: [0.5, 8]`",
+                )
+            # Every run of the search sends the same requests: with `duration`, what the lowest rate sends in it.
+            (low, arrivals, requests), (high, _, _) = loads[0], loads[-1]
+            out += [
+                shaped(
+                    ctx,
+                    arrivals=arrivals,
+                    requests=requests,
+                    capacity=(low, high),
+                    capacity_steps=capacity_steps,
+                )
+                for ctx in contexts
+            ]
     keys = [w.key for w in out]
     if len(set(keys)) != len(keys):
         raise _fail("workloads", f"two workloads are both named '{keys[0]}'", "give each a different `name:`")
     return tuple(out)
+
+
+OPEN_LOOP_KEYS = {"rate", "arrivals", "requests", "duration"}  # a workload that names one arrives open loop
 
 
 def _open_loads(item: dict[str, Any], where: str) -> list[tuple[float, Arrivals, int]]:

@@ -126,7 +126,7 @@ class TrialRunner:
             log = trial_dir / ("server.log" if index == 0 else f"server-{index}.log")
             if separate:
                 say(f"server {index + 1}/{len(groups)} (speculative state persists across requests)")
-            if not self._launch_and_probe(record, plan, rules, group, log, say, measured):
+            if not self._launch_and_probe(record, plan, rules, group, log, say, measured, first=index == 0):
                 break
         self.write(
             trial_dir / "requests.jsonl",
@@ -163,12 +163,12 @@ class TrialRunner:
         log: Path,
         say: Progress,
         measured: Measured,
+        first: bool,
     ) -> bool:
         """One server: launch, check, probe `workloads` into the record. False when the trial failed."""
         host_name = self.engine.setup.host
         port = self.space.server.port or free_port(host_name)
         command = self.engine.command(plan, port)
-        first = not record.argv
         if first:
             record.argv = command.argv  # known before the launch: an interrupted trial still says what it ran
         server = ServerProcess(command.argv, log, command.env, self.engine.exit_reason, self.paths.registry)

@@ -379,9 +379,18 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def _body(self) -> dict[str, Any]:
+    def _body(self) -> dict[str, Any] | None:
+        """The request's JSON body ({} where it has none); None, answered with a 400, where it is not JSON."""
         length = int(self.headers.get("Content-Length") or 0)
-        return json.loads(self.rfile.read(length) or b"{}") if length else {}
+        try:
+            return json.loads(self.rfile.read(length) or b"{}") if length else {}
+        except json.JSONDecodeError:
+            self._error(400, "invalid JSON body")
+            return None
+
+    def _error(self, code: int, message: str) -> None:
+        """An error in the engine's own shape (SGLang's by default)."""
+        self._send(code, {"error": {"message": message}})
 
     def _sse_start(self) -> None:
         self.send_response(200)

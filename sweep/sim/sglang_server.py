@@ -9,7 +9,6 @@ prompt, or chat messages rendered by the model's template where the profile's mo
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import sys
 import threading
@@ -133,10 +132,8 @@ class SGLangHandler(Handler):
 
     def do_POST(self) -> None:
         path = self.path.split("?")[0]
-        try:
-            body = self._body()
-        except json.JSONDecodeError:
-            self._send(400, {"error": {"message": "invalid JSON body"}})
+        body = self._body()
+        if body is None:
             return
         if path == "/flush_cache":
             self._flush()
@@ -174,11 +171,11 @@ class SGLangHandler(Handler):
         text = detokenize(body["input_ids"]) if "input_ids" in body else str(body.get("text", ""))
         max_new = int(params.get("max_new_tokens", 128))
         if error := self.sim.length_error(len(tokenize(text)), max_new):
-            self._send(400, {"error": {"message": error}})
+            self._error(400, error)
             return
         request = self.faults.next_request()
         if code := self.faults.active.get("http-error"):
-            self._send(code, {"error": {"message": "simulated fault"}})
+            self._error(code, "simulated fault")
             return
         out, meta, pieces = "", dict[str, Any](), 0
         if body.get("stream"):

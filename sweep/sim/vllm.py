@@ -364,10 +364,8 @@ class VLLMHandler(Handler):
 
     def do_POST(self) -> None:
         path = self.path.split("?")[0]
-        try:
-            body = self._body()
-        except json.JSONDecodeError:
-            self._error(400, "invalid JSON body")
+        body = self._body()
+        if body is None:
             return
         if path == "/reset_prefix_cache" and os.environ.get("VLLM_SERVER_DEV_MODE") == "1":
             if self.sim.flush():
