@@ -2,9 +2,11 @@
 against a fine grid of rates, on a simulator profile the tests do not use, and what each took.
 
 For the baseline and NEXTN chains of 2 and 4 steps, on real HTTP against `specsweep sim` servers: the grid
-measures every one of `--grid` rates (log-spaced over the range) on a launch of its own with the same requests
-(constant arrivals), and its capacity is the highest rate at which the latency limit held; the search is one
-launch of the capacity objective. Prints, per configuration: both capacities, the search's over the grid's,
+measures every one of `--grid` rates (log-spaced over the range) on a launch of its own, three repeats of the
+search's run (constant arrivals, the same requests a run: a run's length moves the capacity, as queues past it
+grow with the run; the three give the truth's percentiles three times the requests), and its capacity is the
+highest rate at which the latency limit held; the search is one launch of the capacity objective (its
+runs near the limit run again). Prints, per configuration: both capacities, the search's over the grid's,
 the runs and launches each took and their wall time. The GPU's knee is lowered to 8 tokens and the verify
 cost past it raised tenfold, so that the limit binds inside the range (speculation pays alone, not when the
 requests overlap).
@@ -42,7 +44,9 @@ CONFIGS: dict[str, dict[str, Any]] = {
 }
 
 
-def space(root: Path, profile: Path, workload: dict[str, Any], capacity_steps: int | None) -> Space:
+def space(
+    root: Path, profile: Path, workload: dict[str, Any], capacity_steps: int | None, repeats: int = 1
+) -> Space:
     data: dict[str, Any] = {
         "engine": "sglang",
         "server": {
@@ -61,7 +65,7 @@ def space(root: Path, profile: Path, workload: dict[str, Any], capacity_steps: i
         "fixed": {"kv-cache-dtype": "fp8_e4m3", "max-mamba-cache-size": 48},
         "workloads": [workload],
         "latency_limits": LIMIT,
-        "probe": {"repeats": 1, "max_tokens": 64},
+        "probe": {"repeats": repeats, "max_tokens": 64},
     }
     if capacity_steps is not None:
         data["objective"] = {"capacity": {"steps": capacity_steps}}
@@ -85,7 +89,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--grid", type=int, default=16, help="rates in the grid (log-spaced over the range)")
     parser.add_argument("--steps", type=int, default=5, help="bisection steps after both ends")
-    parser.add_argument("--requests", type=int, default=5, help="requests per run")
+    parser.add_argument("--requests", type=int, default=5, help="requests per run of the search")
     args = parser.parse_args()
     low, high = RANGE
     rates = [low * (high / low) ** (i / (args.grid - 1)) for i in range(args.grid)]
@@ -105,7 +109,8 @@ def main() -> int:
         for name, params in CONFIGS.items():
             held, grid_s = [], 0.0
             for rate in rates:
-                record, took = measure(space(root, profile, {**base, "rate": [rate]}, None), root, params)
+                at = space(root, profile, {**base, "rate": [rate]}, None, repeats=3)
+                record, took = measure(at, root, params)
                 grid_s += took
                 (summary,) = record.workloads.values()
                 held.append(
@@ -127,10 +132,11 @@ def main() -> int:
                 (st.rate for st in found.capacity_steps if not st.held and st.rate > value), default=value
             )
             agrees = "" if value < grid_next and grid < over else " (no overlap)"
+            runs = sum(st.requests for st in found.capacity_steps) // args.requests
             ratio = f"{value / grid:.2f}" if grid else "-"
             print(
                 f"{name:<15} {grid:>8.3g} {value:>8.3g} {f'{value:.3g}-{over:.3g}':>13} {ratio:>6} "
-                f"{len(rates):>4} in {len(rates):>2} {len(found.capacity_steps):>6} in 1 {grid_s:>7.1f} "
+                f"{len(rates):>4} in {len(rates):>2} {runs:>6} in 1 {grid_s:>7.1f} "
                 f"{search_s:>9.1f}{agrees}"
             )
     return 0

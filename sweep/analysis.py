@@ -211,8 +211,8 @@ class Recommendation:
     params: dict[str, Any]
     # The search's measurement of it and of the baseline: decode t/s, or requests per second within the latency
     # limits on a capacity workload (`summary.unit` says which; `WorkloadSummary.headline`).
-    decode_tps: Spread
-    baseline_tps: Spread | None  # the search's baseline
+    value: Spread
+    baseline_value: Spread | None  # the search's baseline
     search_gain: float | None  # what the search alone said (one launch each)
     comparison: Comparison | None  # from the confirmation where there is one
     verdict: Verdict
@@ -224,8 +224,8 @@ class Recommendation:
     recommended_params: dict[str, Any] = dataclasses.field(default_factory=dict)
     why: str = ""
     output: fidelity.OutputCheck | None = None
-    confirmed_tps: float | None = None  # mean over the confirmation launches (geometric)
-    confirmed_baseline_tps: float | None = None
+    confirmed_value: float | None = None  # mean over the confirmation launches (geometric)
+    confirmed_baseline_value: float | None = None
     # The baseline's answers on this workload (every launch without speculation) and the form they were sent in.
     health: OutputHealth | None = None
     form: str = ""
@@ -265,10 +265,11 @@ class Recommendation:
             "trial": self.trial,
             "params": self.params,
             "unit": self.summary.unit,
-            "decode_tps": dataclasses.asdict(self.decode_tps),
-            "baseline_tps": dataclasses.asdict(self.baseline_tps) if self.baseline_tps else None,
-            "confirmed_tps": self.confirmed_tps,
-            "confirmed_baseline_tps": self.confirmed_baseline_tps,
+            # The keys keep their first names (scripts read them); `unit` says what the values are.
+            "decode_tps": dataclasses.asdict(self.value),
+            "baseline_tps": dataclasses.asdict(self.baseline_value) if self.baseline_value else None,
+            "confirmed_tps": self.confirmed_value,
+            "confirmed_baseline_tps": self.confirmed_baseline_value,
             "search_gain": self.search_gain,
             "gain": self.gain,
             "gain_interval": [self.gain_low, self.gain_high],
@@ -447,8 +448,8 @@ def recommendations(study: Study, warnings: StudyWarnings) -> list[Recommendatio
             confirmed=confirmed,
             summary=summary,
             output=output_check(study, label, key),
-            confirmed_tps=_geo_mean(launches(views, label, key)) if confirmed else None,
-            confirmed_baseline_tps=_geo_mean(launches(views, BASELINE, key)) if confirmed else None,
+            confirmed_value=_geo_mean(launches(views, label, key)) if confirmed else None,
+            confirmed_baseline_value=_geo_mean(launches(views, BASELINE, key)) if confirmed else None,
         )
         out.append(_what_to_run(rec, scored, search_by_label, baseline, study, views, noise, key))
     return [_with_health(rec, study) for rec in out]

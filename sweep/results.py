@@ -182,12 +182,14 @@ class GpuUse:
 
 @dataclass(frozen=True)
 class CapacityStep:
-    """One run of a capacity search: the rate, whether every latency limit held, and by how much each was over
-    (seconds; <= 0 where it held)."""
+    """One run of a capacity search: the rate, whether every latency limit held, by how much each was over
+    (seconds; <= 0 where it held), and the requests it was judged on (twice a run's where the first run came
+    near a limit and was run again)."""
 
     rate: float
     held: bool
     over: dict[str, float] = field(default_factory=dict)
+    requests: int = 0
 
 
 @dataclass(frozen=True)

@@ -559,7 +559,7 @@ def _workload_prompts(
 PROMPTS_NEEDED = {
     "closed": ("repeats x streams", "probe.repeats or streams"),
     "open": ("repeats x requests", "probe.repeats or requests (or duration)"),
-    "capacity": ("runs x requests: both ends and each step", "requests or objective.capacity.steps"),
+    "capacity": ("requests x 3: every rate's, and two runs again near a limit", "requests"),
 }
 
 

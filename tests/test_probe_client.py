@@ -253,7 +253,7 @@ def test_a_capacity_search_bisects_to_the_highest_rate_within_the_limits() -> No
     """A server whose answer takes 20 ms per request in flight: alone it answers in 20 ms, three at once in
     60 ms. Held to a 50 ms time to first token, requests every 50 ms never overlap and hold it; every 16 ms
     three overlap and do not. The search runs both ends of its range, then bisects on a log scale."""
-    in_flight = 0
+    in_flight, tasks = 0, []
 
     async def server(request: httpx.Request) -> httpx.Response:
         nonlocal in_flight
@@ -262,6 +262,7 @@ def test_a_capacity_search_bisects_to_the_highest_rate_within_the_limits() -> No
         if request.url.path == "/tokenize":
             body = json.loads(request.content)
             return httpx.Response(200, json={"tokens": [ord(c) for c in body["content"]]})
+        tasks.append(json.loads(request.content)["messages"][0]["content"].split("\n", 1)[1])
         in_flight += 1
         try:
             await asyncio.sleep(0.02 * in_flight)
@@ -282,6 +283,38 @@ def test_a_capacity_search_bisects_to_the_highest_rate_within_the_limits() -> No
     assert len(steps) == 5 and steps[:4] == [(2.0, True), (200.0, False), (20.0, True), (63.2, False)]
     assert 20.0 <= summary.capacity_rps.median < 63.2 and summary.headline == summary.capacity_rps
     assert summary.capacity_steps[1].over["ttft_p90_s"] > 0
-    # Each run its own prompts, none sent twice; the rows say the rate they ran at.
-    assert summary.requests == 30 and len({r.nonce for r in result.requests}) == 30
+    # Every rate the same prompts (runs differ by their rate alone), each request its own nonce; the rows say
+    # the rate they ran at.
+    sent = sum(s.requests for s in summary.capacity_steps)
+    assert summary.requests == sent >= 30 and len({r.nonce for r in result.requests}) == sent
+    assert set(tasks[:6]) == set(tasks[6:12]) == set(prompts(6))  # 2 req/s, then 200 req/s
     assert {r.workload for r in result.requests} >= {"tool/2rps", "tool/200rps", "tool/20rps"}
+
+
+@pytest.mark.parametrize(("answer_s", "judged_on"), [(0.09, [12, 12]), (0.01, [6, 6])])
+def test_a_capacity_run_near_a_limit_is_run_again_and_judged_on_both(
+    answer_s: float, judged_on: list[int]
+) -> None:
+    """Six requests' p90 within 15% of a limit is a coin toss: the run is repeated at the same rate (new
+    prompts) and judged on all twelve; a run far from every limit is not."""
+
+    async def server(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/metrics":
+            return httpx.Response(501, text="This server does not support metrics endpoint.")
+        if request.url.path == "/tokenize":
+            body = json.loads(request.content)
+            return httpx.Response(200, json={"tokens": [ord(c) for c in body["content"]]})
+        await asyncio.sleep(answer_s)
+        return httpx.Response(200, content=sse(timings()))
+
+    workload = Workload(
+        "tool", prompts(60), arrivals=Arrivals.CONSTANT, requests=6, capacity=(10.0, 20.0), capacity_steps=1
+    )
+    settings = ProbeSettings(repeats=1, warmup=False, latency_limits={"ttft_p90_s": 0.1})
+    result = asyncio.run(
+        probe("http://s", ENGINE, [workload], settings, transport=httpx.MockTransport(server))
+    )
+    summary = result.summaries["tool/capacity"]
+    assert [s.rate for s in summary.capacity_steps] == [10.0, 20.0]  # the top held: the search ends there
+    assert [s.requests for s in summary.capacity_steps] == judged_on
+    assert summary.requests == len({r.nonce for r in result.requests}) == sum(judged_on)

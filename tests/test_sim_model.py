@@ -4,6 +4,7 @@ and SGLang's argument rules as the simulator applies them."""
 from __future__ import annotations
 
 import argparse
+import time
 from pathlib import Path
 from typing import Any
 
@@ -350,3 +351,32 @@ def test_verification_cost_grows_with_the_batch_so_the_best_depth_falls() -> Non
         return max(range(1, 9), key=tps)
 
     assert best_depth(1) > best_depth(4) > best_depth(16)
+
+
+def test_a_prefill_pauses_the_requests_decoding() -> None:
+    """An arrival's prefill runs between decode steps, as the engines' schedulers run a prefill batch: the
+    request decoding meanwhile waits it out, so its decode time grows by about the prefill's."""
+    import threading
+
+    from sweep.sim.sglang_server import in_process
+
+    def decode_s(arrival: bool) -> tuple[float, float]:
+        sim = in_process(PROFILE, ["--sim-seed", "3", "--sim-time-scale", "0.05"])
+        metas: dict[str, Any] = {}
+
+        def send(name: str, prompt: str, tokens: int) -> None:
+            metas[name] = list(sim.generate(prompt, tokens))[-1][1]
+
+        first = threading.Thread(target=send, args=("decoding", "Write a Python function to add.", 128))
+        first.start()
+        if arrival:
+            time.sleep(0.05)  # wall seconds: decoding by now (its own prefill is a few modelled ms)
+            send("arriving", "Summarise this. " + "word " * 3000, 2)
+        first.join()
+        prefill = metas["arriving"]["first_token_latency"] if arrival else 0.0
+        return float(metas["decoding"]["e2e_latency"] - metas["decoding"]["first_token_latency"]), prefill
+
+    alone, _ = decode_s(arrival=False)
+    paused, prefill = decode_s(arrival=True)
+    assert prefill > 1.0  # modelled seconds: 3000 tokens at the profile's prefill speed
+    assert paused - alone == pytest.approx(prefill, rel=0.25)

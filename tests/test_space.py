@@ -83,8 +83,10 @@ def test_open_loop_workloads_are_keyed_by_their_rate_and_arrive_on_a_seeded_cloc
     assert (slow.requests, fast.requests, even.requests) == (8, 8, 9)  # the default; ceil(4/s x 2.2 s)
     assert space.probe.latency_limits == {"ttft_p90_s": 1.5}
     assert even.send_offsets(0) == pytest.approx([i / 4 for i in range(9)])
-    # Poisson: the same arrivals in every trial (seeded by the key and the repeat), others in the next repeat.
+    # Poisson: the same arrivals in every trial (seeded by the family and the repeat), others in the next
+    # repeat; at another rate the same pattern, scaled (common random numbers: runs differ by their rate alone).
     assert fast.send_offsets(1) == fast.send_offsets(1) != fast.send_offsets(2)
+    assert slow.send_offsets(1) == pytest.approx([4 * t for t in fast.send_offsets(1)])
     gaps = [b - a for r in range(200) for a, b in itertools.pairwise(fast.send_offsets(r))]
     assert statistics.mean(gaps) == pytest.approx(0.5, rel=0.1)  # 1 / rate
     assert statistics.stdev(gaps) == pytest.approx(0.5, rel=0.15)  # exponential: the sd is the mean
@@ -102,13 +104,17 @@ def test_a_capacity_objective_searches_each_open_loop_workload_over_its_range(tm
     space = parse_space(data, tmp_path)
     assert space.workload_keys == ["code", "prose/capacity"] and space.objective_names == ["prose/capacity"]
     prose = space.workloads[1]
-    assert (prose.capacity, prose.capacity_steps, prose.capacity_probes) == ((0.5, 8), 2, 4)
+    # At most: both ends, two steps, and two runs again near a limit.
+    assert (prose.capacity, prose.capacity_steps, prose.capacity_probes) == ((0.5, 8), 2, 6)
     assert space.search.value == "tpe"  # the surface model predicts decode t/s, not a capacity
-    # Each run of the search its own prompts: both ends and two steps of 6 requests.
-    runs = [prose.at_rate(rate, probe) for probe, rate in enumerate((0.5, 8, 2, 4))]
+    # Every rate sends one slice of prompts (runs differ by their rate alone); a run again near a limit sends
+    # the next: two of them at most, three slices of 6.
+    first = [prose.at_rate(rate, 0).prompt_index(0, 0) for rate in (0.5, 8, 2)]
+    assert first == [prose.first_prompt] * 3
+    runs = [prose.at_rate(4, prompts) for prompts in range(3)]
     used = [run.prompt_index(0, i) for run in runs for i in range(run.requests)]
-    assert len(used) == len(set(used)) == prose.prompts_needed(repeats=3) == 24
-    assert runs[2].key == "prose/2rps" and runs[2].capacity is None
+    assert len(used) == len(set(used)) == prose.prompts_needed(repeats=3) == 18
+    assert runs[2].key == "prose/4rps" and runs[2].capacity is None
 
 
 @pytest.mark.parametrize(
@@ -135,11 +141,11 @@ def test_a_capacity_objective_searches_each_open_loop_workload_over_its_range(tm
         ),
         (
             {
-                "objective": {"capacity": {"steps": 5}},
-                "workloads": [{"class": "code", "rate": [1, 4], "requests": 6}],
+                "objective": "capacity",
+                "workloads": [{"class": "code", "rate": [1, 4], "requests": 14}],
                 "latency_limits": {"ttft_p90_s": 1.0},
             },
-            r"needs 42 different prompts \(runs x requests: both ends and each step\)",
+            r"needs 42 different prompts \(requests x 3: every rate's, and two runs again near a limit\)",
         ),
     ],
 )

@@ -41,15 +41,15 @@ def speed_text(r: Recommendation) -> tuple[str, str]:
     """The candidate's and the baseline's t/s the verdict rests on (confirmation means, else the search); a
     capacity workload's requests per second within the latency limits, said so."""
     digits, unit = ("{:.1f}", "") if r.summary.unit == "t/s" else ("{:.2f}", f" {r.summary.unit}")
-    if r.confirmed and r.confirmed_tps is not None:
+    if r.confirmed and r.confirmed_value is not None:
         launches = r.comparison.launches if r.comparison else (0, 0)
-        base = r.confirmed_baseline_tps
+        base = r.confirmed_baseline_value
         return (
-            f"{digits.format(r.confirmed_tps)}{unit} x{launches[0]}",
+            f"{digits.format(r.confirmed_value)}{unit} x{launches[0]}",
             f"{digits.format(base)}{unit} x{launches[1]}" if base else "-",
         )
-    return _spread(r.decode_tps, digits) + unit, _spread(r.baseline_tps, digits) + (
-        unit if r.baseline_tps else ""
+    return _spread(r.value, digits) + unit, _spread(r.baseline_value, digits) + (
+        unit if r.baseline_value else ""
     )
 
 
@@ -234,12 +234,10 @@ def _turn(rated: list[Recommendation]) -> str:
 
 
 def _capacity_text(summary: WorkloadSummary) -> str:
-    """`holds the limits up to 2.83 req/s (runs: 0.5 held, 8 over: ttft_p90_s +1.20 s, ...)`."""
+    """`holds the limits up to 2.83 req/s (runs: 0.5 held on 6, 8 over on 12: ttft_p90_s +1.20 s, ...)`."""
     runs = ", ".join(
-        f"{step.rate:.3g} held"
-        if step.held
-        else f"{step.rate:.3g} over: "
-        + ", ".join(f"{name} +{over:.2f} s" for name, over in step.over.items() if over > 0)
+        f"{step.rate:.3g} {'held' if step.held else 'over'}{f' on {step.requests}' if step.requests else ''}"
+        + ("" if step.held else ": " + ", ".join(f"{n} +{o:.2f} s" for n, o in step.over.items() if o > 0))
         for step in summary.capacity_steps
     )
     found = summary.capacity_rps.median if summary.capacity_rps else 0.0

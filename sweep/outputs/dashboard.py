@@ -696,7 +696,8 @@ def load_panel(views: list[TrialView], recommended: set[int]) -> Panel:
 
 
 def _run(step: CapacityStep) -> str:
-    return f"{step.rate:.3g} {'held' if step.held else 'over'}"
+    on = f" on {step.requests}" if step.requests else ""
+    return f"{step.rate:.3g} {'held' if step.held else 'over'}{on}"
 
 
 def memory_panel(views: list[TrialView]) -> Panel:

@@ -25,7 +25,7 @@ from sweep.errors import ProbeError
 from sweep.health import OutputHealth, symptoms
 from sweep.probes.client import measure_request, new_nonce, probe_client, prompt_nonce, unique_content
 from sweep.probes.filler import fill_to
-from sweep.probes.workloads import Workload, served_form
+from sweep.probes.workloads import CAPACITY_RECHECKS, NEAR_LIMIT, Workload, served_form
 from sweep.results import Capacity, CapacityStep, HostLoad, RequestMeasurement, Spread, WorkloadSummary
 from sweep.stats import percentile
 
@@ -192,24 +192,37 @@ async def _capacity_search(
 ) -> tuple[list[Batch], Capacity]:
     """The highest rate in the workload's range at which its latency limits hold: a run at the lowest rate
     (none held: the capacity is 0), one at the highest (held: the capacity is at least that), then bisection on
-    a log scale. Each run is `requests` requests at one rate, its own prompts, held to the limits by its own
-    percentiles. A run with a request that is not valid ends the search (the workload then has no numbers)."""
+    a log scale. Each run is `requests` requests at one rate held to the limits by its own percentiles; runs at
+    different rates send the same prompts on the same arrival pattern, scaled (each with its own nonce: nothing is
+    cached), so they differ by their rate alone. A run near a limit is run again on new prompts and judged on
+    both. A run with a request that is not valid ends the search (the workload then has no numbers)."""
     workload, limits = sending.workload, sending.settings.latency_limits
     assert workload.capacity is not None
     low, high = workload.capacity
     batches: list[Batch] = []
     steps: list[CapacityStep] = []
 
-    async def held_at(rate: float) -> bool | None:
-        at = workload.at_rate(rate, len(batches))
+    async def run_at(rate: float, prompts: int) -> Batch:
+        at = workload.at_rate(rate, prompts)
         progress(f"{workload.key}: {rate:.3g} req/s ({len(batches) + 1}/{workload.capacity_probes})")
-        batch = await _measured_batch(client, engine, dataclasses.replace(sending, workload=at), 0)
-        batches.append(batch)
-        if not batch.ok:
+        batches.append(await _measured_batch(client, engine, dataclasses.replace(sending, workload=at), 0))
+        return batches[-1]
+
+    async def held_at(rate: float) -> bool | None:
+        runs = [await run_at(rate, 0)]
+        if not runs[0].ok:
             return None
-        over = summarize(at, [batch]).over_limits(limits)
-        steps.append(CapacityStep(rate, all(v <= 0 for v in over.values()), over))
-        return steps[-1].held
+        over = summarize(workload.at_rate(rate, 0), runs).over_limits(limits)
+        rechecks = sum(step.requests > workload.requests for step in steps)
+        if rechecks < CAPACITY_RECHECKS and _near(over, limits):
+            # A coin toss on a few requests: judged again on twice as many, the second half new prompts.
+            runs.append(await run_at(rate, 1 + rechecks))
+            if not runs[1].ok:
+                return None
+            over = summarize(workload.at_rate(rate, 0), runs).over_limits(limits)
+        held = all(v <= 0 for v in over.values())
+        steps.append(CapacityStep(rate, held, over, requests=sum(len(run.rows) for run in runs)))
+        return held
 
     # A run that is not valid (None) ends the search: the workload's summary then gives its reason.
     held = await held_at(low)
@@ -225,6 +238,11 @@ async def _capacity_search(
             break
         low, high = (middle, high) if held else (low, middle)
     return batches, Capacity(low, tuple(steps))
+
+
+def _near(over: Mapping[str, float], limits: Mapping[str, float]) -> bool:
+    """Whether a run's percentile came within NEAR_LIMIT of some limit, on either side."""
+    return any(abs(over[name]) <= NEAR_LIMIT * limit for name, limit in limits.items())
 
 
 async def _measured_batch(client: httpx.AsyncClient, engine: Engine, sending: Sending, repeat: int) -> Batch:

@@ -204,6 +204,11 @@ class Arrivals(StrEnum):
 # steps of a capacity search after both ends of its range.
 DEFAULT_OPEN_REQUESTS = 8
 DEFAULT_CAPACITY_STEPS = 3
+# A capacity run whose percentile lands this close to a limit (a fraction of it) is run again at the same rate and
+# judged on both runs' requests together: a few requests' p90 near a limit is a coin toss. At most this many a
+# search, so its launch stays bounded.
+NEAR_LIMIT = 0.15
+CAPACITY_RECHECKS = 2
 
 
 def rate_label(rate: float) -> str:
@@ -259,18 +264,19 @@ class Workload:
 
     @property
     def capacity_probes(self) -> int:
-        """Runs a capacity search makes in one launch: both ends of its range, then each bisection step."""
-        return 2 + self.capacity_steps if self.capacity is not None else 0
+        """Runs a capacity search makes in one launch, at most: both ends of its range, each bisection step, and
+        the runs again near a limit."""
+        return 2 + self.capacity_steps + CAPACITY_RECHECKS if self.capacity is not None else 0
 
-    def at_rate(self, rate: float, probe: int) -> Workload:
-        """One run of a capacity search: this workload open loop at `rate`, its prompts the `probe`-th
-        slice of the search's own (so no prompt is sent twice in one launch)."""
+    def at_rate(self, rate: float, prompts: int) -> Workload:
+        """One run of a capacity search: this workload open loop at `rate`, its prompts the `prompts`-th slice
+        of the search's own (0 at every rate; a run again near a limit takes the next slice)."""
         return dataclasses.replace(
             self,
             rate=rate,
             capacity=None,
             capacity_steps=0,
-            first_prompt=self.first_prompt + probe * self.requests,
+            first_prompt=self.first_prompt + prompts * self.requests,
         )
 
     @property
@@ -285,17 +291,19 @@ class Workload:
 
     def send_offsets(self, repeat: int) -> list[float]:
         """When each of a repeat's requests is sent, in seconds from the repeat's start: all at once (closed
-        loop) or on the open loop's arrival clock, the same in every trial (seeded by the key and the repeat)."""
+        loop) or on the open loop's arrival clock, the same in every trial. Seeded by the family and the repeat,
+        not the rate: every rate's Poisson arrivals are one pattern scaled in time (common random numbers), so
+        runs at different rates, in one capacity search or across launches, differ by their rate alone."""
         if not self.open_loop or not self.rate:
             return [0.0] * self.streams
         if self.arrivals is Arrivals.CONSTANT:
             return [i / self.rate for i in range(self.requests)]
-        seed = int.from_bytes(hashlib.sha256(f"{self.key}/{repeat}".encode()).digest()[:8], "big")
+        seed = int.from_bytes(hashlib.sha256(f"{self.family}/{repeat}".encode()).digest()[:8], "big")
         draw = random.Random(seed)
         offsets, at = [], 0.0
         for _ in range(self.requests):
             offsets.append(at)  # the first request opens the repeat; the gaps after it are exponential
-            at += draw.expovariate(self.rate)
+            at += draw.expovariate(1.0) / self.rate  # one unit-rate pattern, scaled
         return offsets
 
     def texts(self, form: PromptForm) -> tuple[str, ...]:
@@ -313,8 +321,9 @@ class Workload:
         return min(len(self.texts(f)) for f in forms)
 
     def prompts_needed(self, repeats: int) -> int:
-        """A capacity search runs once a launch, whatever the repeats: its noise is the launches'."""
-        return self.capacity_probes * self.requests if self.capacity else repeats * self.per_repeat
+        """A capacity search runs once a launch, whatever the repeats (its noise is the launches'), its rates on
+        one slice of prompts and each run again near a limit on a slice of its own."""
+        return (1 + CAPACITY_RECHECKS) * self.requests if self.capacity else repeats * self.per_repeat
 
 
 @dataclass(frozen=True)

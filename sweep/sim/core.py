@@ -176,6 +176,9 @@ class Simulator:
         self.lock = threading.Lock()
         self.slots = threading.BoundedSemaphore(max(1, plan.effective_max_running))
         self.running = 0
+        # When the GPU's last queued prefill ends (monotonic wall clock): a prefill runs alone, as the engines'
+        # schedulers run a prefill batch between decode steps, so arrivals stall the requests decoding.
+        self.prefill_until = 0.0
         self.cache: list[list[int]] = []
         self.counters = {
             "prompt_tokens": 0,
@@ -197,6 +200,28 @@ class Simulator:
     def sleep(self, seconds: float) -> None:
         if self.args.sim_time_scale > 0:  # 0: no waiting at all (benchmarks that only want the numbers)
             time.sleep(seconds * self.args.sim_time_scale)
+
+    def prefill(self, seconds: float) -> float:
+        """Run a prefill of `seconds` (modelled) after those queued before it; the modelled time to the first
+        token, the queued prefills' included."""
+        scale = float(self.args.sim_time_scale)
+        if scale <= 0:
+            return seconds
+        with self.lock:
+            now = time.monotonic()
+            start = max(now, self.prefill_until)
+            self.prefill_until = start + seconds * scale
+        waited = (start - now) / scale
+        self.sleep(waited + seconds)
+        return waited + seconds
+
+    def prefills_waited(self) -> float:
+        """Modelled seconds a decode step waits for the prefills running now (0 when none is)."""
+        scale = float(self.args.sim_time_scale)
+        if scale <= 0:
+            return 0.0
+        with self.lock:
+            return max(0.0, self.prefill_until - time.monotonic()) / scale
 
     def cached_prefix(self, tokens: list[int]) -> int:
         if self.args.disable_radix_cache:
@@ -254,8 +279,7 @@ class Simulator:
             pace = self.launch_pace * math.exp(rng.gauss(0, self.profile.request_noise))
             text = GreedyText(prompt, workload, self._diverge_after())
             try:
-                ttft = model.prefill_seconds(len(tokens) - cached) * self.launch_pace
-                self.sleep(ttft)
+                ttft = self.prefill(model.prefill_seconds(len(tokens) - cached) * self.launch_pace)
                 with self.lock:
                     self.cache.append(tokens)
                 produced, verify, correct, proposed, decode = 1, 0, 0, 0, 0.0
@@ -266,7 +290,7 @@ class Simulator:
                         running = self.running
                     if self.adaptive is not None:  # the depth this batch size runs at now
                         model = dataclasses.replace(model, steps_override=self.adaptive.steps_for(running))
-                    step = model.step_seconds(running, rng, pace)
+                    step = self.prefills_waited() + model.step_seconds(running, rng, pace)
                     self.sleep(step)
                     decode += step
                     accepted = model.accepted_drafts(accept_rng)
