@@ -49,6 +49,9 @@ class Case:
     # a None expectation: the chunk is not the final one.
     finals: list[tuple[dict[str, Any], tuple[int, int | None, int, int] | None]] = field(default_factory=list)
     chat_template: bool = True  # what the engine must find about the suite's model
+    # Speculation that drafts at every step (a forced acceptance length acts on the drafts there are): the model
+    # drafting for itself accepts nearly all, so a forced length shows.
+    always_drafts: Callable[[], dict[str, Any]] | None = None
 
 
 CASES = [
@@ -83,6 +86,12 @@ CASES = [
             ({"choices": [{"delta": {"content": "x"}}]}, None),
         ],
         chat_template=False,  # Gemma 3 270M is a base model: its GGUF has no tokenizer.chat_template
+        always_drafts=lambda: {
+            "spec-type": "draft-simple",
+            "spec-draft-model": str(gemma_model()),
+            "spec-draft-n-max": 4,
+            "spec-draft-p-min": 0.0,
+        },
     ),
     Case(
         "sglang",
@@ -190,6 +199,30 @@ def test_argv_is_a_list_bound_to_loopback_and_the_baseline_drafts_nothing(case: 
 
 @pytest.mark.server
 @pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_a_forced_acceptance_length_is_the_engines_own_switch_or_refused(case: Case) -> None:
+    """A cost profile's launch forces the acceptance length through the engine's benchmarking switch (a flag
+    or an environment variable, added to the trial's command and nothing else), or is refused before a launch
+    where the engine has none; a configuration without speculation launches as it is."""
+    engine = prepared(case)
+    speculative = {**case.fixed, **case.speculative}
+    baseline = engine.plan({**speculative, **engine.baseline_params()}, synthetic_length=2.5)
+    assert baseline.launchable and baseline.synthetic is None
+    forced = engine.plan(speculative, synthetic_length=2.5)
+    if forced.synthetic is None:
+        assert forced.invalid == f"{engine.name} has no switch that forces an acceptance length"
+        return
+    assert forced.launchable and forced.synthetic.length == 2.5
+    assert forced.shape is not None  # a length past the chain is measured by no engine: refused
+    too_long = engine.plan(speculative, synthetic_length=forced.shape.depth + 1.5)
+    assert "is outside 1.." in too_long.invalid
+    assert forced.synthetic.argv or forced.synthetic.env
+    plain, command = engine.command(engine.plan(speculative), 18123), engine.command(forced, 18123)
+    assert command.argv == plain.argv + list(forced.synthetic.argv)
+    assert command.env == {**plain.env, **forced.synthetic.env}
+
+
+@pytest.mark.server
+@pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_what_cannot_launch_is_refused_before_a_launch(case: Case) -> None:
     engine = prepared(case)
     assert "no-such-parameter" in engine.plan({**case.fixed, "no-such-parameter": 1}).invalid
@@ -265,11 +298,36 @@ def test_a_live_server_reports_uncached_tokens_drafts_and_its_own_facts(case: Ca
         )
 
 
+@pytest.mark.server
+@pytest.mark.parametrize("case", [c for c in CASES if c.name != "vllm"], ids=lambda c: c.name)
+def test_a_forced_acceptance_length_is_what_the_live_server_accepts(case: Case, tmp_path: Path) -> None:
+    """Launched with the engine's switch at a mean of 2.5 tokens a verify step, the server accepts about that
+    where its drafts would accept nearly all (vLLM has no switch: refused above, before any launch)."""
+    engine = prepared(case)
+    drafting = case.always_drafts() if case.always_drafts else case.speculative
+    plan = engine.plan({**case.fixed, **drafting}, synthetic_length=2.5)
+    port = free_port()
+    command = engine.command(plan, port)
+    server = ServerProcess(command.argv, tmp_path / "server.log", command.env, engine.exit_reason)
+    with server:
+        server.wait_ready(f"http://127.0.0.1:{port}{command.health_path}", timeout_s=120)
+        rows, (before, after) = asyncio.run(
+            _twice(engine, f"http://127.0.0.1:{port}", PromptForm.COMPLETION, max_tokens=96)
+        )
+    assert [r.status for r in rows] == ["ok", "ok"], [r.reason for r in rows]
+    if before is None:
+        lengths = [r.acceptance_length for r in rows if r.acceptance_length]
+        assert len(lengths) == 2 and sum(lengths) / 2 == pytest.approx(2.5, abs=0.5)
+    else:
+        assert after is not None and after.steps > before.steps
+        assert after.acceptance_length_since(before) == pytest.approx(2.5, abs=0.5)
+
+
 async def _twice(
-    engine: Engine, base_url: str, form: PromptForm
+    engine: Engine, base_url: str, form: PromptForm, max_tokens: int = 24
 ) -> tuple[list[RequestMeasurement], tuple[DraftCounters | None, DraftCounters | None]]:
     content = "Copy this list exactly: alpha, beta, gamma, delta, alpha, beta, gamma, delta, alpha, beta."
-    settings = RequestSettings(max_tokens=24, ignore_eos=True)
+    settings = RequestSettings(max_tokens=max_tokens, ignore_eos=True)
     rows = []
     async with probe_client(base_url, 60) as client:
         before = await engine.draft_counters(client)

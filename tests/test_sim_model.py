@@ -380,3 +380,35 @@ def test_a_prefill_pauses_the_requests_decoding() -> None:
     paused, prefill = decode_s(arrival=True)
     assert prefill > 1.0  # modelled seconds: 3000 tokens at the profile's prefill speed
     assert paused - alone == pytest.approx(prefill, rel=0.25)
+
+
+@pytest.mark.parametrize("length", [1.0, 2.5, 3.4, 9.0])
+def test_sglang_s_forced_acceptance_length_is_honoured(
+    length: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SGLANG_SIMULATE_ACC_LEN, as the release reads it: every verify step accepts the length rounded down or
+    up so its mean is kept, clamped to the chain (4 steps: at most 5), whatever the text; the answer is a
+    fixed token, not text. Without speculation it changes nothing."""
+    from sweep.sim.core import SYNTHETIC_PIECE
+    from sweep.sim.sglang_server import in_process
+
+    monkeypatch.setenv("SGLANG_SIMULATE_ACC_LEN", str(length))
+    nextn = [
+        "--speculative-algorithm",
+        "NEXTN",
+        "--speculative-num-steps",
+        "4",
+        "--speculative-eagle-topk",
+        "1",
+    ]
+    nextn += ["--speculative-num-draft-tokens", "5"]
+    sim = in_process(PROFILE, ["--sim-seed", "5", *nextn])
+    verify = correct = 0
+    for i in range(20):
+        pieces = list(sim.generate(f"Write a Python function number {i}.", 200))
+        meta = pieces[-1][1]
+        assert meta is not None and "".join(p for p, _ in pieces[1:]) == SYNTHETIC_PIECE * 199
+        verify, correct = verify + meta["spec_verify_ct"], correct + meta["spec_num_correct_drafts"]
+    assert 1 + correct / verify == pytest.approx(min(length, 5.0), abs=0.06)
+    plain = in_process(PROFILE, ["--sim-seed", "5"])
+    assert SYNTHETIC_PIECE not in "".join(p for p, _ in plain.generate("Write a Python function.", 50))

@@ -246,6 +246,17 @@ class DraftCounters:
 
 
 @dataclass(frozen=True)
+class SyntheticAcceptance:
+    """How a server is told to accept its drafts at a forced mean length (tokens a verify step, the target's own
+    included), the engines' benchmarking switch: such a server's answers are not text and its speeds say what a
+    step costs, never what a workload gains."""
+
+    length: float
+    argv: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class LaunchPlan:
     """What `Engine.plan` makes of a trial's parameters: the ones to launch, how far over each of the engine's
     constraints they are (> 0: infeasible), or why the engine refuses them."""
@@ -258,6 +269,7 @@ class LaunchPlan:
     kv_dtype: str = "auto"  # the KV cache's element type, by the engine's name for it
     # Speculative state that lasts across requests and a flush (an n-gram pool): a server per workload.
     server_per_workload: bool = False
+    synthetic: SyntheticAcceptance | None = None  # acceptance forced (a cost profile's launch), else real
 
     @property
     def launchable(self) -> bool:
@@ -351,10 +363,12 @@ class Engine(ABC):
         """Set values the server would force anyway (so no two trials differ only in an ignored value)."""
         return params
 
-    def plan(self, params: Params) -> LaunchPlan:
+    def plan(self, params: Params, synthetic_length: float | None = None) -> LaunchPlan:
         """A trial's parameters as the server will run them (derived), checked (an invalid one is not also
         called infeasible), measured against the engine's constraints, with what the launch, the doctor and the
-        record need to know of them: the one call a trial makes before its launch."""
+        record need to know of them: the one call a trial makes before its launch. `synthetic_length`: force
+        that acceptance length on a speculative configuration (a cost profile's launch; refused where the
+        engine has no switch for it, ignored without speculation)."""
         derived = self.derive(dict(params))
         try:
             self.check_params(derived)
@@ -364,18 +378,36 @@ class Engine(ABC):
             except (TypeError, ValueError):
                 shape = None
             return LaunchPlan(derived, invalid=str(exc), shape=shape)
+        speculative, shape = self.wants_speculation(derived), self.spec_shape(derived)
+        synthetic = self.synthetic_acceptance(synthetic_length) if synthetic_length and speculative else None
+        refused = ""
+        if synthetic_length and speculative and synthetic is None:
+            refused = f"{self.name} has no switch that forces an acceptance length"
+        elif synthetic and shape and not 1 <= synthetic.length <= shape.depth + 1:
+            # SGLang clamps it, llama.cpp refuses to start: neither measures the length asked.
+            refused = f"a forced acceptance length of {synthetic.length:g} is outside 1..{shape.depth + 1} (depth + 1)"
         return LaunchPlan(
             derived,
             self.constraints(derived),
-            shape=self.spec_shape(derived),
-            speculative=self.wants_speculation(derived),
+            invalid=refused,
+            shape=shape,
+            speculative=speculative,
             kv_dtype=self.kv_cache_dtype(derived),
             server_per_workload=self.speculative_state_persists(derived),
+            synthetic=synthetic,
         )
 
     def command(self, plan: LaunchPlan, port: int) -> ServerCommand:
         """The command line, environment and readiness path of one server of `plan` listening on `port`."""
-        return ServerCommand(self.argv(plan.params, port), self.env(), self.health_path())
+        argv, env = self.argv(plan.params, port), self.env()
+        if plan.synthetic:
+            argv, env = [*argv, *plan.synthetic.argv], {**env, **plan.synthetic.env}
+        return ServerCommand(argv, env, self.health_path())
+
+    def synthetic_acceptance(self, length: float) -> SyntheticAcceptance | None:
+        """The engine's switch that forces a mean acceptance length `length` (>= 1) on a speculative server,
+        or None where it has none (the base: none)."""
+        return None
 
     def constraints(self, params: Params) -> dict[str, float]:
         """Optuna constraints on a combination (feasible when every value <= 0); infeasible ones are not launched."""

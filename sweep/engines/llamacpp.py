@@ -19,6 +19,7 @@ from sweep.engines.base import (
     RequestSettings,
     RunningLimit,
     ServerReport,
+    SyntheticAcceptance,
     parse_prometheus,
 )
 from sweep.errors import OffloadInactive, SpeculationInactive, UserError
@@ -294,6 +295,11 @@ class LlamaCppEngine(Engine):
 
     def speculative_state_persists(self, params: Params) -> bool:
         return any(t in STATEFUL_TYPES for t in split_types(params.get("spec-type", "none")))
+
+    def synthetic_acceptance(self, length: float) -> SyntheticAcceptance:
+        """llama-server's `--spec-synth-len` ("target mean synthetic acceptance length, including the target
+        token (benchmarking only)", `common/speculative.cpp`)."""
+        return SyntheticAcceptance(length, argv=("--spec-synth-len", f"{length:g}"))
 
     def argv(self, params: Params, port: int) -> list[str]:
         argv = [*self.setup.launcher, "-m", self.setup.model]

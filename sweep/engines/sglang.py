@@ -23,6 +23,7 @@ from sweep.engines.base import (
     RunningLimit,
     ServerReport,
     ServerSetup,
+    SyntheticAcceptance,
     chat_tokens,
     first_line,
     flags_argv,
@@ -604,6 +605,19 @@ class SGLangEngine(Engine):
                 draft_model=False,
             )
         return SpecShape(algo, depth=budget, budget=budget, budget_param="speculative-num-draft-tokens")
+
+    def synthetic_acceptance(self, length: float) -> SyntheticAcceptance:
+        """SGLang's benchmarking switch (`srt/environ.py`, `srt/speculative/spec_utils.py`): each verify step
+        accepts `length` tokens, rounded down or up at random so the mean is `length` ("match-expected"), its
+        drafted tokens a fixed id ("fixed"), read once as the server starts."""
+        return SyntheticAcceptance(
+            length,
+            env={
+                "SGLANG_SIMULATE_ACC_LEN": f"{length:g}",
+                "SGLANG_SIMULATE_ACC_METHOD": "match-expected",
+                "SGLANG_SIMULATE_ACC_TOKEN_MODE": "fixed",
+            },
+        )
 
     def argv(self, params: Params, port: int) -> list[str]:
         if CANDIDATES in params:

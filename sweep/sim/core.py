@@ -160,6 +160,18 @@ def launch_seed(args: argparse.Namespace) -> int:
     return int.from_bytes(os.urandom(4), "little")
 
 
+SYNTHETIC_PIECE = " @"
+
+
+def forced_drafts(length: float, depth: int, rng: random.Random) -> int:
+    """Drafts a verify step accepts under a forced mean length: the length clamped to [1, depth + 1], rounded
+    down or up at random so its mean is kept (SGLang's "match-expected", `sample_simulated_acc_len`), less the
+    bonus token."""
+    length = max(1.0, min(depth + 1.0, length))
+    lower = int(length)
+    return lower - 1 + (lower <= depth and rng.random() < length - lower)
+
+
 class Simulator:
     """The state a running simulated server shares between its HTTP threads."""
 
@@ -187,6 +199,9 @@ class Simulator:
             "cached_tokens": 0,
             "num_requests": 0,
         }
+        # Acceptance forced to this mean length (tokens a verify step, the bonus included) by the engine's
+        # benchmarking switch, as each front end reads it; None: drafts are accepted as the text allows.
+        self.synthetic_length: float | None = None
         self.accepted_at: list[int] = []  # verify steps that accepted the draft at each position (vLLM's)
         self.accept_window: list[
             tuple[int, int]
@@ -293,7 +308,11 @@ class Simulator:
                     step = self.prefills_waited() + model.step_seconds(running, rng, pace)
                     self.sleep(step)
                     decode += step
-                    accepted = model.accepted_drafts(accept_rng)
+                    accepted = (
+                        model.accepted_drafts(accept_rng)
+                        if self.synthetic_length is None
+                        else forced_drafts(self.synthetic_length, model.depth, rng)
+                    )
                     emit = min(accepted + 1, max_new - produced)
                     produced += emit
                     if self.adaptive is not None:
@@ -305,7 +324,8 @@ class Simulator:
                         histogram[accepted] += 1
                         proposed += max(1, model.draft_budget)  # this step's depth (adaptive: its own)
                         self._count_positions(accepted)
-                    yield text.take(emit), None
+                    # Forced acceptance emits a fixed token, as SGLang's "fixed" mode fills in id 100: not text.
+                    yield text.take(emit) if self.synthetic_length is None else SYNTHETIC_PIECE * emit, None
             finally:
                 with self.lock:
                     self.running -= 1

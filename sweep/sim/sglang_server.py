@@ -9,6 +9,7 @@ prompt, or chat messages rendered by the model's template where the profile's mo
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import sys
 import threading
@@ -40,6 +41,13 @@ def log(message: str, scheduler: bool = False) -> None:
 
 class SGLangSimulator(Simulator):
     """The shared simulator with SGLang's /server_info, its Prometheus counters and its log lines."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        # SGLang reads its benchmarking switch once, as its modules load (`srt/environ.py`: -1 is off).
+        length = float(os.environ.get("SGLANG_SIMULATE_ACC_LEN", "-1"))
+        if length > 0 and self.resolved.speculative:
+            self.synthetic_length = length
 
     def notice(self, line: str) -> None:
         log(line, scheduler=True)
