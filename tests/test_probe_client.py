@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -249,34 +250,43 @@ def test_goodput_counts_the_requests_within_every_limit() -> None:
     assert _decode_batch(rows) == pytest.approx(1.0)
 
 
+def capacity_search(
+    workload: Workload, limits: dict[str, float], answer: Callable[[httpx.Request], Awaitable[None]]
+) -> Any:
+    """A capacity search against a server whose every answer waits on `answer`."""
+
+    async def server(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/metrics":
+            return httpx.Response(501, text="This server does not support metrics endpoint.")
+        if request.url.path == "/tokenize":
+            body = json.loads(request.content)
+            return httpx.Response(200, json={"tokens": [ord(c) for c in body["content"]]})
+        await answer(request)
+        return httpx.Response(200, content=sse(timings()))
+
+    settings = ProbeSettings(repeats=1, warmup=False, latency_limits=limits)
+    return asyncio.run(probe("http://s", ENGINE, [workload], settings, transport=httpx.MockTransport(server)))
+
+
 def test_a_capacity_search_bisects_to_the_highest_rate_within_the_limits() -> None:
     """A server whose answer takes 20 ms per request in flight: alone it answers in 20 ms, three at once in
     60 ms. Held to a 50 ms time to first token, requests every 50 ms never overlap and hold it; every 16 ms
     three overlap and do not. The search runs both ends of its range, then bisects on a log scale."""
     in_flight, tasks = 0, []
 
-    async def server(request: httpx.Request) -> httpx.Response:
+    async def answer(request: httpx.Request) -> None:
         nonlocal in_flight
-        if request.url.path == "/metrics":
-            return httpx.Response(501, text="This server does not support metrics endpoint.")
-        if request.url.path == "/tokenize":
-            body = json.loads(request.content)
-            return httpx.Response(200, json={"tokens": [ord(c) for c in body["content"]]})
         tasks.append(json.loads(request.content)["messages"][0]["content"].split("\n", 1)[1])
         in_flight += 1
         try:
             await asyncio.sleep(0.02 * in_flight)
         finally:
             in_flight -= 1
-        return httpx.Response(200, content=sse(timings()))
 
     workload = Workload(
         "tool", prompts(30), arrivals=Arrivals.CONSTANT, requests=6, capacity=(2.0, 200.0), capacity_steps=3
     )
-    settings = ProbeSettings(repeats=3, warmup=False, latency_limits={"ttft_p90_s": 0.05})
-    result = asyncio.run(
-        probe("http://s", ENGINE, [workload], settings, transport=httpx.MockTransport(server))
-    )
+    result = capacity_search(workload, {"ttft_p90_s": 0.05}, answer)
     summary = result.summaries["tool/capacity"]
     assert summary.status == "ok" and summary.capacity_rps is not None and summary.unit == "req/s"
     steps = [(round(s.rate, 1), s.held) for s in summary.capacity_steps]
@@ -298,22 +308,13 @@ def test_a_capacity_run_near_a_limit_is_run_again_and_judged_on_both(
     """Six requests' p90 within 15% of a limit is a coin toss: the run is repeated at the same rate (new
     prompts) and judged on all twelve; a run far from every limit is not."""
 
-    async def server(request: httpx.Request) -> httpx.Response:
-        if request.url.path == "/metrics":
-            return httpx.Response(501, text="This server does not support metrics endpoint.")
-        if request.url.path == "/tokenize":
-            body = json.loads(request.content)
-            return httpx.Response(200, json={"tokens": [ord(c) for c in body["content"]]})
+    async def answer(_request: httpx.Request) -> None:
         await asyncio.sleep(answer_s)
-        return httpx.Response(200, content=sse(timings()))
 
     workload = Workload(
         "tool", prompts(60), arrivals=Arrivals.CONSTANT, requests=6, capacity=(10.0, 20.0), capacity_steps=1
     )
-    settings = ProbeSettings(repeats=1, warmup=False, latency_limits={"ttft_p90_s": 0.1})
-    result = asyncio.run(
-        probe("http://s", ENGINE, [workload], settings, transport=httpx.MockTransport(server))
-    )
+    result = capacity_search(workload, {"ttft_p90_s": 0.1}, answer)
     summary = result.summaries["tool/capacity"]
     assert [s.rate for s in summary.capacity_steps] == [10.0, 20.0]  # the top held: the search ends there
     assert [s.requests for s in summary.capacity_steps] == judged_on
