@@ -32,6 +32,19 @@ def _cpu_line() -> list[float]:
     return [int(f) / CLOCK_TICKS for f in fields]
 
 
+def cpu_name() -> str:
+    """The CPU's model name as /proc/cpuinfo gives it ("unknown" where it gives none)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
+            for line in info:
+                name, _, value = line.partition(":")
+                if name.strip() == "model name":
+                    return value.strip()
+    except OSError:
+        pass
+    return "unknown"
+
+
 def group_members(pgid: int) -> dict[int, list[str]]:
     """The live members of a process group, each with its `/proc/PID/stat` fields after the name (state, ppid,
     pgrp, ..., utime at 11, stime, cutime, cstime)."""

@@ -4,6 +4,7 @@ chat template the model was shipped with."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import struct
 from pathlib import Path
@@ -108,3 +109,24 @@ def chat_template(model: Path) -> tuple[bool | None, str]:
     if found:
         return True, "tokenizer_config.json's chat_template"
     return False, "tokenizer_config.json has no chat_template"
+
+
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt")
+HEAD_BYTES = 16 << 20  # a GGUF's first 16 MiB hold its metadata and tensor table: what tells two files apart
+
+
+def model_identity(model: str) -> str:
+    """What names a model's weights without reading them all: a file by its size and the digest of its head
+    (metadata and tensor table), a folder by its config.json's digest and its weight files' total size, and
+    anything else (a hub id the server downloads) by its name."""
+    path = Path(model)
+    if path.is_file():
+        with path.open("rb") as file:
+            head = hashlib.sha256(file.read(HEAD_BYTES)).hexdigest()[:16]
+        return f"{path.stat().st_size} bytes, head sha256 {head}"
+    if path.is_dir():
+        config = path / "config.json"
+        digest = hashlib.sha256(config.read_bytes()).hexdigest()[:16] if config.is_file() else "none"
+        size = sum(f.stat().st_size for f in path.iterdir() if f.suffix in WEIGHT_SUFFIXES)
+        return f"config sha256 {digest}, weights {size} bytes"
+    return f"named {model}"

@@ -414,6 +414,9 @@ class LaunchFacts:
     # the model, what a GGUF file weighs).
     engine: str = ""
     model: str = ""
+    # The server's release as it reports it (SGLang's /server_info, vLLM's /version, llama-server's build line;
+    # where a build names none, its binary's digest): what a cost profile is keyed by.
+    engine_version: str = ""
     # Scheduler limits as logged: the tokens it may hold at once, its prefill chunk (-1: none), the requests'
     # state slots of a hybrid (linear-attention) model, the concurrency the pool allows at full context.
     token_capacity: int | None = None
@@ -498,6 +501,11 @@ class SpecShape:
     variant: str = ""
 
     @property
+    def reach(self) -> int:
+        """Draft positions one verify step can accept: the depth, at most the tokens verified."""
+        return min(self.depth, self.budget or self.depth)
+
+    @property
     def draft_work(self) -> int:
         """What a step spends on speculation, to prefer the cheaper of two equally fast configurations: a
         forward per position a model drafts, and the tokens verified."""
@@ -560,6 +568,9 @@ class TrialRecord:
         None  # the engine's reading of the speculative parameters (None: no speculation)
     )
     gpu: GpuUse | None = None  # None: not read (a record from before GPUs were recorded)
+    # A cost profile's launch: the acceptance length the engine was told to force (None: a real measurement).
+    # Its speeds say what a step costs; its answers are not text and it never feeds a verdict.
+    synthetic_length: float | None = None
 
     @property
     def failed(self) -> bool:
@@ -577,6 +588,7 @@ class TrialRecord:
             "host": self.host.to_dict() if self.host else None,
             "shape": self.shape.to_dict() if self.shape else None,
             "gpu": self.gpu.to_dict() if self.gpu else None,
+            "synthetic_length": self.synthetic_length,
         }
 
     @classmethod
@@ -592,4 +604,5 @@ class TrialRecord:
             host=HostLoad(**data["host"]) if data.get("host") else None,
             shape=SpecShape.from_dict(data.get("shape")),
             gpu=GpuUse.from_dict(data.get("gpu")),
+            synthetic_length=data.get("synthetic_length"),
         )

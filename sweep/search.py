@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sweep.costs import CostProfile
 from sweep.engines import Engine
 from sweep.probes.workloads import Workload
 from sweep.results import STARTUP_STAGES, SpecShape, Stage, TrialRecord, series_label
@@ -86,6 +87,33 @@ def candidates(space: Space, engine: Engine, limit: int = GRID_LIMIT) -> Candida
     )
 
 
+def acceptance_launches(pool: Sequence[Candidate]) -> list[Candidate]:
+    """What a workload's acceptance is learnt from where the step times are known (a cost profile): per method
+    and variant, its deepest chain (a chain of depth D gives the acceptance of every shallower one) and, where the
+    space has trees, its widest tree at its deepest, which tells how much width catches (the tree gain)."""
+    chosen: dict[tuple[str, str, str], tuple[tuple[int, ...], Candidate]] = {}
+    for c in pool:
+        if c.shape is None:
+            continue
+        for kind, rank in _ranks(c.shape).items():
+            key = (c.shape.method, c.shape.variant, kind)
+            if key not in chosen or rank > chosen[key][0]:
+                chosen[key] = (rank, c)
+    out: list[Candidate] = []
+    for _, c in chosen.values():  # a method without trees: its widest "tree" is its deepest chain
+        if c not in out:
+            out.append(c)
+    return out
+
+
+def _ranks(shape: SpecShape) -> dict[str, tuple[int, ...]]:
+    """How a shape ranks as a method's deepest chain (the fewest tokens verified among the deepest) and as its
+    widest tree (then the deepest, then the largest budget)."""
+    budget = shape.budget or shape.depth
+    chain = {"chain": (shape.depth, -budget)} if shape.width == 1 else {}
+    return {**chain, "tree": (shape.width, shape.depth, budget)}
+
+
 def axes(space: Space) -> list[Axis]:
     """The model's coordinates: ranges scaled to [0, 1]; choices that are all numbers too (`{choices: [3, 6,
     12]}` is a coarse range, and 6 lies between 3 and 12; on a log scale where they span a factor of
@@ -119,6 +147,8 @@ class ModelSearch:
 
     space: Space
     pool: Candidates
+    # Step times measured on this machine (a cost profile): the launches then teach acceptance alone.
+    costs: CostProfile | None = None
     # The last fit and the records it was fitted to: the stop rule, the next pick, the confirmation and the
     # page read the same records.
     _fitted: tuple[tuple[Any, ...], dict[str, SurfaceAt]] | None = field(default=None, repr=False)
@@ -151,8 +181,9 @@ class ModelSearch:
                 continue
             seen = {w.key: observations(records, w.key, w.context_tokens) for w in members}
             noise = {w.key: request_noise(records, w.key) for w in members}
+            profiled = self.costs.for_streams(members[0].streams) if self.costs else None
             shared = WorkloadSurface(
-                shape_axes, [o for obs in seen.values() for o in obs], max(noise.values())
+                shape_axes, [o for obs in seen.values() for o in obs], max(noise.values()), profiled
             )
             for w in members:
                 if w.key not in wanted:
@@ -164,7 +195,7 @@ class ModelSearch:
                     out[w.key] = SurfaceAt(shared, context or w.context_tokens, noise[w.key])
                 else:  # contexts unknown: each workload on its own
                     out[w.key] = SurfaceAt(
-                        WorkloadSurface(shape_axes, seen[w.key], noise[w.key]), None, noise[w.key]
+                        WorkloadSurface(shape_axes, seen[w.key], noise[w.key], profiled), None, noise[w.key]
                     )
         return {key: out[key] for key in keys if key in out}
 

@@ -8,12 +8,13 @@ import hashlib
 import logging
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import optuna
 from optuna.trial import TrialState
 
+from sweep.costs import CostProfile, launch_differences
 from sweep.engines import Engine
 from sweep.errors import (
     UserError,
@@ -22,7 +23,7 @@ from sweep.errors import (
 from sweep.files import write_error
 from sweep.recovery import driver_identity, recover
 from sweep.results import Stage, TrialRecord
-from sweep.search import ModelSearch, candidates
+from sweep.search import ModelSearch, acceptance_launches, candidates
 from sweep.space import SearchKind, Space
 from sweep.store import (
     DRIVER_ATTR,
@@ -59,9 +60,11 @@ def open_study(
     paths: StudyPaths,
     recover_with: Callable[[optuna.Study], None] | None = None,
     trials: int | None = None,
+    start: Sequence[Mapping[str, Any]] | None = None,
 ) -> optuna.Study:
     """Create or load the study, recover what a stopped sweep left, and make sure it has a baseline. Workers of
-    this machine take turns (a lock file in the study's folder), so two starting at once enqueue one baseline."""
+    this machine take turns (a lock file in the study's folder), so two starting at once enqueue one baseline.
+    `start`: the start-up trials of a new study (by default, ones that cover the space)."""
     try:
         paths.run_dir.mkdir(parents=True, exist_ok=True)
         lock = (paths.run_dir / ".open.lock").open("a")
@@ -69,11 +72,15 @@ def open_study(
         raise write_error(paths.run_dir, exc.strerror or str(exc)) from None
     with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        return _open_study(space, paths, recover_with, trials or space.trials)
+        return _open_study(space, paths, recover_with, trials or space.trials, start)
 
 
 def _open_study(
-    space: Space, paths: StudyPaths, recover_with: Callable[[optuna.Study], None] | None, trials: int
+    space: Space,
+    paths: StudyPaths,
+    recover_with: Callable[[optuna.Study], None] | None,
+    trials: int,
+    start: Sequence[Mapping[str, Any]] | None,
 ) -> optuna.Study:
     storage = make_storage(paths.storage_url)
     # Failed trials are reported by the sweep in one line each; Optuna would add a traceback per failure.
@@ -115,10 +122,11 @@ def _open_study(
         for params in space.enqueue:
             study.enqueue_trial(dict(params), user_attrs={ROLE_ATTR: "enqueued"})
         # Start-up trials that cover the space (each method, shallow and deep) instead of random ones, up to half
-        # of the search's own trials.
-        for params in space.covering(max(0, (trials - 1 - len(space.enqueue)) // 2)):
+        # of the search's own trials; those asked for (a cost profile's acceptance launches) all.
+        limit = max(0, (trials - 1 - len(space.enqueue)) // 2)
+        for params in space.covering(limit) if start is None else start:
             if params not in space.enqueue:
-                study.enqueue_trial(params, user_attrs={ROLE_ATTR: "cover"})
+                study.enqueue_trial(dict(params), user_attrs={ROLE_ATTR: "cover"})
     return study
 
 
@@ -138,11 +146,14 @@ class Sweep:
         until_confident: bool = False,
         budget_s: float | None = None,
         confirm_after: bool = False,
+        costs: CostProfile | None = None,
     ) -> None:
         self.space, self.engine, self.paths, self.progress = space, engine, paths, progress
         # Whether the confirmation follows the search in this run: its launches belong in the search's ETA.
         self.confirm_after = confirm_after
-        self.until_confident = until_confident
+        # With a cost profile the model predicts what it has not launched: the search stops once it is sure.
+        self.costs = costs
+        self.until_confident = until_confident or costs is not None
         # The whole night in seconds (search and confirmation): the search stops while the confirmation fits.
         self.budget_s = budget_s
         self._started = time.monotonic()
@@ -160,17 +171,26 @@ class Sweep:
 
     def run(self, trials: int | None = None) -> optuna.Study:
         self._target = trials or self.space.trials
+        start = None
+        if self.space.search is SearchKind.MODEL or self.until_confident:
+            self.model = ModelSearch(self.space, candidates(self.space, self.engine), self.costs)
+            if self.costs is not None:
+                # The step times are known: each method's acceptance is what the first launches must measure.
+                start = [c.swept for c in acceptance_launches(self.model.pool.items)]
         study = open_study(
-            self.space, self.paths, lambda s: recover(s, self.paths.registry, self.progress), self._target
+            self.space,
+            self.paths,
+            lambda s: recover(s, self.paths.registry, self.progress),
+            self._target,
+            start,
         )
         self._finished_before = len(finished_trials(study, self.space_id))
         remaining = self._target - self._finished_before
-        if self.space.search is SearchKind.MODEL or self.until_confident:
-            pool = candidates(self.space, self.engine)
-            self.model = ModelSearch(self.space, pool)
+        if self.model is not None:
             self.progress(
-                f"search: {self.space.search.value}; {len(pool.items)} launchable configurations in the space "
-                f"({pool.infeasible} infeasible and {pool.duplicates} duplicates after the engine's rules left out)"
+                f"search: {self.space.search.value}; {len(self.model.pool.items)} launchable configurations in "
+                f"the space ({self.model.pool.infeasible} infeasible and {self.model.pool.duplicates} duplicates "
+                "after the engine's rules left out)"
             )
         records = self._records(study)
         if remaining > 0 and not self._should_stop(study, records):
@@ -205,7 +225,22 @@ class Sweep:
 
     def _records(self, study: optuna.Study) -> list[TrialRecord]:
         """What the model learns from, read once per step for both the stop rule and the next pick."""
-        return search_records(study) if self.model is not None else []
+        records = search_records(study) if self.model is not None else []
+        self._check_costs(records)
+        return records
+
+    def _check_costs(self, records: list[TrialRecord]) -> None:
+        """Drop the cost profile, once, where the first launch shows another release or other hardware."""
+        first = next((r for r in records if not r.failed and r.facts.engine_version), None)
+        if self.model is None or self.model.costs is None or first is None:
+            return
+        if differences := launch_differences(self.model.costs.key, first):
+            self.progress(
+                f"the cost profile does not hold for this server ({'; '.join(differences)}): the search goes on "
+                "without it, learning step times from its own launches"
+            )
+            self.model = ModelSearch(self.space, self.model.pool)
+            self.costs = None
 
     def _should_stop(self, study: optuna.Study, records: list[TrialRecord]) -> bool:
         """The target reached, a file that cannot be written, nothing untried left, confidence, or the night's

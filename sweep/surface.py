@@ -23,9 +23,9 @@ import dataclasses
 import itertools
 import math
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import scipy.stats
@@ -44,6 +44,9 @@ UNSEEN_METHOD_SD = 0.5  # a method with no measurement at all: anything from 0.6
 UNSEEN_VARIANT_SD = (
     0.25  # a variant of a measured method (another match length) whose acceptance is unmeasured
 )
+MISFIT = 0.25  # how far the shape's form may be off on one launch of a method (shrinking with launches)
+# The same where a cost profile measured the step times: what is left to the form is acceptance's extrapolation.
+PROFILED_MISFIT = 0.05
 NOISE_FLOOR = 0.02  # relative noise assumed at least (a single launch is never more exact than this)
 CONTEXT_SPREAD = 1.25  # prompt sizes within this ratio of each other are one context
 CONTEXT_COORDINATE = 0.5  # the context's span in the process's coordinates: residuals carry across contexts
@@ -158,7 +161,7 @@ def _lengths(a: np.ndarray, gain: float, shape: SpecShape, copies: bool = False)
     accepted nearly whole, elsewhere nothing; with `copies`, `a` is the share of steps that find a run and a
     run's positions hold at COPY_RUN each, so a deeper draft keeps paying where a chain would have saturated
     (llama-server's ngram-simple on tool calls: accept length 7.98 at 16 drafted, 17.8 at 48)."""
-    depth = min(shape.depth, shape.budget or shape.depth)
+    depth = shape.reach
     if depth <= 0:
         return np.ones(len(a))
     if copies:
@@ -305,7 +308,7 @@ class StepFit:
         return math.sqrt(max(variance, 0.0)) / max(self.tokens(shape), 1e-9)
 
 
-def _step_prior(draft_model: bool) -> StepFit:
+def step_prior(draft_model: bool) -> StepFit:
     """A model's draft step costs about one token, plus a sixth of one per position it drafts, plus a fiftieth
     per token verified; each as unsure as it is large, so two launches can overrule it.
 
@@ -323,7 +326,7 @@ def _step_prior(draft_model: bool) -> StepFit:
     return StepFit(mean, tuple(np.diag(np.square(sd)).ravel().tolist()))
 
 
-def _fit_step(points: list[tuple[SpecShape, float]], prior: StepFit, noise: float) -> StepFit:
+def fit_step(points: list[tuple[SpecShape, float]], prior: StepFit, noise: float) -> StepFit:
     """Step time (in baseline tokens) on (1, depth, budget): the posterior under `prior`, each point known to
     within `noise` (relative)."""
     if not points:
@@ -338,15 +341,34 @@ def _fit_step(points: list[tuple[SpecShape, float]], prior: StepFit, noise: floa
     return StepFit(clamped, tuple(cov.ravel().tolist()))
 
 
+class StepCost(Protocol):
+    """A step's time in baseline tokens for a shape, and how sure that is (relative): a fit (`StepFit`) or a
+    cost profile's measurements (`costs.StepTable`)."""
+
+    def tokens(self, shape: SpecShape) -> float: ...
+
+    def relative_sd(self, shape: SpecShape) -> float: ...
+
+
+# A cost profile's step times by method and context (None: it has none there).
+Profiled = Callable[[str, float | None], StepCost | None]
+
+
 class WorkloadSurface:
     """The model of one workload at one or more context sizes, fitted to its observations (the baseline
-    included, as the reference)."""
+    included, as the reference). With `profiled` step times (a cost profile), a method's steps are the
+    profile's where it has them: the workload's own launches then teach acceptance alone."""
 
     def __init__(
-        self, axes: Sequence[Axis], observations: Sequence[Observation], noise: float = NOISE_FLOOR
+        self,
+        axes: Sequence[Axis],
+        observations: Sequence[Observation],
+        noise: float = NOISE_FLOOR,
+        profiled: Profiled | None = None,
     ) -> None:
         self.axes = list(axes)
         self.noise = max(noise, NOISE_FLOOR)
+        self.profiled = profiled
         self.contexts = Contexts.of(o.context for o in observations)
         positive = [o for o in observations if o.tps > 0]
         self._observed = positive
@@ -387,7 +409,7 @@ class WorkloadSurface:
         ]
         draft_model = all(o.shape.draft_model for o in mine if o.shape)
         steps = [(o, s, length / o.tps / self.per_token(o.context)) for o, s, length in measured]
-        joint_step = _fit_step([(s, t) for _, s, t in steps], _step_prior(draft_model), self.noise)
+        joint_step = fit_step([(s, t) for _, s, t in steps], step_prior(draft_model), self.noise)
         step = {0.0: joint_step}
         by_variant: dict[str, list[tuple[SpecShape, float]]] = {}
         for _, s, length in measured:
@@ -412,7 +434,7 @@ class WorkloadSurface:
             # it), pulled towards the fit over all of them where it has few launches.
             groups = {self.contexts.group(o.context) for o, _, _ in measured}
             step = {
-                g: _fit_step(
+                g: fit_step(
                     [(s, t) for o, s, t in steps if self.contexts.group(o.context) == g],
                     dataclasses.replace(joint_step, cov=tuple(4 * v for v in joint_step.cov)),
                     self.noise,
@@ -453,7 +475,9 @@ class WorkloadSurface:
         seconds = self.per_token(context) * self.step_at(shape.method, context).tokens(shape)
         return length / seconds if seconds > 0 else None
 
-    def step_at(self, method: str, context: float | None) -> StepFit:
+    def step_at(self, method: str, context: float | None) -> StepCost:
+        if self.profiled is not None and (measured := self.profiled(method, context)) is not None:
+            return measured
         by_context = self.methods[method].step
         return StepFit(
             self.contexts.interpolate(context, {g: f.coef for g, f in by_context.items()}),
@@ -470,8 +494,10 @@ class WorkloadSurface:
             # Misfit shrinking with launches, and how unsure the step costs are this far from what was measured.
             step_sd = self.step_at(shape.method, context).relative_sd(shape)
             variant_sd = 0.0 if shape.variant in fit.variants else UNSEEN_VARIANT_SD
-            return math.log(structural), math.hypot(0.25 / math.sqrt(fit.n), step_sd, variant_sd)
-        return math.log(self._method_median(shape.method, context)), 0.25 / math.sqrt(fit.n)
+            profiled = self.profiled is not None and self.profiled(shape.method, context) is not None
+            misfit = (PROFILED_MISFIT if profiled else MISFIT) / math.sqrt(fit.n)
+            return math.log(structural), math.hypot(misfit, step_sd, variant_sd)
+        return math.log(self._method_median(shape.method, context)), MISFIT / math.sqrt(fit.n)
 
     def _method_median(self, method: str, context: float | None) -> float:
         group = self.contexts.group(context)

@@ -107,7 +107,8 @@ class TrialRunner:
     ) -> TrialRecord:
         """Launch the server with the trial's parameters, probe the workloads, stop it. Where the engine keeps
         speculative state across requests (an n-gram pool), each workload gets a server of its own."""
-        plan = self.engine.plan(record.params)  # once a trial: what every phase below asks of the parameters
+        # Once a trial: what every phase below asks of the parameters (a cost profile's launch forces acceptance).
+        plan = self.engine.plan(record.params, synthetic_length=record.synthetic_length)
         record.shape = plan.shape
         if plan.invalid:
             record.failure, record.stage = f"invalid parameters: {plan.invalid}", Stage.PARAMS
@@ -133,7 +134,8 @@ class TrialRunner:
             "".join(json.dumps(r.to_dict(), ensure_ascii=False) + "\n" for r in measured.rows),
         )
         record.host = host.combine(measured.loads)
-        self._tell_degenerate(record, say, plan.speculative)
+        if plan.synthetic is None:  # forced acceptance answers with what it was told to accept: never text
+            self._tell_degenerate(record, say, plan.speculative)
         if not record.failed and not any(s.status == "ok" for s in record.workloads.values()):
             # No workload has a number: a trial at 0 t/s would teach the sampler a speed nobody measured.
             first = next(iter(record.workloads.values()), None)

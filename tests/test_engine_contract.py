@@ -215,10 +215,12 @@ def test_a_forced_acceptance_length_is_the_engines_own_switch_or_refused(case: C
     assert forced.shape is not None  # a length past the chain is measured by no engine: refused
     too_long = engine.plan(speculative, synthetic_length=forced.shape.depth + 1.5)
     assert "is outside 1.." in too_long.invalid
-    assert forced.synthetic.argv or forced.synthetic.env
+    switch = forced.synthetic
+    assert switch.argv or switch.env or switch.params
     plain, command = engine.command(engine.plan(speculative), 18123), engine.command(forced, 18123)
-    assert command.argv == plain.argv + list(forced.synthetic.argv)
-    assert command.env == {**plain.env, **forced.synthetic.env}
+    assert command.argv == engine.argv({**forced.params, **switch.params}, 18123) + list(switch.argv)
+    assert command.env == {**plain.env, **switch.env}
+    assert (command.argv == plain.argv + list(switch.argv)) == (not switch.params)
 
 
 @pytest.mark.server
@@ -299,10 +301,10 @@ def test_a_live_server_reports_uncached_tokens_drafts_and_its_own_facts(case: Ca
 
 
 @pytest.mark.server
-@pytest.mark.parametrize("case", [c for c in CASES if c.name != "vllm"], ids=lambda c: c.name)
+@pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_a_forced_acceptance_length_is_what_the_live_server_accepts(case: Case, tmp_path: Path) -> None:
     """Launched with the engine's switch at a mean of 2.5 tokens a verify step, the server accepts about that
-    where its drafts would accept nearly all (vLLM has no switch: refused above, before any launch)."""
+    where its drafts would accept nearly all."""
     engine = prepared(case)
     drafting = case.always_drafts() if case.always_drafts else case.speculative
     plan = engine.plan({**case.fixed, **drafting}, synthetic_length=2.5)

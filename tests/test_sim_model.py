@@ -412,3 +412,22 @@ def test_sglang_s_forced_acceptance_length_is_honoured(
     assert 1 + correct / verify == pytest.approx(min(length, 5.0), abs=0.06)
     plain = in_process(PROFILE, ["--sim-seed", "5"])
     assert SYNTHETIC_PIECE not in "".join(p for p, _ in plain.generate("Write a Python function.", 50))
+
+
+def test_vllm_s_forced_acceptance_is_checked_as_its_speculative_config_checks_it() -> None:
+    """`rejection_sample_method: synthetic` takes exactly one of a length in [1, k + 1] or k per-position rates
+    (vLLM's `_resolve_synthetic_acceptance_rates`); otherwise acceptance is real."""
+    from sweep.sim.vllm import synthetic_length
+
+    synthetic = {"rejection_sample_method": "synthetic"}
+    assert synthetic_length({"synthetic_acceptance_length": 2.5}, 4) is None  # standard: the switch is off
+    assert synthetic_length({**synthetic, "synthetic_acceptance_length": 2.5}, 4) == 2.5
+    assert synthetic_length({**synthetic, "synthetic_acceptance_rates": [0.9, 0.5, 0.2]}, 3) == pytest.approx(
+        2.6
+    )
+    with pytest.raises(StartupFailure, match=r"synthetic_acceptance_length must be in \[1, 5\], got 5.5"):
+        synthetic_length({**synthetic, "synthetic_acceptance_length": 5.5}, 4)
+    with pytest.raises(StartupFailure, match="requires exactly one of synthetic_acceptance_rates or"):
+        synthetic_length(synthetic, 4)
+    with pytest.raises(StartupFailure, match=r"synthetic_acceptance_rates must have length 4, got \[0.5\]"):
+        synthetic_length({**synthetic, "synthetic_acceptance_rates": [0.5]}, 4)

@@ -21,6 +21,7 @@ from sweep.cli import (
     export,
     inspect_log,
     plan,
+    profile,
     report,
     run,
     sim,
@@ -29,7 +30,21 @@ from sweep.errors import UserError, interrupted_how, mask_secrets, raise_interru
 from sweep.files import write_error
 
 DISK_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EFBIG}
-COMMANDS = (run, plan, confirm, report, dashboard, export, compare, ab, demo, inspect_log, doctor, sim)
+COMMANDS = (
+    run,
+    profile,
+    plan,
+    confirm,
+    report,
+    dashboard,
+    export,
+    compare,
+    ab,
+    demo,
+    inspect_log,
+    doctor,
+    sim,
+)
 
 
 class _Parser(argparse.ArgumentParser):

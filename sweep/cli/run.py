@@ -30,6 +30,13 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="store_true",
         help="stop the search when no untried configuration can beat the best by more than the study's noise",
     )
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        help="a cost profile of this machine, engine and model (`specsweep profile`): step times known, the "
+        "search measures each method's acceptance and stops once the prediction settles (implies "
+        "--until-confident)",
+    )
     parser.set_defaults(handler=main)
 
 
@@ -44,5 +51,6 @@ def main(args: argparse.Namespace) -> int:
         not args.no_confirm,
         args.until_confident,
         args.budget,
+        profile=args.profile,
     )
     return 0

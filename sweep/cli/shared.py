@@ -14,6 +14,7 @@ import yaml
 
 from sweep.analysis import Verdicts, study_verdicts
 from sweep.confirm import confirm_search, load_confirm_study
+from sweep.costs import CostProfile, check_space
 from sweep.errors import UserError, mask_secrets
 from sweep.files import write_atomic
 from sweep.outputs.console import report_text
@@ -168,9 +169,20 @@ def sweep_space(
     confirm: bool = True,
     until_confident: bool = False,
     budget_s: float | None = None,
+    profile: Path | None = None,
 ) -> StudyPaths:
     engine = build_engine(space)
     validate(space, engine)
+    costs = None
+    if profile is not None:
+        costs = CostProfile.load(profile)
+        check_space(costs, profile, space, engine)
+        methods = ", ".join(dict.fromkeys(s.shape.method for s in costs.steps))
+        progress(
+            f"cost profile {profile}: step times of {methods} at {', '.join(costs.covers())} "
+            f"({costs.key.engine} {costs.key.engine_version}, {costs.key.hardware}); the search launches the "
+            "baseline and each method's acceptance, then what the prediction cannot yet tell apart"
+        )
     paths = StudyPaths.for_study(study, runs, storage)
     progress(f"study {study}: {paths.shown_url}; server logs and measurements in {paths.run_dir}/trials/")
     if budget_s is not None:
@@ -183,7 +195,9 @@ def sweep_space(
         )
     else:
         progress(budget(space, trials) if confirm else budget(space, trials).split(", then")[0])
-    sweep = Sweep(space, engine, paths, progress, until_confident, budget_s, confirm_after=confirm)
+    sweep = Sweep(
+        space, engine, paths, progress, until_confident, budget_s, confirm_after=confirm, costs=costs
+    )
     result = sweep.run(trials)
     if confirm and space.confirm.launches:
         confirm_search(sweep.trials, result, space.confirm, progress, sweep.time_left, sweep.model)

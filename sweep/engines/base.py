@@ -254,6 +254,9 @@ class SyntheticAcceptance:
     length: float
     argv: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
+    params: Mapping[str, Any] = field(
+        default_factory=dict
+    )  # the engine's own parameters, laid over the launch's
 
 
 @dataclass(frozen=True)
@@ -383,9 +386,12 @@ class Engine(ABC):
         refused = ""
         if synthetic_length and speculative and synthetic is None:
             refused = f"{self.name} has no switch that forces an acceptance length"
-        elif synthetic and shape and not 1 <= synthetic.length <= shape.depth + 1:
+        elif synthetic and shape and not 1 <= synthetic.length <= shape.reach + 1:
             # SGLang clamps it, llama.cpp refuses to start: neither measures the length asked.
-            refused = f"a forced acceptance length of {synthetic.length:g} is outside 1..{shape.depth + 1} (depth + 1)"
+            refused = (
+                f"a forced acceptance length of {synthetic.length:g} is outside 1..{shape.reach + 1} "
+                "(1 + the draft positions a step can accept)"
+            )
         return LaunchPlan(
             derived,
             self.constraints(derived),
@@ -399,9 +405,12 @@ class Engine(ABC):
 
     def command(self, plan: LaunchPlan, port: int) -> ServerCommand:
         """The command line, environment and readiness path of one server of `plan` listening on `port`."""
-        argv, env = self.argv(plan.params, port), self.env()
+        params, env = plan.params, self.env()
         if plan.synthetic:
-            argv, env = [*argv, *plan.synthetic.argv], {**env, **plan.synthetic.env}
+            params, env = {**params, **plan.synthetic.params}, {**env, **plan.synthetic.env}
+        argv = self.argv(params, port)
+        if plan.synthetic:
+            argv = [*argv, *plan.synthetic.argv]
         return ServerCommand(argv, env, self.health_path())
 
     def synthetic_acceptance(self, length: float) -> SyntheticAcceptance | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import re
 from dataclasses import dataclass
@@ -124,6 +125,10 @@ NO_GPU = re.compile(r"warning: (no usable GPU found[^\n]*)")
 GPU_LAYER_FLAGS = ("-ngl", "--gpu-layers", "--n-gpu-layers")
 DEFAULT_SLOTS = 4  # -np -1 (auto), server.cpp
 SLOTS = re.compile(r"initializing, n_slots = (\d+), n_ctx_slot = (\d+)")
+# "common_params_print_info: build 8123 (3e7c131a) with GNU ..."; a build from sources without git says
+# "build 0 (unknown)", which names no release: its binary's digest does instead.
+BUILD = re.compile(r"\bbuild:? (\d+) \((\w+)\)")
+UNNAMED_BUILD = ("0", "unknown")
 SPEC_INIT_FAILED = re.compile(r"failed to initialize speculative decoding context: (.*)")
 SPEC_UNSUPPORTED = "speculative decoding not supported by this context"
 EXIT_REASONS: ExitPatterns = (
@@ -337,6 +342,23 @@ class LlamaCppEngine(Engine):
                 asked = value or (args[i + 1] if i + 1 < len(args) else None)
         return None if asked in (None, "", 0, "0") else str(asked)
 
+    def launch_facts(self, log: str) -> LaunchFacts:
+        facts = super().launch_facts(log)
+        facts.engine_version = facts.engine_version or self.binary_digest
+        return facts
+
+    @functools.cached_property
+    def binary_digest(self) -> str:
+        """The launched binary's sha256 (its first 16 hex digits), for a build whose log names no release."""
+        binary = Path(self.setup.launcher[0])
+        if not binary.is_file():
+            return ""
+        digest = hashlib.sha256()
+        with binary.open("rb") as file:
+            for chunk in iter(lambda: file.read(1 << 20), b""):
+                digest.update(chunk)
+        return f"sha256 {digest.hexdigest()[:16]}"
+
     def inspect_running(self, client: httpx.Client, facts: LaunchFacts, params: Params, log: str) -> None:
         if (asked := self.gpu_layers_asked(params)) is not None:
             on_cpu = facts.offload_problem or (
@@ -491,6 +513,8 @@ def facts_from_log(log: str) -> LaunchFacts:
         facts.offloaded_layers, facts.offloadable_layers = int(offloaded.group(1)), int(offloaded.group(2))
     if no_gpu := NO_GPU.search(log):
         facts.offload_problem = no_gpu.group(1).strip()
+    if (build := BUILD.search(log)) and build.groups() != UNNAMED_BUILD:
+        facts.engine_version = f"build {build.group(1)} ({build.group(2)})"
     if failed := SPEC_INIT_FAILED.search(log):
         facts.speculation_problem = failed.group(1).strip()
     elif SPEC_UNSUPPORTED in log:

@@ -668,6 +668,7 @@ class SGLangEngine(Engine):
             "version",
         )
         facts.resolved_args = {k: info.get(k) for k in keys}
+        facts.engine_version = str(info.get("version") or "")
         states = info.get("internal_states") or [{}]
         effective = states[0].get("effective_max_running_requests_per_dp")
         facts.resolved_args["effective_max_running_requests"] = effective

@@ -24,6 +24,7 @@ from sweep.engines.base import (
     RunningLimit,
     ServerReport,
     ServerSetup,
+    SyntheticAcceptance,
     flags_argv,
     help_flags,
     parse_prometheus,
@@ -317,6 +318,19 @@ class VLLMEngine(Engine):
             variant=variant,
         )
 
+    def synthetic_acceptance(self, length: float) -> SyntheticAcceptance:
+        """vLLM's benchmarking switch, two fields of the speculative config (`config/speculative.py`):
+        `rejection_sample_method: synthetic` accepts drafts at per-position rates resolved from
+        `synthetic_acceptance_length` (the minimum-variance schedule: every position up to the length, and one
+        more with its fraction); the length counts the target's own token and must lie in [1, k + 1]."""
+        return SyntheticAcceptance(
+            length,
+            params={
+                SPEC + "rejection_sample_method": "synthetic",
+                SPEC + "synthetic_acceptance_length": length,
+            },
+        )
+
     def speculative_state_persists(self, params: Params) -> bool:
         return method(params) == "suffix"  # suffix decoding caches earlier requests' outputs
 
@@ -350,6 +364,7 @@ class VLLMEngine(Engine):
         facts.resolved_args = {
             "version": version.json().get("version") if version.status_code == 200 else None
         }
+        facts.engine_version = str(facts.resolved_args["version"] or "")
         facts.chat_template, facts.chat_template_source = renders_chat(client)
         limit = self.running_limit(params)
         facts.max_running_requests = limit.requests if limit else facts.max_running_requests

@@ -60,6 +60,8 @@ SPEC_FIELDS = {
     "disable_padded_drafter_batch",
     "enforce_eager",
     "rejection_sample_method",
+    "synthetic_acceptance_rates",
+    "synthetic_acceptance_length",
     "draft_sample_method",
     "attention_backend",
     "moe_backend",
@@ -134,6 +136,29 @@ def parse(argv: list[str]) -> argparse.Namespace:
     return args
 
 
+def synthetic_length(fields: dict[str, Any], k: int) -> float | None:
+    """The mean acceptance length `rejection_sample_method: synthetic` forces (None: acceptance is real), checked
+    as `SpeculativeConfig._resolve_synthetic_acceptance_rates` checks it. Per-position rates are simulated by the
+    mean length they give (1 + their sum): the simulator draws every forced length alike."""
+    if fields.get("rejection_sample_method", "standard") != "synthetic":
+        return None
+    rates, length = fields.get("synthetic_acceptance_rates"), fields.get("synthetic_acceptance_length")
+    invalid = "pydantic_core._pydantic_core.ValidationError: 1 validation error for SpeculativeConfig\n  Value error, "
+    if (rates is None) == (length is None):
+        raise StartupFailure(
+            invalid
+            + "rejection_sample_method='synthetic' requires exactly one of synthetic_acceptance_rates or "
+            "synthetic_acceptance_length."
+        )
+    if rates is not None:
+        if not isinstance(rates, list) or len(rates) != k:
+            raise StartupFailure(invalid + f"synthetic_acceptance_rates must have length {k}, got {rates}.")
+        return 1.0 + float(sum(rates))
+    if not isinstance(length, int | float) or not 1.0 <= float(length) <= k + 1:
+        raise StartupFailure(invalid + f"synthetic_acceptance_length must be in [1, {k + 1}], got {length}.")
+    return float(length)
+
+
 def speculative_fields(config: Any) -> dict[str, Any]:
     """The JSON as SpeculativeConfig takes it (`-` in keys becomes `_`), or the failure vLLM reports."""
     if not isinstance(config, dict):
@@ -176,6 +201,7 @@ def resolve(args: argparse.Namespace, profile: Profile) -> Resolved:
         if method in ("eagle", "eagle3", "draft_model") and not fields.get("model"):
             raise StartupFailure(f"ValueError: speculative method {method!r} needs a draft model (`model`)")
         k = _num_tokens(fields, method, model.mtp_layers)
+        synthetic_length(fields, k)  # a bad forced length fails the start, as SpeculativeConfig's check does
         if method == "ngram":
             _lookup_bounds(fields)
         algorithm = METHODS[method]
@@ -304,6 +330,10 @@ class VLLMSimulator(Simulator):
         self, args: argparse.Namespace, profile: Profile, resolved: Resolved, plan: MemoryPlan
     ) -> None:
         super().__init__(args, profile, resolved, plan)
+        if args.speculative_config is not None and resolved.speculative:  # the benchmarking switch
+            self.synthetic_length = synthetic_length(
+                speculative_fields(args.speculative_config), resolved.steps
+            )
         if resolved.adaptive_slots is not None:  # vLLM picks k by the batch size itself, with no padding
             assert self.adaptive is not None
             self.adaptive.graph_batch_sizes = []

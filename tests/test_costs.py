@@ -1,0 +1,246 @@
+"""Cost profiles: step times measured with forced acceptance, keyed by what they hold for, read by the surface
+model so that a new workload needs only its acceptance; end to end against the simulator, which honours
+SGLang's forced-acceptance switch."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import optuna
+import pytest
+
+from sweep.costs import CostProfile, ProfileKey, StepTable, StepTime, check_space, launch_differences
+from sweep.engines import ServerSetup, SGLangEngine
+from sweep.errors import UserError
+from sweep.profiling import forced_lengths, spread_shapes
+from sweep.results import LaunchFacts, SpecShape, TrialRecord
+from sweep.search import Candidate, acceptance_launches
+from sweep.sim.flags import build_parser, normalize
+from sweep.sim.model import StepModel
+from sweep.sim.profile import DEFAULT_PROFILE, Profile
+from sweep.sim.sglang import resolve
+from sweep.space import parse_space
+from sweep.store import launched, make_storage
+from sweep.surface import Observation, WorkloadSurface, accept_length
+from tests.conftest import specsweep_argv
+
+SIM = [sys.executable, "-m", "sweep.sim"]
+KEY = ProfileKey("sglang", "0.5.23", "named /models/q", "NVIDIA H200", {"kv-cache-dtype": "fp8_e4m3"})
+
+
+def chain(depth: int, width: int = 1, budget: int = 0) -> SpecShape:
+    return SpecShape("NEXTN", depth, width, budget or depth)
+
+
+def knee(shape: SpecShape) -> float:
+    """A step's time in baseline tokens with a knee at 8 verified tokens: not a line."""
+    verified = (shape.budget or shape.depth) + 1
+    return 1.1 + 0.15 * shape.depth + 0.02 * verified + 0.2 * max(0, verified - 8)
+
+
+def step(shape: SpecShape, tokens: float, streams: int = 1, context: float = 300.0) -> StepTime:
+    # A forced length of 2 at 40 t/s of baseline: decode t/s from the step's tokens.
+    return StepTime("code", streams, context, shape, 2.0, 2.0, 2.0 * 40.0 / tokens, 40.0)
+
+
+def test_a_step_table_keeps_measured_shapes_and_doubts_what_lies_between() -> None:
+    measured = [chain(1), chain(4), chain(8), chain(12), chain(16)]
+    table = StepTable.fit([(s, knee(s)) for s in measured], draft_model=True)
+    for shape in measured:
+        assert table.tokens(shape) == pytest.approx(knee(shape), rel=0.05)
+    # Between measured shapes the residuals carry over; far from all of them the doubt is larger.
+    assert table.tokens(chain(10)) == pytest.approx(knee(chain(10)), rel=0.08)
+    assert table.relative_sd(chain(8)) < table.relative_sd(SpecShape("NEXTN", 2, 4, 30))
+
+
+def test_a_profile_is_read_per_stream_count_and_nearby_context() -> None:
+    profile = CostProfile(KEY, (step(chain(2), 1.4), step(chain(4), 1.8), step(chain(2), 2.0, streams=4)))
+    assert set(profile.tables(1, 350.0)) == {"NEXTN"}
+    assert profile.tables(1, 350.0)["NEXTN"].tokens(chain(4)) == pytest.approx(1.8, rel=0.05)
+    assert profile.tables(2, 300.0) == {}  # no launch at two streams
+    assert profile.tables(1, 4000.0) == {}  # past CONTEXT_REACH of what it measured
+    assert profile.covers() == ["1 stream at 300 tokens", "4 streams at 300 tokens"]
+
+
+def test_a_profile_survives_its_file_and_a_damaged_one_is_one_line(tmp_path: Path) -> None:
+    profile = CostProfile(KEY, (step(chain(2), 1.4), step(SpecShape("NEXTN", 3, 2, 6), 1.9)), 5)
+    path = tmp_path / "p.json"
+    profile.save(path)
+    assert CostProfile.load(path) == profile
+    for text, problem in (
+        ("{", "is not JSON"),
+        ('{"format": 99}', "is not a cost profile"),
+        ('{"format": 1, "key": {}}', "is damaged"),
+    ):
+        path.write_text(text)
+        with pytest.raises(UserError, match=problem):
+            CostProfile.load(path)
+    with pytest.raises(UserError, match="cannot read"):
+        CostProfile.load(tmp_path / "missing.json")
+
+
+def test_a_profile_for_another_set_up_is_refused_before_a_launch_and_dropped_after_one() -> None:
+    space = parse_space(
+        {
+            "engine": "sglang",
+            "server": {"launcher": SIM, "model": "/models/q"},
+            "fixed": {"kv-cache-dtype": "fp8_e4m3"},
+            "workloads": [{"class": "code"}],
+        },
+        Path("."),
+    )
+    engine = SGLangEngine(ServerSetup(SIM, "/models/q"))
+    check_space(CostProfile(KEY, ()), Path("p.json"), space, engine)  # the same: accepted
+    other = dataclasses.replace(KEY, model="named /models/other", fixed={})
+    with pytest.raises(UserError, match=r"model: 'named /models/other' vs 'named /models/q'.*fixed"):
+        check_space(CostProfile(other, ()), Path("p.json"), space, engine)
+    record = TrialRecord(0, {}, facts=LaunchFacts(engine_version="0.5.24"))
+    found = launch_differences(KEY, record)
+    assert (
+        found[0] == "engine version: '0.5.23' vs '0.5.24'" and "hardware: 'NVIDIA H200' vs 'CPU: " in found[1]
+    )
+
+
+def test_acceptance_is_launched_at_each_methods_deepest_chain_and_widest_tree() -> None:
+    shapes = [chain(1), chain(6), SpecShape("NEXTN", 6, 2, 8), SpecShape("NEXTN", 6, 2, 11), chain(3)]
+    lookups = [SpecShape("ngram", d, variant="n=3", draft_model=False) for d in (4, 16)]
+    pool = [Candidate({}, {"i": i}, s) for i, s in enumerate([*shapes, *lookups])]
+    picked = [c.shape for c in acceptance_launches(pool)]
+    assert picked == [chain(6), SpecShape("NEXTN", 6, 2, 11), lookups[1]]
+
+
+def test_profiled_shapes_span_each_method_and_are_forced_within_their_reach() -> None:
+    shapes = [chain(d) for d in range(1, 9)] + [SpecShape("NEXTN", 8, 4, 16), SpecShape("NEXTN", 5, 2, 1)]
+    pool = [Candidate({}, {"i": i}, s) for i, s in enumerate(shapes)]
+    picked = [c.shape for c in spread_shapes(pool, 3)]
+    assert picked == [chain(1), SpecShape("NEXTN", 8, 4, 16), chain(8)]
+    assert forced_lengths(chain(8), (0.25, 0.75)) == [3.0, 7.0]
+    # Five steps and one token verified: a step accepts at most one draft, whatever its depth.
+    assert forced_lengths(SpecShape("NEXTN", 5, 2, 1), (0.25, 0.75)) == [1.2, 1.8]
+
+
+def test_with_step_times_known_one_deep_launch_predicts_the_shallow_chains() -> None:
+    """Prediction = cost x acceptance: a profile's step times and the acceptance one launch at depth 8 measured
+    predict every shallower chain's t/s, the knee the step line alone would miss included."""
+    per_token, a = 1 / 40.0, 0.7
+    tables = {"NEXTN": StepTable.fit([(chain(d), knee(chain(d))) for d in (1, 3, 5, 8, 12)], True)}
+    deep = chain(8)
+    length = accept_length(a, 0.5, deep)
+    seen = [
+        Observation({}, None, 40.0),
+        Observation({"d": 8}, deep, length / (knee(deep) * per_token), length),
+    ]
+    surface = WorkloadSurface([], seen, profiled=lambda method, _context: tables.get(method))
+    for depth in (2, 4, 6):
+        truth = accept_length(a, 0.5, chain(depth)) / (knee(chain(depth)) * per_token)
+        predicted = surface.predict({"d": depth}, chain(depth))
+        assert predicted.tps == pytest.approx(truth, rel=0.05)
+        assert predicted.sd < 0.1  # sure enough to leave unlaunched what it rates well below the best
+
+
+SPACE = """
+engine: sglang
+server: {launcher: ["{python}", -m, sweep.sim, --sim-time-scale, "0.01"], model: /models/q}
+fixed: {kv-cache-dtype: fp8_e4m3}
+params:
+  speculative-algorithm: {choices: [NEXTN]}
+  speculative-num-steps: {int: [1, 6]}
+workloads: [{class: CLASS}]
+probe: {repeats: 2, max_tokens: 64}
+confirm: {launches: 0}
+trials: 10
+seed: 1
+"""
+
+
+def cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    argv = specsweep_argv(*args, "--runs", str(tmp_path / "runs"))
+    return subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
+
+
+def sim_step_tokens(shape: SpecShape) -> float:
+    """What the simulator's own model says a chain's step costs, in its baseline's tokens."""
+    parser = build_parser(Profile.load(DEFAULT_PROFILE).sglang_version)
+
+    def model(argv: list[str]) -> StepModel:
+        args = normalize(parser.parse_known_args(["--model-path", "/m", *argv])[0])
+        return StepModel(
+            Profile.load(DEFAULT_PROFILE), resolve(args, Profile.load(DEFAULT_PROFILE)), "code", 300
+        )
+
+    speculative = model(
+        [
+            *("--speculative-algorithm", "NEXTN", "--speculative-eagle-topk", "1"),
+            *(
+                "--speculative-num-steps",
+                str(shape.depth),
+                "--speculative-num-draft-tokens",
+                str(shape.depth + 1),
+            ),
+        ]
+    )
+    return speculative.mean_step_seconds(1) / model([]).mean_step_seconds(1)
+
+
+@pytest.mark.server
+def test_a_profile_measures_the_simulators_step_costs_and_a_new_workload_needs_its_acceptance_alone(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "code.yaml").write_text(SPACE.replace("CLASS", "code").replace("{python}", sys.executable))
+    (tmp_path / "tool.yaml").write_text(SPACE.replace("CLASS", "tool").replace("{python}", sys.executable))
+    made = cli(tmp_path, "profile", "--space", str(tmp_path / "code.yaml"), "--shapes", "3", "--study", "p")
+    assert made.returncode == 0, made.stderr[-2000:]
+    path = tmp_path / "runs" / "p" / "cost-profile.json"
+    profile = CostProfile.load(path)
+    assert profile.key.engine_version == "0.5.23" and profile.launches == 2 + 3 * 2
+    assert {s.shape.depth for s in profile.steps} == {1, 6, 3}
+    for measured in profile.steps:  # the forced length was what the server counted, and the step its cost
+        assert measured.measured_length == pytest.approx(measured.forced_length, rel=0.15)
+        assert measured.tokens == pytest.approx(sim_step_tokens(measured.shape), rel=0.15)
+    forced = [json.loads(p.read_text()) for p in (tmp_path / "runs" / "p" / "profile").glob("*/record.json")]
+    assert sorted(r["synthetic_length"] or 0 for r in forced)[:2] == [0, 0]  # the baseline, before and after
+
+    done = cli(
+        tmp_path, "run", "--space", str(tmp_path / "tool.yaml"), "--study", "t", "--profile", str(path)
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "the search stops here: confident" in done.stderr
+    storage = make_storage(f"sqlite:///{tmp_path / 'runs' / 't' / 'study.db'}")
+    ran = [t for t in optuna.load_study(study_name="t", storage=storage).trials if launched(t)]
+    # The baseline, the deepest chain's acceptance, and what the prediction could not yet tell apart: of six.
+    assert len(ran) <= 4
+    assert all(t.user_attrs["record"]["synthetic_length"] is None for t in ran)
+    assert ran[1].user_attrs["record"]["shape"]["depth"] == 6
+
+
+@pytest.mark.server
+@pytest.mark.parametrize(
+    ("args", "problem"),
+    [
+        (("profile", "--shares", "x"), "--shares 'x' is not a list of numbers"),
+        (("profile", "--shares", "1.5"), "--shares 1.5 is not a share of a draft"),
+        (("profile", "--shapes", "0"), "--shapes 0 profiles nothing"),
+        (("run", "--profile", "missing.json", "--no-confirm"), "cannot read cost profile missing.json"),
+    ],
+)
+def test_bad_profile_input_is_one_line(tmp_path: Path, args: tuple[str, ...], problem: str) -> None:
+    (tmp_path / "s.yaml").write_text(SPACE.replace("CLASS", "code").replace("{python}", sys.executable))
+    done = cli(tmp_path, args[0], "--space", str(tmp_path / "s.yaml"), *args[1:])
+    assert done.returncode == 2 and problem in done.stderr and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) <= 2
+
+
+@pytest.mark.server
+def test_a_profile_of_another_model_is_refused_before_any_launch(tmp_path: Path) -> None:
+    (tmp_path / "s.yaml").write_text(SPACE.replace("CLASS", "code").replace("{python}", sys.executable))
+    CostProfile(dataclasses.replace(KEY, model="named /models/big"), (step(chain(2), 1.4),)).save(
+        tmp_path / "p.json"
+    )
+    done = cli(tmp_path, "run", "--space", str(tmp_path / "s.yaml"), "--profile", str(tmp_path / "p.json"))
+    assert done.returncode == 2
+    assert "was measured for another set-up (model: 'named /models/big' vs 'named /models/q')" in done.stderr
+    assert not (tmp_path / "runs" / "s" / "trials").exists()
