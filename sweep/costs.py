@@ -152,8 +152,8 @@ class StepTable:
     the line misses is kept near where it was measured, and the doubt grows away from every measurement."""
 
     line: StepFit
-    points: tuple[tuple[SpecShape, float], ...]
-    noise: float  # relative spread of repeated measurements of one shape (NOISE_FLOOR at least)
+    points: tuple[tuple[SpecShape, float], ...]  # each measured shape's mean
+    noise: float  # what a measured shape's mean may be off by: the launches' spread over their square root
 
     @classmethod
     def fit(cls, points: Sequence[tuple[SpecShape, float]], draft_model: bool) -> StepTable:
@@ -164,8 +164,8 @@ class StepTable:
             by_shape.setdefault(key, []).append(tokens)
             first.setdefault(key, shape)
         means = tuple((first[k], statistics.mean(v)) for k, v in by_shape.items())
-        repeats = [math.log(t / statistics.mean(v)) for v in by_shape.values() for t in v]
-        noise = max(statistics.pstdev(repeats) if len(repeats) > len(means) else 0.0, NOISE_FLOOR)
+        repeats = len(points) / len(means)
+        noise = max(pooled_spread(by_shape.values()) / math.sqrt(repeats), NOISE_FLOOR)
         return cls(fit_step(list(means), step_prior(draft_model), noise), means, noise)
 
     @functools.cached_property
@@ -204,6 +204,15 @@ class StepTable:
         return math.sqrt(signal * unseen + self.noise**2 + (self.line.relative_sd(shape) * unseen) ** 2)
 
 
+def pooled_spread(groups: Iterable[Sequence[float]]) -> float:
+    """The sample standard deviation of values about their own group's mean, pooled over groups, on the log
+    scale (0 where no group has two values)."""
+    logs = [[math.log(v) for v in group] for group in groups]
+    squares = sum((v - statistics.mean(g)) ** 2 for g in logs for v in g)
+    freedom = sum(len(g) - 1 for g in logs)
+    return math.sqrt(squares / freedom) if freedom > 0 else 0.0
+
+
 def _kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     d2 = ((a[:, None, :] - b[None, :, :]) ** 2).sum(axis=2)
     out: np.ndarray = np.exp(-0.5 * d2 / NEARNESS**2)
@@ -236,6 +245,16 @@ class CostProfile:
             )
             for m in methods
         }
+
+    @functools.cached_property
+    def launch_noise(self) -> float:
+        """How far one launch's step time strays from its shape's mean (NOISE_FLOOR at least): the
+        launch-to-launch noise of this machine, measured before any study."""
+        groups: dict[tuple[str, str, int, int, int], list[float]] = {}
+        for s in self.steps:
+            key = (s.workload, s.shape.method, s.shape.depth, s.shape.width, s.shape.budget)
+            groups.setdefault(key, []).append(s.tokens)
+        return max(pooled_spread(groups.values()), NOISE_FLOOR)
 
     def for_streams(self, streams: int) -> ProfiledSteps:
         """What a surface of a workload decoding `streams` at once reads its step times from."""

@@ -38,6 +38,8 @@ from sweep.surface import (
 MIN_START_CHANCE = 0.02
 GEOMETRIC = 4.0  # numeric choices spanning this factor are compared by ratio (log scale)
 NEAR_TIE = 0.8  # expected improvements within this share of the highest are a tie to the model
+# With a cost profile: an expected improvement below this share of the best is not worth a launch.
+NEGLIGIBLE_GAIN = 0.01
 GRID_LIMIT = 20000  # combinations ranked at most (a larger space is ranked on its first GRID_LIMIT)
 
 
@@ -89,29 +91,19 @@ def candidates(space: Space, engine: Engine, limit: int = GRID_LIMIT) -> Candida
 
 def acceptance_launches(pool: Sequence[Candidate]) -> list[Candidate]:
     """What a workload's acceptance is learnt from where the step times are known (a cost profile): per method
-    and variant, its deepest chain (a chain of depth D gives the acceptance of every shallower one) and, where the
-    space has trees, its widest tree at its deepest, which tells how much width catches (the tree gain)."""
-    chosen: dict[tuple[str, str, str], tuple[tuple[int, ...], Candidate]] = {}
+    and variant, its deepest chain (the narrowest tree where it has no chain): a chain of depth D gives the
+    acceptance of every shallower one. How much a tree's width catches is left to the search's first pick, the
+    tree the model then rates best, rather than spent on the widest tree."""
+    chosen: dict[tuple[str, str], tuple[tuple[int, int, int], Candidate]] = {}
     for c in pool:
         if c.shape is None:
             continue
-        for kind, rank in _ranks(c.shape).items():
-            key = (c.shape.method, c.shape.variant, kind)
-            if key not in chosen or rank > chosen[key][0]:
-                chosen[key] = (rank, c)
-    out: list[Candidate] = []
-    for _, c in chosen.values():  # a method without trees: its widest "tree" is its deepest chain
-        if c not in out:
-            out.append(c)
-    return out
-
-
-def _ranks(shape: SpecShape) -> dict[str, tuple[int, ...]]:
-    """How a shape ranks as a method's deepest chain (the fewest tokens verified among the deepest) and as its
-    widest tree (then the deepest, then the largest budget)."""
-    budget = shape.budget or shape.depth
-    chain = {"chain": (shape.depth, -budget)} if shape.width == 1 else {}
-    return {**chain, "tree": (shape.width, shape.depth, budget)}
+        s = c.shape
+        rank = (-s.width, s.depth, -(s.budget or s.depth))
+        key = (s.method, s.variant)
+        if key not in chosen or rank > chosen[key][0]:
+            chosen[key] = (rank, c)
+    return [c for _, c in chosen.values()]
 
 
 def axes(space: Space) -> list[Axis]:
@@ -182,6 +174,8 @@ class ModelSearch:
             seen = {w.key: observations(records, w.key, w.context_tokens) for w in members}
             noise = {w.key: request_noise(records, w.key) for w in members}
             profiled = self.costs.for_streams(members[0].streams) if self.costs else None
+            if self.costs is not None:  # a launch strays by what the profile's repeated launches strayed by
+                noise = {k: max(v, self.costs.launch_noise) for k, v in noise.items()}
             shared = WorkloadSurface(
                 shape_axes, [o for obs in seen.values() for o in obs], max(noise.values()), profiled
             )
@@ -246,19 +240,41 @@ class ModelSearch:
 
     def unconfident(self, records: Sequence[TrialRecord]) -> list[str]:
         """Workloads on which some untried candidate could still beat the best by more than the noise
-        (empty: the search has nothing left worth a launch)."""
+        (empty: the search has nothing left worth a launch). Without a cost profile: where a candidate's upper
+        bound (prediction + 2 sd) passes the best measured by more than two of the noise. With one, whose step
+        times are measured and whose doubt is acceptance's: where a candidate's expected improvement in true
+        speed (its doubt without a launch's noise) over the best the model rates among those launched (a lucky
+        launch pulled down), times its chance to start, is NEGLIGIBLE_GAIN or more: what is left within that
+        is the confirmation's to tell apart."""
         surfaces = self.surfaces(records)
         left = self.untried(records)
+        starts = self.start_chance(records)
+        chances = [starts(c.params, c.shape) for c in left]
         open_ = []
         for key, surface in surfaces.items():
             if surface.best <= 0:
                 open_.append(key)  # nothing measured on it yet
                 continue
-            ceiling = math.log(surface.best) + 2 * surface.noise
             predicted = surface.predict_many([(c.params, c.shape) for c in left])
-            if any(math.log(p.tps) + 2 * p.sd > ceiling for p in predicted):
+            if self.costs is None:
+                ceiling = math.log(surface.best) + 2 * surface.noise
+                unsure = any(math.log(p.tps) + 2 * p.sd > ceiling for p in predicted)
+            else:
+                rated = self._rated_best(records, key, surface)
+                unsure = any(
+                    chance * p.truth(surface.noise).expected_improvement(rated) >= NEGLIGIBLE_GAIN
+                    for p, chance in zip(predicted, chances, strict=True)
+                )
+            if unsure:
                 open_.append(key)
         return open_
+
+    @staticmethod
+    def _rated_best(records: Sequence[TrialRecord], key: str, surface: SurfaceAt) -> float:
+        """The highest speed the model rates a launched configuration (the baseline included) at."""
+        launched = [r for r in records if observations([r], key)]
+        rated = surface.predict_many([(r.params, r.shape) for r in launched])
+        return max((p.tps for p in rated), default=surface.best)
 
     def favourites(self, records: Sequence[TrialRecord]) -> dict[str, int]:
         """Per workload, the launched configuration (its trial number) the model rates fastest: its prediction

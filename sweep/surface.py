@@ -6,8 +6,9 @@ catches more (p = 1 - (1 - a)^(w^g) for w candidates, g < 1: they are correlated
 with depth (drafting) and with the tokens verified. So, per workload and speculative method, the model fits
 
 - the chain acceptance `a` and the tree gain `g` from the acceptance lengths the server reported, and
-- the step time `t = c0 + c1 d + c2 b` (b: the draft budget) from L / decode t/s, ridge-regressed towards a
-  prior scaled by the baseline's own per-token time,
+- the step time `t = c0 + c1 d + c2 b + c3 d (w - 1)` (b: the draft budget; a wider tree level is a wider
+  draft forward) from L / decode t/s, ridge-regressed towards a prior scaled by the baseline's own per-token
+  time, or, where a cost profile measured the step times on this machine, those (`costs.py`),
 
 and predicts decode t/s = L / t. What that shape cannot explain (an n-gram's match length, a memory flag) is
 left to a Gaussian process over the swept parameters on the log scale, whose variance also grows with the
@@ -137,6 +138,10 @@ class Prediction:
     @property
     def high(self) -> float:
         return self.tps * math.exp(2 * self.sd)
+
+    def truth(self, noise: float) -> Prediction:
+        """The prediction of the configuration's true speed: its doubt less one launch's noise."""
+        return dataclasses.replace(self, sd=math.sqrt(max(self.sd**2 - noise**2, 0.0)))
 
     def expected_improvement(self, best: float) -> float:
         """Expected gain over `best`, as a fraction of it (on the log scale: ~ relative gain)."""
@@ -290,29 +295,35 @@ def _copies(measured: list[tuple[SpecShape, float]], noise: float) -> bool:
     return geometric + len(measured) * max(noise, NOISE_FLOOR) ** 2 >= run
 
 
+def step_features(shape: SpecShape) -> np.ndarray:
+    """What a step's time is linear in: one, the depth drafted, the tokens verified, and the candidates a tree
+    drafts beyond a chain's at each level (depth x (width - 1): a wider level is a wider draft forward)."""
+    return np.array([1.0, shape.depth, shape.budget or shape.depth, shape.depth * (max(1, shape.width) - 1)])
+
+
 @dataclass(frozen=True)
 class StepFit:
-    """A step's time in baseline tokens, c0 + c1 depth + c2 budget, and how sure the fit is of c (the posterior
-    covariance of a Bayesian linear regression with the prior's stated spread)."""
+    """A step's time in baseline tokens, c0 + c1 depth + c2 budget + c3 depth (width - 1), and how sure the fit is
+    of c (the posterior covariance of a Bayesian linear regression with the prior's stated spread)."""
 
-    coef: tuple[float, float, float]
-    cov: tuple[float, ...]  # 3 x 3, row by row
+    coef: tuple[float, ...]
+    cov: tuple[float, ...]  # 4 x 4, row by row
 
     def tokens(self, shape: SpecShape) -> float:
-        c0, c1, c2 = self.coef
-        return c0 + c1 * shape.depth + c2 * (shape.budget or shape.depth)
+        return float(step_features(shape) @ np.array(self.coef))
 
     def relative_sd(self, shape: SpecShape) -> float:
-        x = np.array([1.0, shape.depth, shape.budget or shape.depth])
-        variance = float(x @ np.array(self.cov).reshape(3, 3) @ x)
+        x = step_features(shape)
+        variance = float(x @ np.array(self.cov).reshape(len(x), len(x)) @ x)
         return math.sqrt(max(variance, 0.0)) / max(self.tokens(shape), 1e-9)
 
 
 def step_prior(draft_model: bool) -> StepFit:
     """A model's draft step costs about one token, plus a sixth of one per position it drafts, plus a fiftieth
-    per token verified; each as unsure as it is large, so two launches can overrule it.
+    per token verified, plus nothing (give or take a sixtieth) per extra candidate a tree level drafts; each as
+    unsure as it is large, so two launches can overrule it.
 
-    A lookup (n-gram) drafts no forward (its depth costs a hundredth of a token either way), but its counted
+    A lookup (n-gram) drafts no forward (its depth and width cost about nothing), but its counted
     step is far from one token: the engines count acceptance over the steps that drafted (llama-server's
     `spec_decode_num_drafts_total`), so a counted step's time holds the plain steps between drafts where no
     match was found, and verifying the tokens a match drafted (fewer than its maximum, each a tenth to a
@@ -320,24 +331,26 @@ def step_prior(draft_model: bool) -> StepFit:
     to a fifth per token allowed: both are left wide, for its launches to say.
     """
     if draft_model:
-        mean, sd = (1.1, 1 / 6, 1 / 50), (0.5, 1 / 6, 1 / 50)
+        mean, sd = (1.1, 1 / 6, 1 / 50, 0.0), (0.5, 1 / 6, 1 / 50, 1 / 60)
     else:
-        mean, sd = (1.1, 0.0, 1 / 50), (3.0, 1 / 100, 1 / 10)
+        mean, sd = (1.1, 0.0, 1 / 50, 0.0), (3.0, 1 / 100, 1 / 10, 1e-4)
     return StepFit(mean, tuple(np.diag(np.square(sd)).ravel().tolist()))
 
 
 def fit_step(points: list[tuple[SpecShape, float]], prior: StepFit, noise: float) -> StepFit:
-    """Step time (in baseline tokens) on (1, depth, budget): the posterior under `prior`, each point known to
-    within `noise` (relative)."""
+    """Step time (in baseline tokens) on `step_features`: the posterior under `prior`, each point known to
+    within `noise` (relative). No coefficient but the first goes below nothing, and that one stays at a fifth
+    of a token at least."""
     if not points:
         return prior
-    x = np.array([[1.0, s.depth, s.budget or s.depth] for s, _ in points])
+    x = np.array([step_features(s) for s, _ in points])
     y = np.array([t for _, t in points])
     sigma2 = (max(noise, NOISE_FLOOR) * float(np.mean(y))) ** 2
-    prior_precision = np.linalg.inv(np.array(prior.cov).reshape(3, 3))
+    size = x.shape[1]
+    prior_precision = np.linalg.inv(np.array(prior.cov).reshape(size, size))
     cov = np.linalg.inv(x.T @ x / sigma2 + prior_precision)
     coef = cov @ (x.T @ y / sigma2 + prior_precision @ np.array(prior.coef))
-    clamped = (float(max(coef[0], 0.2)), float(max(coef[1], 0.0)), float(max(coef[2], 0.0)))
+    clamped = (float(max(coef[0], 0.2)), *(float(max(c, 0.0)) for c in coef[1:]))
     return StepFit(clamped, tuple(cov.ravel().tolist()))
 
 

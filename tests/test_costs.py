@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -25,7 +26,7 @@ from sweep.sim.profile import DEFAULT_PROFILE, Profile
 from sweep.sim.sglang import resolve
 from sweep.space import parse_space
 from sweep.store import launched, make_storage
-from sweep.surface import Observation, WorkloadSurface, accept_length
+from sweep.surface import NOISE_FLOOR, Observation, WorkloadSurface, accept_length
 from tests.conftest import specsweep_argv
 
 SIM = [sys.executable, "-m", "sweep.sim"]
@@ -64,6 +65,19 @@ def test_a_profile_is_read_per_stream_count_and_nearby_context() -> None:
     assert profile.tables(2, 300.0) == {}  # no launch at two streams
     assert profile.tables(1, 4000.0) == {}  # past CONTEXT_REACH of what it measured
     assert profile.covers() == ["1 stream at 300 tokens", "4 streams at 300 tokens"]
+
+
+def test_a_profiles_repeated_launches_say_how_far_a_launch_strays() -> None:
+    """Two launches of each shape (two forced lengths) 10% apart: one launch strays by about 7% (log scale),
+    the mean of two by 5%; a profile of one launch per shape says nothing and keeps the floor."""
+    pairs = [(chain(d), 1 + 0.2 * d) for d in (1, 3, 6)]
+    steps = tuple(step(shape, tokens * f) for shape, tokens in pairs for f in (0.95, 1.05))
+    profile = CostProfile(KEY, steps)
+    assert profile.launch_noise == pytest.approx(math.log(1.05 / 0.95) / math.sqrt(2), rel=0.01)
+    assert profile.tables(1, 300.0)["NEXTN"].noise == pytest.approx(
+        profile.launch_noise / math.sqrt(2), rel=0.01
+    )
+    assert CostProfile(KEY, steps[::2]).launch_noise == NOISE_FLOOR
 
 
 def test_a_profile_survives_its_file_and_a_damaged_one_is_one_line(tmp_path: Path) -> None:
@@ -105,12 +119,14 @@ def test_a_profile_for_another_set_up_is_refused_before_a_launch_and_dropped_aft
     )
 
 
-def test_acceptance_is_launched_at_each_methods_deepest_chain_and_widest_tree() -> None:
-    shapes = [chain(1), chain(6), SpecShape("NEXTN", 6, 2, 8), SpecShape("NEXTN", 6, 2, 11), chain(3)]
+def test_acceptance_is_launched_at_each_methods_deepest_chain() -> None:
+    shapes = [chain(1), chain(6), SpecShape("NEXTN", 6, 2, 8), SpecShape("NEXTN", 8, 2, 11), chain(3)]
     lookups = [SpecShape("ngram", d, variant="n=3", draft_model=False) for d in (4, 16)]
-    pool = [Candidate({}, {"i": i}, s) for i, s in enumerate([*shapes, *lookups])]
+    trees = [SpecShape("EAGLE", 4, 4, 12), SpecShape("EAGLE", 6, 2, 10), SpecShape("EAGLE", 5, 2, 10)]
+    pool = [Candidate({}, {"i": i}, s) for i, s in enumerate([*shapes, *lookups, *trees])]
     picked = [c.shape for c in acceptance_launches(pool)]
-    assert picked == [chain(6), SpecShape("NEXTN", 6, 2, 11), lookups[1]]
+    # A method with no chain: its narrowest tree, deepest, with the fewest tokens verified.
+    assert picked == [chain(6), lookups[1], SpecShape("EAGLE", 6, 2, 10)]
 
 
 def test_profiled_shapes_span_each_method_and_are_forced_within_their_reach() -> None:
