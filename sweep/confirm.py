@@ -24,6 +24,7 @@ from sweep.analysis import (
     quiet_views,
     study_noise,
 )
+from sweep.costs import CostProfile
 from sweep.recovery import driver_identity, recover
 from sweep.results import TrialRecord
 from sweep.search import ModelSearch
@@ -256,7 +257,8 @@ def confirm_search(
     space = trials.space
     favoured = None
     if space.search is SearchKind.MODEL:
-        favoured = (model or ModelSearch.of(space, trials.engine)).favourites(search_records(search))
+        model = model or ModelSearch.of(space, trials.engine, CostProfile.of_study(search))
+        favoured = model.favourites(search_records(search))
     plan = confirmation_plan(
         trial_views(search), settings.top, settings.min_gain, dict(space.latency_limits), favoured
     )

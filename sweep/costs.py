@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import optuna
 
 from sweep import host
 from sweep.engines import Engine
@@ -43,6 +44,7 @@ from sweep.files import write_atomic
 from sweep.modelfiles import model_identity
 from sweep.results import SpecShape, TrialRecord
 from sweep.space import Space
+from sweep.store import COST_PROFILE_ATTR
 from sweep.surface import NOISE_FLOOR, StepFit, fit_step, step_prior
 
 FORMAT = 1
@@ -277,6 +279,20 @@ class CostProfile:
         write_atomic(path, json.dumps(self.to_dict(), indent=1))
 
     @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CostProfile:
+        return cls(
+            ProfileKey(**data["key"]),
+            tuple(StepTime.from_dict(s) for s in data["steps"]),
+            int(data.get("launches", 0)),
+        )
+
+    @classmethod
+    def of_study(cls, study: optuna.Study) -> CostProfile | None:
+        """The profile a study's search read (kept in the study, so its confirmation and pages read it too)."""
+        data = study.user_attrs.get(COST_PROFILE_ATTR)
+        return cls.from_dict(data) if data else None
+
+    @classmethod
     def load(cls, path: Path) -> CostProfile:
         fix = "give a file `specsweep profile` wrote"
         try:
@@ -288,11 +304,7 @@ class CostProfile:
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise UserError(f"{path} is not a cost profile of format {FORMAT}", fix)
         try:
-            return cls(
-                ProfileKey(**data["key"]),
-                tuple(StepTime.from_dict(s) for s in data["steps"]),
-                int(data.get("launches", 0)),
-            )
+            return cls.from_dict(data)
         except (KeyError, TypeError, ValueError) as exc:
             raise UserError(f"cost profile {path} is damaged ({exc})", fix) from None
 

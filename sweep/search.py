@@ -146,9 +146,9 @@ class ModelSearch:
     _fitted: tuple[tuple[Any, ...], dict[str, SurfaceAt]] | None = field(default=None, repr=False)
 
     @classmethod
-    def of(cls, space: Space, engine: Engine) -> ModelSearch:
-        """Over the space's launchable configurations, by the engine's rules."""
-        return cls(space, candidates(space, engine))
+    def of(cls, space: Space, engine: Engine, costs: CostProfile | None = None) -> ModelSearch:
+        """Over the space's launchable configurations, by the engine's rules (with a study's cost profile)."""
+        return cls(space, candidates(space, engine), costs)
 
     def surfaces(
         self, records: Sequence[TrialRecord], keys: Sequence[str] | None = None

@@ -30,6 +30,7 @@ MIN_GAIN_ATTR = "min_gain"
 LIMITS_ATTR = "latency_limits"
 DRIVER_ATTR = "driver"  # host, pid and pid start time of the process running the trial
 SPACE_ID_ATTR = "space_id"  # the space file's hash when the trial ran
+COST_PROFILE_ATTR = "cost_profile"  # the study's: the cost profile its search read (`costs.CostProfile`)
 PREDICTED_ATTR = "predicted"  # the model's prediction per workload when it chose the trial: {key: {tps, sd}}
 INTERRUPTED = "interrupted: the sweep stopped during this trial"
 

@@ -26,6 +26,7 @@ from sweep.results import Stage, TrialRecord
 from sweep.search import ModelSearch, acceptance_launches, candidates
 from sweep.space import SearchKind, Space
 from sweep.store import (
+    COST_PROFILE_ATTR,
     DRIVER_ATTR,
     LIMITS_ATTR,
     MIN_GAIN_ATTR,
@@ -184,6 +185,8 @@ class Sweep:
             self._target,
             start,
         )
+        if study.user_attrs.get(COST_PROFILE_ATTR) != (self.costs.to_dict() if self.costs else None):
+            study.set_user_attr(COST_PROFILE_ATTR, self.costs.to_dict() if self.costs else None)
         self._finished_before = len(finished_trials(study, self.space_id))
         remaining = self._target - self._finished_before
         if self.model is not None:
@@ -226,10 +229,10 @@ class Sweep:
     def _records(self, study: optuna.Study) -> list[TrialRecord]:
         """What the model learns from, read once per step for both the stop rule and the next pick."""
         records = search_records(study) if self.model is not None else []
-        self._check_costs(records)
+        self._check_costs(study, records)
         return records
 
-    def _check_costs(self, records: list[TrialRecord]) -> None:
+    def _check_costs(self, study: optuna.Study, records: list[TrialRecord]) -> None:
         """Drop the cost profile, once, where the first launch shows another release or other hardware."""
         first = next((r for r in records if not r.failed and r.facts.engine_version), None)
         if self.model is None or self.model.costs is None or first is None:
@@ -241,6 +244,7 @@ class Sweep:
             )
             self.model = ModelSearch(self.space, self.model.pool)
             self.costs = None
+            study.set_user_attr(COST_PROFILE_ATTR, None)  # the confirmation and the pages read none either
 
     def _should_stop(self, study: optuna.Study, records: list[TrialRecord]) -> bool:
         """The target reached, a file that cannot be written, nothing untried left, confidence, or the night's

@@ -231,6 +231,11 @@ def test_a_profile_measures_the_simulators_step_costs_and_a_new_workload_needs_i
     assert len(ran) <= 4
     assert all(t.user_attrs["record"]["synthetic_length"] is None for t in ran)
     assert ran[1].user_attrs["record"]["shape"]["depth"] == 6
+    # The study keeps the profile it read: its page draws it, and a later confirmation reads it.
+    study = optuna.load_study(study_name="t", storage=storage)
+    assert CostProfile.of_study(study) == profile
+    page = (tmp_path / "dashboards" / "t.html").read_text()
+    assert "Step cost from the cost profile" in page and "No cost profile" not in page
 
 
 @pytest.mark.server

@@ -17,10 +17,12 @@ import pytest
 
 from sweep.analysis import study_verdicts
 from sweep.cli import main
+from sweep.costs import CostProfile, ProfileKey, StepTime
 from sweep.outputs.dashboard import (
     build,
     context_panel,
     pareto_panel,
+    profile_panel,
     speed_panel,
     study_frame,
     surface_panel,
@@ -111,7 +113,7 @@ def test_dashboard_in_a_real_browser(study_runs: Path, capsys: pytest.CaptureFix
     dom, log = render(page, ARTEFACTS / "dashboard.png")
     assert "CONSOLE" not in log and "Uncaught" not in log, log[-2000:]
     sections = re.findall(r"<section data-panel=[\"'](\d+)[\"']>(.*?)</section>", dom, re.S)
-    assert len(sections) == 12
+    assert len(sections) == 13
     # Acceptance per draft position from SGLang's per-request histogram, and the server's gauge beside it.
     assert "Acceptance per draft position" in sections[4][1] and "server gauge" in sections[4][1]
     assert "Latency and goodput against the arrival rate" in sections[5][1]  # the open-loop tool workload
@@ -121,6 +123,9 @@ def test_dashboard_in_a_real_browser(study_runs: Path, capsys: pytest.CaptureFix
             continue
         if number == "9":  # failures and overrides: no trial failed here, and the overrides table has rows
             assert "reset it to 48" in content
+            continue
+        if number == "12":  # this study learnt its step times itself: no cost profile to draw
+            assert "No cost profile: this study learnt step times from its own launches" in content
             continue
         assert 'class="empty"' not in content, f"panel {number} has no data"
         if number != "0":  # the recommendations panel is a table
@@ -398,3 +403,26 @@ def test_context_panel_joins_one_workloads_variants_by_what_the_probe_recorded()
     lines = [t for t in panel.figure.data if t.xaxis == "x"]
     assert sorted(t.name for t in lines) == ["code, trial 0 (no speculation)", "code, trial 1"]
     assert all(list(t.x) == [300.0, 16000.0] for t in lines)
+
+
+def test_the_profile_panel_draws_each_forced_launch_and_the_profiles_chains_per_batch() -> None:
+    """Per method, a point per forced launch and a line per stream count: a step's time in baseline tokens over
+    the depth; what it was measured on in an escaped table."""
+    key = ProfileKey("sglang", "0.5.23", "<b>model</b>", "NVIDIA H200")
+
+    def step(depth: int, streams: int, tokens: float) -> StepTime:
+        return StepTime(
+            "code", streams, 300.0, SpecShape("NEXTN", depth, 1, depth), 2.0, 2.0, 80.0 / tokens, 40.0
+        )
+
+    steps = tuple(step(d, n, 1 + 0.2 * d * n) for d in (1, 3, 6) for n in (1, 4))
+    panel = profile_panel(CostProfile(key, steps, 8))
+    assert panel.figure is not None
+    points = {t.name: t for t in panel.figure.data if t.mode == "markers"}
+    lines = {t.name: t for t in panel.figure.data if t.mode == "lines"}
+    assert set(points) == {"1 stream, 300 tokens: forced launches", "4 streams, 300 tokens: forced launches"}
+    assert list(points["4 streams, 300 tokens: forced launches"].y) == pytest.approx([1.8, 3.4, 5.8])
+    four = lines["4 streams, 300 tokens: chains, as the profile reads them"]
+    assert list(four.x) == [1, 2, 3, 4, 5, 6] and four.y[5] == pytest.approx(5.8, rel=0.05)
+    assert "&lt;b&gt;model&lt;/b&gt;" in panel.html and "<b>model</b>" not in panel.html
+    assert "No cost profile" in profile_panel(None).html

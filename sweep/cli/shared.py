@@ -89,7 +89,7 @@ def surface_of(
     try:
         if model is None:
             space = space or stored_space(study, None)
-            model = ModelSearch.of(space, build_engine(space))
+            model = ModelSearch.of(space, build_engine(space), CostProfile.of_study(study))
         return model.predicted(search_records(study))
     except UserError:
         return PredictedSurface()
@@ -104,7 +104,7 @@ def page(
     model: ModelSearch | None = None,
 ) -> str:
     """The dashboard of a study from the verdicts (and the search's model) the command computed."""
-    return build(study, name, found, verdicts, surface_of(study, space, model))
+    return build(study, name, found, verdicts, surface_of(study, space, model), CostProfile.of_study(study))
 
 
 def publish(

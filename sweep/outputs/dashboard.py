@@ -33,6 +33,7 @@ from sweep.analysis import (
     StudyWarnings,
     Verdicts,
 )
+from sweep.costs import CostProfile
 from sweep.outputs.compare import usable_context
 from sweep.outputs.console import gain_text, params_text, pct, speed_text, text_health
 from sweep.results import CapacityStep, LaunchFacts, Spread, Stage, WorkloadSummary
@@ -547,6 +548,77 @@ def pareto_panel(views: list[TrialView]) -> Panel:
     return Panel(title, fig)
 
 
+def profile_panel(costs: CostProfile | None) -> Panel:
+    """The cost profile the search read: per method, a step's time in baseline tokens over the depth, each forced
+    launch a point and the profile's reading of chains a line, one colour per stream count and context; what it
+    was measured on beside it. The acceptance it was combined with is the surface panel's."""
+    title = "Step cost from the cost profile (forced acceptance): time per step over depth and batch"
+    if costs is None:
+        return _message(
+            title,
+            "No cost profile: this study learnt step times from its own launches (`specsweep profile --space "
+            "FILE`, then `specsweep run --profile FILE`, learns only acceptance per workload).",
+        )
+    methods = list(dict.fromkeys(s.shape.method for s in costs.steps))
+    groups = sorted({(s.streams, s.context) for s in costs.steps})
+    fig = make_subplots(rows=1, cols=len(methods), subplot_titles=methods)
+    for col, method in enumerate(methods, start=1):
+        for i, (streams, context) in enumerate(groups):
+            mine = [
+                s
+                for s in costs.steps
+                if s.shape.method == method and (s.streams, s.context) == (streams, context)
+            ]
+            table = costs.tables(streams, context).get(method)
+            if not mine or table is None:
+                continue
+            name = f"{streams} stream{'s' if streams > 1 else ''}, {context:.0f} tokens"
+            color = f"hsl({i * 67 % 360},60%,45%)"
+            fig.add_trace(
+                go.Scatter(
+                    x=[s.shape.depth for s in mine],
+                    y=[s.tokens for s in mine],
+                    mode="markers",
+                    name=f"{name}: forced launches",
+                    legendgroup=name,
+                    marker={"color": color},
+                    hovertext=[
+                        f"width {s.shape.width}, budget {s.shape.budget}, forced {s.forced_length:g}, "
+                        f"counted {s.measured_length:.2f}"
+                        for s in mine
+                    ],
+                    hoverinfo="text+y",
+                ),
+                row=1,
+                col=col,
+            )
+            base = mine[0].shape
+            depths = list(range(1, max(s.shape.depth for s in mine) + 1))
+            chains = [dataclasses.replace(base, depth=d, width=1, budget=d) for d in depths]
+            fig.add_trace(
+                go.Scatter(
+                    x=depths,
+                    y=[table.tokens(c) for c in chains],
+                    mode="lines",
+                    name=f"{name}: chains, as the profile reads them",
+                    legendgroup=name,
+                    line={"color": color},
+                ),
+                row=1,
+                col=col,
+            )
+        fig.update_xaxes(title_text="depth", row=1, col=col)
+    fig.update_yaxes(title_text="step time (baseline tokens)", row=1, col=1)
+    key = costs.key
+    rows = [
+        ["engine", f"{key.engine} {key.engine_version}"],
+        ["model", key.model],
+        ["hardware", key.hardware],
+        ["launches", f"{costs.launches} (launch-to-launch noise {costs.launch_noise:.1%})"],
+    ]
+    return Panel(title, fig, str(HTML.table(["measured on", ""], rows)))
+
+
 def position_panel(views: list[TrialView]) -> Panel:
     """Per trial and workload, the share of verify steps that accepted each draft position (SGLang's histogram of
     correct drafts, vLLM's per-position counters), with the server's own acceptance-length gauge beside the
@@ -936,6 +1008,7 @@ def build(
     found: Study,
     verdicts: Verdicts,
     surface: PredictedSurface | None = None,
+    costs: CostProfile | None = None,
 ) -> str:
     surface = surface or PredictedSurface()
     views = found.search
@@ -959,6 +1032,7 @@ def build(
         lambda: failures_panel(views, found.confirm),
         lambda: importance_panel(study),
         lambda: timeline_panel(study),
+        lambda: profile_panel(costs),
     ]
     panels += [make() for make in builders]
     shown = []
