@@ -83,6 +83,14 @@ def cost(view: TrialView) -> tuple[bool, float, float]:
     return (view.record.facts.speculation_requested, work, float(view.record.facts.kv_pool_tokens or 0))
 
 
+def cheaper_by(cheap: TrialView, dear: TrialView) -> str:
+    """What `cost` found cheaper, in its own terms: the draft work a step, then the KV pool."""
+    mine, theirs = cost(cheap), cost(dear)
+    if mine[1] != theirs[1]:
+        return f"draft work {mine[1]:g} against {theirs[1]:g} a step"
+    return f"KV pool {mine[2]:,.0f} against {theirs[2]:,.0f} tokens"
+
+
 def launches(views: list[TrialView], label: str, workload: str, metric: str = "headline") -> list[Launch]:
     """Each complete launch of a configuration, as its per-prompt values of `metric` for one workload."""
     out = []
@@ -547,11 +555,14 @@ def _what_to_run(
     # Of equal cost, the faster: "cheaper" is said only where the cost really differs.
     cheapest = min(good, key=lambda view: (cost(view), -gains[view.label].gain))
     assert cheapest.record is not None
-    why = (
-        "the best confirmed"
-        if cheapest.label == best_label
-        else f"not slower than {best_label} beyond noise, and cheaper (less speculation or memory)"
-    )
+    why = "the best confirmed"
+    if cheapest.label != best_label:
+        mine, best = gains[cheapest.label].gain, gains[best_label].gain
+        why = (
+            f"not slower than {best_label} beyond noise, and cheaper "
+            f"({cheaper_by(cheapest, search_by_label[best_label])}); it gives up {1 - (1 + mine) / (1 + best):.1%} "
+            f"of {best_label}'s speed as measured ({mine:+.0%} against {best:+.0%} over no speculation)"
+        )
     if rec.output is not None and rec.output.changed:
         why += f"; trial {rec.trial} is faster but changes the model's output, so it is not recommended"
     return dataclasses.replace(

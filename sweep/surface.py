@@ -88,6 +88,9 @@ class Observation:
     tps: float
     accept_length: float | None = None
     context: float | None = None  # prompt tokens the requests carried (None: not known)
+    # Share of verify steps that accepted each draft position (SGLang's histogram, vLLM's counters): position i
+    # accepted means every one before it was, so a chain of depth d accepts 1 + the sum of the first d.
+    positions: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -243,6 +246,9 @@ class MethodFit:
     copies: bool = False  # lookup drafts fitted as copied runs (`_lengths`)
     # Lookup variants whose launches at several depths fit position-by-position acceptance instead.
     geometric: frozenset[str] = frozenset()
+    # Per variant and context, the per-position acceptance its deepest chain reported: a shallower chain's
+    # length read off it, not from the fitted form.
+    curves: Mapping[tuple[str, float], tuple[float, ...]] = dataclasses.field(default_factory=dict)
 
     def acceptance(self, variant: str) -> Mapping[float, float] | None:
         return self.variants.get(variant, self.accept)
@@ -455,7 +461,25 @@ class WorkloadSurface:
                 for g in groups
             }
             accept = self._fit_by_context(measured, gain, copies)
-        return MethodFit(accept, gain, step, len(mine), variants, copies, geometric)
+        return MethodFit(accept, gain, step, len(mine), variants, copies, geometric, self._curves(mine))
+
+    def _curves(self, mine: list[Observation]) -> dict[tuple[str, float], tuple[float, ...]]:
+        """Per variant and context, the per-position acceptance of the chain that reported the most positions
+        (their mean position by position where several launches reported as many)."""
+        found: dict[tuple[str, float], list[tuple[float, ...]]] = {}
+        for o in mine:
+            if o.shape is None or o.shape.width != 1 or not o.positions:
+                continue
+            key = (o.shape.variant, self.contexts.group(o.context))
+            known = found.setdefault(key, [])
+            if known and len(o.positions) < len(known[0]):
+                continue
+            if known and len(o.positions) > len(known[0]):
+                known.clear()
+            known.append(o.positions)
+        return {
+            k: tuple(statistics.mean(column) for column in zip(*v, strict=True)) for k, v in found.items()
+        }
 
     def _fit_by_context(
         self, measured: list[tuple[Observation, SpecShape, float]], gain: float, copies: bool
@@ -477,6 +501,9 @@ class WorkloadSurface:
         accept = None if fit is None else fit.acceptance(shape.variant)
         if fit is None or not accept:
             return None
+        curve = fit.curves.get((shape.variant, self.contexts.group(context))) if shape.width == 1 else None
+        if curve is not None and len(curve) >= shape.reach:
+            return 1 + sum(curve[: shape.reach])
         copies = fit.copies_for(shape.variant)
         return accept_length(self.contexts.interpolate(context, accept), fit.gain, shape, copies)
 
@@ -642,7 +669,16 @@ def observations(
         if length is None and summary.position_acceptance:
             length = 1 + sum(summary.position_acceptance)
         tokens = summary.prompt_tokens.median if summary.prompt_tokens else context
-        out.append(Observation(record.params, record.shape, summary.decode_tps.median, length, tokens))
+        out.append(
+            Observation(
+                record.params,
+                record.shape,
+                summary.decode_tps.median,
+                length,
+                tokens,
+                summary.position_acceptance,
+            )
+        )
     return out
 
 

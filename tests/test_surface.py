@@ -249,3 +249,21 @@ def test_acceptance_per_position_gives_the_length_where_the_server_gave_none() -
     model = truth("code", 3)
     a = model.acceptance()
     assert 1 + sum(a ** (i + 1) for i in range(3)) == pytest.approx(model.expected_accept_length())
+
+
+def test_a_chain_that_reported_each_positions_acceptance_gives_every_shallower_chains_length() -> None:
+    """Acceptance falling faster than a geometric form allows (0.9, 0.6, 0.3, 0.1 of the steps reach each
+    position): the shallower chains' lengths are read off the curve (1.9, 2.5, 2.8), where the length alone
+    (2.9 at depth 4) fitted as geometric would say 2.24 at depth 2; deeper and wider shapes keep the form."""
+    deep = SpecShape("NEXTN", 4, 1, 4)
+    seen = [
+        Observation({}, None, 50.0),
+        Observation({"d": 4}, deep, 60.0, 2.9, None, (0.9, 0.6, 0.3, 0.1)),
+    ]
+    surface = WorkloadSurface([], seen)
+    lengths = [surface.accept_length(SpecShape("NEXTN", d, 1, d)) for d in (1, 2, 3, 4)]
+    assert lengths == pytest.approx([1.9, 2.5, 2.8, 2.9])
+    plain = WorkloadSurface([], [seen[0], dataclasses.replace(seen[1], positions=())])
+    assert plain.accept_length(SpecShape("NEXTN", 2, 1, 2)) == pytest.approx(2.24, abs=0.02)
+    deeper = surface.accept_length(SpecShape("NEXTN", 6, 1, 6))
+    assert deeper is not None and deeper > 2.9  # past the curve: the fitted form
