@@ -191,6 +191,13 @@ class CapacityStep:
     over: dict[str, float] = field(default_factory=dict)
     requests: int = 0
 
+    @property
+    def label(self) -> str:
+        """`0.5 held on 6`, `8 over on 12`: the rate, whether the limits held, and on how many requests."""
+        return f"{self.rate:.3g} {'held' if self.held else 'over'}" + (
+            f" on {self.requests}" if self.requests else ""
+        )
+
 
 @dataclass(frozen=True)
 class Capacity:

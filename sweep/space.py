@@ -45,6 +45,7 @@ from sweep.probes.workloads import (
     BUILTIN_CLASSES,
     BUILTIN_CONTINUATIONS,
     BUILTIN_PROMPTS,
+    CAPACITY_RECHECKS,
     DEFAULT_CAPACITY_STEPS,
     DEFAULT_OPEN_REQUESTS,
     Arrivals,
@@ -559,7 +560,10 @@ def _workload_prompts(
 PROMPTS_NEEDED = {
     "closed": ("repeats x streams", "probe.repeats or streams"),
     "open": ("repeats x requests", "probe.repeats or requests (or duration)"),
-    "capacity": ("requests x 3: every rate's, and two runs again near a limit", "requests"),
+    "capacity": (
+        f"requests x {1 + CAPACITY_RECHECKS}: every rate's, and {CAPACITY_RECHECKS} runs again near a limit",
+        "requests",
+    ),
 }
 
 

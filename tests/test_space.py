@@ -145,7 +145,7 @@ def test_a_capacity_objective_searches_each_open_loop_workload_over_its_range(tm
                 "workloads": [{"class": "code", "rate": [1, 4], "requests": 14}],
                 "latency_limits": {"ttft_p90_s": 1.0},
             },
-            r"needs 42 different prompts \(requests x 3: every rate's, and two runs again near a limit\)",
+            r"needs 42 different prompts \(requests x 3: every rate's, and 2 runs again near a limit\)",
         ),
     ],
 )

@@ -236,7 +236,7 @@ def _turn(rated: list[Recommendation]) -> str:
 def _capacity_text(summary: WorkloadSummary) -> str:
     """`holds the limits up to 2.83 req/s (runs: 0.5 held on 6, 8 over on 12: ttft_p90_s +1.20 s, ...)`."""
     runs = ", ".join(
-        f"{step.rate:.3g} {'held' if step.held else 'over'}{f' on {step.requests}' if step.requests else ''}"
+        step.label
         + ("" if step.held else ": " + ", ".join(f"{n} +{o:.2f} s" for n, o in step.over.items() if o > 0))
         for step in summary.capacity_steps
     )

@@ -36,7 +36,7 @@ from sweep.analysis import (
 from sweep.costs import CostProfile
 from sweep.outputs.compare import usable_context
 from sweep.outputs.console import gain_text, params_text, pct, speed_text, text_health
-from sweep.results import CapacityStep, LaunchFacts, Spread, Stage, WorkloadSummary
+from sweep.results import LaunchFacts, Spread, Stage, WorkloadSummary
 from sweep.store import Phase, Study, TrialView, complete_views
 from sweep.surface import ContextCurve, PredictedSurface, SurfacePoint
 
@@ -701,7 +701,7 @@ def load_panel(views: list[TrialView], recommended: set[int]) -> Panel:
             str(v.number),
             key,
             f"{s.capacity_rps.median:.3g}",
-            ", ".join(_run(step) for step in s.capacity_steps),
+            ", ".join(step.label for step in s.capacity_steps),
         ]
         for v in complete_views(views)
         if v.record
@@ -765,11 +765,6 @@ def load_panel(views: list[TrialView], recommended: set[int]) -> Panel:
         "requests for the batch.</p>"
     )
     return Panel(title, fig, note)
-
-
-def _run(step: CapacityStep) -> str:
-    on = f" on {step.requests}" if step.requests else ""
-    return f"{step.rate:.3g} {'held' if step.held else 'over'}{on}"
 
 
 def memory_panel(views: list[TrialView]) -> Panel:

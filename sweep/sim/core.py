@@ -185,6 +185,9 @@ class Simulator:
         self.rng = random.Random(self.seed)
         # This launch's pace (>1 is slower): its drift, over the true speed factor a test asked for.
         self.launch_pace = math.exp(self.rng.gauss(0, profile.launch_drift)) / args.sim_speed_factor
+        # Wall seconds per modelled second (--sim-time-scale); 0: no waiting at all (benchmarks that only want
+        # the numbers), and no wall clock to model queues by.
+        self.time_scale = float(args.sim_time_scale)
         self.lock = threading.Lock()
         self.slots = threading.BoundedSemaphore(max(1, plan.effective_max_running))
         self.running = 0
@@ -213,30 +216,28 @@ class Simulator:
         )
 
     def sleep(self, seconds: float) -> None:
-        if self.args.sim_time_scale > 0:  # 0: no waiting at all (benchmarks that only want the numbers)
-            time.sleep(seconds * self.args.sim_time_scale)
+        if self.time_scale > 0:
+            time.sleep(seconds * self.time_scale)
 
     def prefill(self, seconds: float) -> float:
         """Run a prefill of `seconds` (modelled) after those queued before it; the modelled time to the first
         token, the queued prefills' included."""
-        scale = float(self.args.sim_time_scale)
-        if scale <= 0:
+        if self.time_scale <= 0:
             return seconds
         with self.lock:
             now = time.monotonic()
             start = max(now, self.prefill_until)
-            self.prefill_until = start + seconds * scale
-        waited = (start - now) / scale
+            self.prefill_until = start + seconds * self.time_scale
+        waited = (start - now) / self.time_scale
         self.sleep(waited + seconds)
         return waited + seconds
 
     def prefills_waited(self) -> float:
         """Modelled seconds a decode step waits for the prefills running now (0 when none is)."""
-        scale = float(self.args.sim_time_scale)
-        if scale <= 0:
+        if self.time_scale <= 0:
             return 0.0
         with self.lock:
-            return max(0.0, self.prefill_until - time.monotonic()) / scale
+            return max(0.0, self.prefill_until - time.monotonic()) / self.time_scale
 
     def cached_prefix(self, tokens: list[int]) -> int:
         if self.args.disable_radix_cache:
@@ -278,9 +279,7 @@ class Simulator:
         tokens = tokenize(prompt)
         arrived = time.monotonic()
         with self.slots:
-            queued = (
-                (time.monotonic() - arrived) / self.args.sim_time_scale if self.args.sim_time_scale else 0.0
-            )
+            queued = (time.monotonic() - arrived) / self.time_scale if self.time_scale > 0 else 0.0
             with self.lock:
                 cached = self.cached_prefix(tokens)
                 self.running += 1
