@@ -38,11 +38,14 @@ class ProfileLaunch:
 
 
 def spread_shapes(pool: Sequence[Candidate], per_method: int) -> list[Candidate]:
-    """Per method, up to `per_method` configurations of distinct shapes, each the farthest from those chosen
-    (in depth, budget and log width, each scaled to the method's range), the smallest first."""
+    """Per method that drafts with a model, up to `per_method` configurations of distinct shapes, each the
+    farthest from those chosen (in depth, budget and log width, each scaled to the method's range), the smallest
+    first. Lookups (n-gram) are not profiled: they draft only where the text repeats, and the engines count
+    their steps over the drafting ones, so what such a step costs holds the plain steps between drafts, which the
+    text decides: their step times stay the workload's own to learn."""
     by_method: dict[str, dict[tuple[int, int, int], Candidate]] = {}
     for c in pool:
-        if c.shape is not None:
+        if c.shape is not None and c.shape.draft_model:
             shapes = by_method.setdefault(c.shape.method, {})
             shapes.setdefault((c.shape.depth, c.shape.budget or c.shape.depth, c.shape.width), c)
     chosen: list[Candidate] = []
@@ -72,8 +75,9 @@ def plan_launches(
     shapes = spread_shapes(pool, per_method)
     if not shapes:
         raise UserError(
-            "the space has no launchable speculative configuration to profile",
-            "sweep a speculative method in params (see search_spaces/)",
+            "the space has no launchable configuration drafted by a model to profile (an n-gram lookup's step "
+            "time is its text's: not profiled)",
+            "sweep a draft model, EAGLE or MTP method in params (see search_spaces/)",
         )
     for share in shares:
         if not 0 <= share <= 1:

@@ -131,7 +131,8 @@ def test_acceptance_is_launched_at_each_methods_deepest_chain() -> None:
 
 def test_profiled_shapes_span_each_method_and_are_forced_within_their_reach() -> None:
     shapes = [chain(d) for d in range(1, 9)] + [SpecShape("NEXTN", 8, 4, 16), SpecShape("NEXTN", 5, 2, 1)]
-    pool = [Candidate({}, {"i": i}, s) for i, s in enumerate(shapes)]
+    lookups = [SpecShape("ngram", d, draft_model=False) for d in (4, 16)]  # their step is their text's
+    pool = [Candidate({}, {"i": i}, s) for i, s in enumerate([*shapes, *lookups])]
     picked = [c.shape for c in spread_shapes(pool, 3)]
     assert picked == [chain(1), SpecShape("NEXTN", 8, 4, 16), chain(8)]
     assert forced_lengths(chain(8), (0.25, 0.75)) == [3.0, 7.0]
@@ -265,3 +266,17 @@ def test_a_profile_of_another_model_is_refused_before_any_launch(tmp_path: Path)
     assert done.returncode == 2
     assert "was measured for another set-up (model: 'named /models/big' vs 'named /models/q')" in done.stderr
     assert not (tmp_path / "runs" / "s" / "trials").exists()
+
+
+@pytest.mark.server
+def test_a_space_of_lookups_alone_has_nothing_to_profile(tmp_path: Path) -> None:
+    """The demo's n-gram space: a lookup's counted step holds the plain steps its text leaves between drafts."""
+    done = cli(
+        tmp_path,
+        "profile",
+        "--space",
+        str(Path(__file__).parents[1] / "search_spaces" / "demo-llamacpp.yaml"),
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "no launchable configuration drafted by a model to profile" in done.stderr
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").rglob("record.json"))
