@@ -215,7 +215,9 @@ class Recommendation:
     """Per workload: the search's best, the confirmed verdict on the best confirmed candidate, what to run."""
 
     workload: str
-    trial: int  # the configuration the verdict is about (a search trial number)
+    # The configuration the verdict is about: its search trial's number, or its first confirmation launch's where
+    # only the confirmation launched it (a configuration the model predicted); `label` names it.
+    trial: int
     params: dict[str, Any]
     # The search's measurement of it and of the baseline: decode t/s, or requests per second within the latency
     # limits on a capacity workload (`summary.unit` says which; `WorkloadSummary.headline`).
@@ -231,6 +233,8 @@ class Recommendation:
     recommended_trial: int = -1
     recommended_params: dict[str, Any] = dataclasses.field(default_factory=dict)
     why: str = ""
+    label: str = ""  # the configuration's label ("trial N", "predicted K")
+    recommended_name: str = ""  # how outputs name what to run ("trial N", "predicted K")
     output: fidelity.OutputCheck | None = None
     confirmed_value: float | None = None  # mean over the confirmation launches (geometric)
     confirmed_baseline_value: float | None = None
@@ -249,7 +253,11 @@ class Recommendation:
 
     @property
     def trial_label(self) -> str:
-        return f"trial {self.trial}"
+        return self.label or f"trial {self.trial}"
+
+    @property
+    def recommended_label(self) -> str:
+        return self.recommended_name or f"trial {self.recommended_trial}"
 
     @property
     def gain(self) -> float | None:
@@ -287,7 +295,9 @@ class Recommendation:
             "confirmed": self.confirmed,
             "within_noise": self.within_noise,
             "noise": dataclasses.asdict(self.noise),
+            "configuration": self.trial_label,
             "recommended_trial": self.recommended_trial,
+            "recommended_configuration": self.recommended_label,
             "recommended_params": self.recommended_params,
             "why": self.why,
             "output": self.output.to_dict() if self.output else None,
@@ -433,6 +443,8 @@ def recommendations(study: Study, warnings: StudyWarnings) -> list[Recommendatio
                     recommended_trial=best.number,
                     recommended_params=best.record.params,
                     why="no baseline to compare with",
+                    label=best.label,
+                    recommended_name=best.name,
                 )
             )
             continue
@@ -446,8 +458,9 @@ def recommendations(study: Study, warnings: StudyWarnings) -> list[Recommendatio
             view.record.params,
             summary.headline,
             base_tps,
+            # What the search alone said (one launch each): nothing, where only the confirmation launched it.
             search_gain=summary.headline.median / base_tps.median - 1
-            if base_tps and base_tps.median > 0
+            if base_tps and base_tps.median > 0 and view.phase is Phase.SEARCH
             else None,
             comparison=comparison,
             verdict=comparison.verdict,
@@ -458,6 +471,7 @@ def recommendations(study: Study, warnings: StudyWarnings) -> list[Recommendatio
             output=output_check(study, label, key),
             confirmed_value=_geo_mean(launches(views, label, key)) if confirmed else None,
             confirmed_baseline_value=_geo_mean(launches(views, BASELINE, key)) if confirmed else None,
+            label=label,
         )
         out.append(_what_to_run(rec, scored, search_by_label, baseline, study, views, noise, key))
     return [_with_health(rec, study) for rec in out]
@@ -487,7 +501,11 @@ def _baseline_run(rec: Recommendation, baseline: TrialView | None, why: str) -> 
     """Speculation off: the baseline's parameters (none where it was never measured)."""
     params = baseline.record.params if baseline and baseline.record else {}
     return dataclasses.replace(
-        rec, recommended_trial=baseline.number if baseline else -1, recommended_params=params, why=why
+        rec,
+        recommended_trial=baseline.number if baseline else -1,
+        recommended_params=params,
+        why=why,
+        recommended_name=baseline.name if baseline else "none",
     )
 
 
@@ -511,7 +529,13 @@ def _what_to_run(
         return _baseline_run(rec, baseline, why)
     if rec.verdict == Verdict.UNCONFIRMED and acceptable:
         why = "unconfirmed: one launch each; run `specsweep confirm` before acting on it"
-        return dataclasses.replace(rec, recommended_trial=rec.trial, recommended_params=rec.params, why=why)
+        return dataclasses.replace(
+            rec,
+            recommended_trial=rec.trial,
+            recommended_params=rec.params,
+            why=why,
+            recommended_name=rec.trial_label,
+        )
     if rec.verdict == Verdict.UNRELIABLE and not rec.confirmed and acceptable:
         # One launch each, and the warnings say why even that one cannot be trusted: the confirmation measures
         # again, so it is the way forward once what the warnings name (a busy host, queued streams) is mended.
@@ -537,12 +561,11 @@ def _what_to_run(
         and within_limits(views, label, key, study.latency_limits)
     ]
     if not intact:
-        params = baseline.record.params
         why = (
             "the faster candidates change the model's output (see the output check) or exceed the latency "
             "limits: keep speculation off"
         )
-        return dataclasses.replace(rec, recommended_trial=baseline.number, recommended_params=params, why=why)
+        return _baseline_run(rec, baseline, why)
     best_label = max(intact, key=lambda item: item[1].gain)[0]
     good = []
     for label, _ in intact:
@@ -564,9 +587,13 @@ def _what_to_run(
             f"of {best_label}'s speed as measured ({mine:+.0%} against {best:+.0%} over no speculation)"
         )
     if rec.output is not None and rec.output.changed:
-        why += f"; trial {rec.trial} is faster but changes the model's output, so it is not recommended"
+        why += f"; {rec.trial_label} is faster but changes the model's output, so it is not recommended"
     return dataclasses.replace(
-        rec, recommended_trial=cheapest.number, recommended_params=cheapest.record.params, why=why
+        rec,
+        recommended_trial=cheapest.number,
+        recommended_params=cheapest.record.params,
+        why=why,
+        recommended_name=cheapest.name,
     )
 
 
@@ -580,6 +607,11 @@ class OverallRecommendation:
     gains: dict[str, float]
     why: str
     confirmed: bool = False
+    name: str = ""  # how outputs name it ("trial N", "predicted K")
+
+    @property
+    def trial_label(self) -> str:
+        return self.name or f"trial {self.trial}"
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -643,12 +675,20 @@ def overall_recommendation(study: Study, warnings: StudyWarnings) -> OverallReco
     )
     if not scored or max(item[0] for item in scored) < study.min_gain:
         why = _no_one_server(compared, confirmed) + aside
-        return OverallRecommendation(baseline.number, baseline.record.params, 0.0, {}, why, confirmed)
+        return OverallRecommendation(
+            baseline.number, baseline.record.params, 0.0, {}, why, confirmed, baseline.name
+        )
     worst, view, chosen = max(scored, key=lambda item: (item[0], [-c for c in cost(item[1])]))
     assert view.record is not None
     why = "best worst-case gain across workloads" + ("" if confirmed else " (unconfirmed)") + aside
     return OverallRecommendation(
-        view.number, view.record.params, worst, {k: c.gain for k, c in chosen.items()}, why, confirmed
+        view.number,
+        view.record.params,
+        worst,
+        {k: c.gain for k, c in chosen.items()},
+        why,
+        confirmed,
+        view.name,
     )
 
 
@@ -676,7 +716,7 @@ def _no_one_server(compared: list[tuple[TrialView, dict[str, Comparison]]], conf
     view, done = max(compared, key=lambda item: min(c.gain for c in item[1].values()))
     weakest = min(done, key=lambda k: done[k].gain)
     return (
-        f"no configuration is faster on every workload beyond noise, the closest being trial {view.number} "
+        f"no configuration is faster on every workload beyond noise, the closest being {view.name} "
         f"({done[weakest].verdict} on {weakest}: {done[weakest].gain:+.0%}): run without speculation"
     )
 

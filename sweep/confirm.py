@@ -9,7 +9,8 @@ configurations of its own.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import optuna
 from optuna.trial import TrialState
@@ -17,7 +18,9 @@ from optuna.trial import TrialState
 from sweep import stats
 from sweep.analysis import (
     Candidate,
+    baseline_view,
     confirmation_plan,
+    headline_median,
     launches,
     on_busy_host,
     plan_id,
@@ -27,7 +30,8 @@ from sweep.analysis import (
 from sweep.costs import CostProfile
 from sweep.recovery import driver_identity, recover
 from sweep.results import TrialRecord
-from sweep.search import ModelSearch
+from sweep.search import Candidate as Configuration
+from sweep.search import ModelSearch, launch_key
 from sweep.space import ConfirmSettings, SearchKind
 from sweep.store import (
     BASELINE,
@@ -39,6 +43,7 @@ from sweep.store import (
     Phase,
     StudyPaths,
     TrialView,
+    complete_views,
     is_result,
     make_storage,
     search_records,
@@ -48,6 +53,7 @@ from sweep.study import TrialFailed
 from sweep.trial import Progress, TrialRunner
 
 SUFFIX = ":confirm"
+PREDICTED = "predicted {}"  # a configuration only the confirmation launches, as the model predicted it
 METRIC = "workloads measured"
 
 
@@ -73,6 +79,41 @@ def load_confirm_study(storage: optuna.storages.BaseStorage, study: str) -> optu
     if confirm_study_name(study) not in names:
         return None
     return optuna.load_study(study_name=confirm_study_name(study), storage=storage)
+
+
+def predicted_plan(
+    views: list[TrialView],
+    picks: Mapping[str, Sequence[Configuration]],
+    overall: tuple[float, Configuration] | None,
+    min_gain: float,
+) -> list[Candidate]:
+    """With a cost profile: per workload the configurations the model predicts fastest (`ModelSearch.picks`),
+    launched by the search or not, and its one-for-all pick where it predicts a gain on every workload, with the
+    baseline. One the search launched keeps its trial's label; one it did not is "predicted K", K in the
+    order they first appear (the same records give the same plan on every worker)."""
+    baseline = baseline_view(views)
+    if baseline is None or baseline.record is None:
+        return []
+    keys = [k for k in baseline.record.workloads if headline_median(baseline, k) and k in picks]
+    launched = {launch_key(v.record.params): v.label for v in complete_views(views) if v.record}
+    named: dict[str, str] = {}
+
+    def label(params: Mapping[str, Any]) -> str:
+        key = launch_key(params)
+        return launched.get(key) or named.setdefault(key, PREDICTED.format(len(named) + 1))
+
+    chosen: dict[str, tuple[dict[str, Any], set[str]]] = {}
+    for key in keys:
+        for c in picks[key]:
+            chosen.setdefault(label(c.params), (dict(c.params), set()))[1].add(key)
+    if overall is not None and keys and overall[0] >= min_gain:
+        chosen.setdefault(label(overall[1].params), (dict(overall[1].params), set()))[1].update(keys)
+    if not chosen:
+        return []
+    plan = [Candidate(BASELINE, baseline.record.params, tuple(keys))]
+    return plan + [
+        Candidate(name, params, tuple(sorted(ws, key=keys.index))) for name, (params, ws) in chosen.items()
+    ]
 
 
 def slots(plan: list[Candidate], rounds: int) -> list[tuple[int, Candidate]]:
@@ -256,12 +297,23 @@ def confirm_search(
     model search's favourites join them (from `model`, the search's own where the command ran one)."""
     space = trials.space
     favoured = None
-    if space.search is SearchKind.MODEL:
-        model = model or ModelSearch.of(space, trials.engine, CostProfile.of_study(search))
-        favoured = model.favourites(search_records(search))
-    plan = confirmation_plan(
-        trial_views(search), settings.top, settings.min_gain, dict(space.latency_limits), favoured
-    )
+    costs = CostProfile.of_study(search)
+    if space.search is SearchKind.MODEL or costs is not None:
+        model = model or ModelSearch.of(space, trials.engine, costs)
+    if model is not None and model.costs is not None:
+        records = search_records(search)
+        plan = predicted_plan(
+            trial_views(search),
+            model.picks(records, settings.top),
+            model.overall_pick(records),
+            settings.min_gain,
+        )
+    else:
+        if model is not None:
+            favoured = model.favourites(search_records(search))
+        plan = confirmation_plan(
+            trial_views(search), settings.top, settings.min_gain, dict(space.latency_limits), favoured
+        )
     rounds, most = settings.launches, max(settings.launches, settings.max_launches)
     if not plan or rounds < 2:
         progress("confirmation: nothing to confirm (no completed baseline and candidate)")

@@ -42,7 +42,7 @@ from sweep.engines import Engine
 from sweep.errors import UserError
 from sweep.files import write_atomic
 from sweep.modelfiles import model_identity
-from sweep.results import SpecShape, TrialRecord
+from sweep.results import STARTUP_STAGES, SpecShape, Stage, TrialRecord
 from sweep.space import Space
 from sweep.store import COST_PROFILE_ATTR
 from sweep.surface import NOISE_FLOOR, StepFit, fit_step, step_prior
@@ -147,6 +147,32 @@ class StepTime:
 
 
 @dataclass(frozen=True)
+class ShapeStart:
+    """Whether a forced launch's server came up: memory is the set-up's (model, fixed flags, hardware), not the
+    text's, so a shape that did not start for the profile does not start for any workload's study."""
+
+    params: Mapping[str, Any]
+    shape: SpecShape
+    started: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"params": dict(self.params), "shape": self.shape.to_dict(), "started": self.started}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ShapeStart:
+        shape = SpecShape.from_dict(data["shape"])
+        assert shape is not None
+        return cls(dict(data["params"]), shape, bool(data["started"]))
+
+    @classmethod
+    def of(cls, record: TrialRecord) -> ShapeStart | None:
+        """A forced launch's start (None: the baseline, or a launch that stopped before its server did)."""
+        if record.shape is None or record.stage == Stage.INFEASIBLE:
+            return None
+        return cls(dict(record.params), record.shape, record.stage not in STARTUP_STAGES)
+
+
+@dataclass(frozen=True)
 class StepTable:
     """One method's step times at one streams and context, as the surface model reads a step (`tokens`,
     `relative_sd`): the method's step line, and the measured shapes' residuals from it interpolated by a Gaussian
@@ -228,6 +254,7 @@ class CostProfile:
     key: ProfileKey
     steps: tuple[StepTime, ...]
     launches: int = 0  # forced and baseline launches it rests on
+    starts: tuple[ShapeStart, ...] = ()  # which forced launches' servers came up
 
     def tables(self, streams: int, context: float | None) -> dict[str, StepTable]:
         """Per method, the step times measured at these streams and the context nearest `context` within
@@ -273,6 +300,7 @@ class CostProfile:
             "key": self.key.to_dict(),
             "launches": self.launches,
             "steps": [s.to_dict() for s in self.steps],
+            "starts": [s.to_dict() for s in self.starts],
         }
 
     def save(self, path: Path) -> None:
@@ -284,6 +312,7 @@ class CostProfile:
             ProfileKey(**data["key"]),
             tuple(StepTime.from_dict(s) for s in data["steps"]),
             int(data.get("launches", 0)),
+            tuple(ShapeStart.from_dict(s) for s in data.get("starts", ())),
         )
 
     @classmethod

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from sweep.costs import CostProfile, ProfileKey, hardware, space_key, step_times
+from sweep.costs import CostProfile, ProfileKey, ShapeStart, hardware, space_key, step_times
 from sweep.engines import Engine
 from sweep.errors import UserError
 from sweep.results import SpecShape, TrialRecord
@@ -168,7 +168,8 @@ class Profiler:
         )
         streams = {w.key: w.streams for w in self.space.workloads}
         forced = [r for r in records if r.synthetic_length is not None]
-        return CostProfile(key, tuple(step_times(forced, baselines, streams)), len(records))
+        starts = tuple(start for r in forced if (start := ShapeStart.of(r)) is not None)
+        return CostProfile(key, tuple(step_times(forced, baselines, streams)), len(records), starts)
 
 
 def _shape_text(shape: SpecShape | None) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,14 +89,17 @@ def candidates(space: Space, engine: Engine, limit: int = GRID_LIMIT) -> Candida
     )
 
 
-def acceptance_launches(pool: Sequence[Candidate]) -> list[Candidate]:
+def acceptance_launches(
+    pool: Sequence[Candidate], chance: Callable[[Candidate], float] = lambda _c: 1.0
+) -> list[Candidate]:
     """What a workload's acceptance is learnt from where the step times are known (a cost profile): per method
-    and variant, its deepest chain (the narrowest tree where it has no chain): a chain of depth D gives the
-    acceptance of every shallower one. How much a tree's width catches is left to the search's first pick, the
-    tree the model then rates best, rather than spent on the widest tree."""
+    and variant, its deepest chain (the narrowest tree where it has no chain) of those likely to start (`chance`,
+    at least MIN_START_CHANCE): a chain of depth D gives the acceptance of every shallower one. How much a
+    tree's width catches is left to the confirmation, which launches the best tree the model predicts beside
+    the best chain (`ModelSearch.picks`)."""
     chosen: dict[tuple[str, str], tuple[tuple[int, int, int], Candidate]] = {}
     for c in pool:
-        if c.shape is None:
+        if c.shape is None or chance(c) < MIN_START_CHANCE:
             continue
         s = c.shape
         rank = (-s.width, s.depth, -(s.budget or s.depth))
@@ -104,6 +107,23 @@ def acceptance_launches(pool: Sequence[Candidate]) -> list[Candidate]:
         if key not in chosen or rank > chosen[key][0]:
             chosen[key] = (rank, c)
     return [c for _, c in chosen.values()]
+
+
+def family(shape: SpecShape) -> tuple[str, str, bool]:
+    """Configurations the model predicts from the same evidence: a method's variant, as chains or as trees."""
+    return (shape.method, shape.variant, shape.width > 1)
+
+
+def diverse(ranked: Sequence[Candidate], top: int) -> list[Candidate]:
+    """The first `top` of `ranked` (best first), each next one from a family not chosen yet while one is left:
+    the runner-up of the same family is nearly the best's twin, while the best of another family is what the
+    prediction is least sure of (a tree's width, which no chain's launch measures)."""
+    chosen: list[Candidate] = []
+    for _ in range(min(top, len(ranked))):
+        seen = {family(c.shape) for c in chosen if c.shape}
+        left = [c for c in ranked if c not in chosen]
+        chosen.append(next((c for c in left if c.shape and family(c.shape) not in seen), left[0]))
+    return chosen
 
 
 def axes(space: Space) -> list[Axis]:
@@ -198,27 +218,52 @@ class ModelSearch:
         return [c for c in self.pool.items if launch_key(c.params) not in tried]
 
     def start_chance(self, records: Sequence[TrialRecord]) -> StartChance:
-        """Launches that came up, and those that did not (out of memory, a rejected combination)."""
+        """Launches that came up, and those that did not (out of memory, a rejected combination), the cost
+        profile's forced launches first (the same model, fixed flags and hardware: the same memory)."""
+        known = [(s.params, s.shape, s.started) for s in self.costs.starts] if self.costs else []
         launched = [
             (r.params, r.shape, r.stage not in STARTUP_STAGES) for r in records if r.stage != Stage.INFEASIBLE
         ]
-        return StartChance(axes(self.space), launched)
+        return StartChance(axes(self.space), [*known, *launched])
+
+    def acceptance_next(self, records: Sequence[TrialRecord]) -> Candidate | None:
+        """With a cost profile: the next launch a method's acceptance still needs (its deepest chain likely to
+        start, a shallower one where that did not start); None once every method has measured one."""
+        if self.costs is None:
+            return None
+        measured = {(r.shape.method, r.shape.variant) for r in records if r.shape and not r.failed}
+        starts = self.start_chance(records)
+        left = [
+            c
+            for c in self.untried(records)
+            if c.shape is not None and (c.shape.method, c.shape.variant) not in measured
+        ]
+        found = acceptance_launches(left, lambda c: starts(c.params, c.shape))
+        return found[0] if found else None
+
+    def _searched(self, surface: SurfaceAt, candidate: Candidate) -> bool:
+        """Whether the search launches it to learn its speed: with a cost profile, only configurations whose
+        step times the profile does not give (a lookup's, another batch's); the rest are predicted, and the
+        confirmation launches those it predicts fastest."""
+        return self.costs is None or candidate.shape is None or not surface.profiled(candidate.shape.method)
 
     def propose(self, records: Sequence[TrialRecord]) -> Proposal | None:
         """The untried candidate with the highest expected improvement (times its chance to start) on any
         workload. Where several are within NEAR_TIE of the highest, the model cannot tell them apart, and the
         one nearest the best measured configuration goes first: one step from what works (a trust region),
         not the corner farthest from every measurement."""
+        if (first := self.acceptance_next(records)) is not None:
+            return Proposal(first, self.space.objective_names[0], math.inf)
         surfaces = self.surfaces(records)
         starts = self.start_chance(records)
         left = self.untried(records)
         ranked = {k: s.predict_many([(c.params, c.shape) for c in left]) for k, s in surfaces.items()}
         proposals: list[Proposal] = []
         for i, candidate in enumerate(left):
-            predicted = {k: ranked[k][i] for k in surfaces}
+            predicted = {k: ranked[k][i] for k in surfaces if self._searched(surfaces[k], candidate)}
             chance = starts(candidate.params, candidate.shape)
-            if chance < MIN_START_CHANCE:
-                continue  # a smaller draft of the same method already failed to start
+            if chance < MIN_START_CHANCE or not predicted:
+                continue  # a smaller draft of the same method already failed to start, or it is predicted
             gains = {k: chance * p.expected_improvement(surfaces[k].best) for k, p in predicted.items()}
             key = max(gains, key=lambda k: gains[k])
             proposals.append(Proposal(candidate, key, gains[key], predicted))
@@ -240,13 +285,15 @@ class ModelSearch:
 
     def unconfident(self, records: Sequence[TrialRecord]) -> list[str]:
         """Workloads on which some untried candidate could still beat the best by more than the noise
-        (empty: the search has nothing left worth a launch). Without a cost profile: where a candidate's upper
-        bound (prediction + 2 sd) passes the best measured by more than two of the noise. With one, whose step
-        times are measured and whose doubt is acceptance's: where a candidate's expected improvement in true
-        speed (its doubt without a launch's noise) over the best the model rates among those launched (a lucky
-        launch pulled down), times its chance to start, is NEGLIGIBLE_GAIN or more: what is left within that
-        is the confirmation's to tell apart."""
+        (empty: the search has nothing left worth a launch): where a candidate's upper bound (prediction + 2 sd)
+        passes the best measured by more than two of the noise. With a cost profile, every workload until each
+        method's acceptance is measured; then only configurations whose step times the profile does not give
+        count, by their expected improvement in true speed (their doubt without a launch's noise) over the best
+        the model rates among those launched (a lucky launch pulled down), times their chance to start, where
+        it is NEGLIGIBLE_GAIN or more. The rest the confirmation tells apart (`picks`)."""
         surfaces = self.surfaces(records)
+        if self.acceptance_next(records) is not None:
+            return list(surfaces)
         left = self.untried(records)
         starts = self.start_chance(records)
         chances = [starts(c.params, c.shape) for c in left]
@@ -255,7 +302,10 @@ class ModelSearch:
             if surface.best <= 0:
                 open_.append(key)  # nothing measured on it yet
                 continue
-            predicted = surface.predict_many([(c.params, c.shape) for c in left])
+            searched = [
+                (c, chance) for c, chance in zip(left, chances, strict=True) if self._searched(surface, c)
+            ]
+            predicted = surface.predict_many([(c.params, c.shape) for c, _ in searched])
             if self.costs is None:
                 ceiling = math.log(surface.best) + 2 * surface.noise
                 unsure = any(math.log(p.tps) + 2 * p.sd > ceiling for p in predicted)
@@ -263,11 +313,49 @@ class ModelSearch:
                 rated = self._rated_best(records, key, surface)
                 unsure = any(
                     chance * p.truth(surface.noise).expected_improvement(rated) >= NEGLIGIBLE_GAIN
-                    for p, chance in zip(predicted, chances, strict=True)
+                    for p, (_, chance) in zip(predicted, searched, strict=True)
                 )
             if unsure:
                 open_.append(key)
         return open_
+
+    def picks(self, records: Sequence[TrialRecord], top: int) -> dict[str, list[Candidate]]:
+        """Per workload, the `top` speculative configurations the model predicts fastest, launched or not, of
+        those likely to start, chosen across families (`diverse`): what the confirmation launches where a cost
+        profile leaves the prediction to tell the rest apart."""
+        starts = self.start_chance(records)
+        pool = [
+            c
+            for c in self.pool.items
+            if c.shape is not None and starts(c.params, c.shape) >= MIN_START_CHANCE
+        ]
+        out = {}
+        for key, surface in self.surfaces(records).items():
+            predicted = surface.predict_many([(c.params, c.shape) for c in pool])
+            ranked = [c for _, c in sorted(zip(predicted, pool, strict=True), key=lambda pc: -pc[0].tps)]
+            out[key] = diverse(ranked, top)
+        return out
+
+    def overall_pick(self, records: Sequence[TrialRecord]) -> tuple[float, Candidate] | None:
+        """The configuration the model predicts best for one server for every workload (the highest worst-case
+        predicted gain over the baseline as the model rates it), with that gain."""
+        surfaces = self.surfaces(records)
+        starts = self.start_chance(records)
+        pool = [
+            c
+            for c in self.pool.items
+            if c.shape is not None and starts(c.params, c.shape) >= MIN_START_CHANCE
+        ]
+        baseline = next((r for r in records if r.shape is None and not r.failed), None)
+        if not pool or not surfaces or baseline is None:
+            return None
+        worst = [math.inf] * len(pool)
+        for surface in surfaces.values():
+            plain = surface.predict(baseline.params, None).tps
+            for i, p in enumerate(surface.predict_many([(c.params, c.shape) for c in pool])):
+                worst[i] = min(worst[i], p.tps / plain - 1)
+        best = max(range(len(pool)), key=lambda i: worst[i])
+        return worst[best], pool[best]
 
     @staticmethod
     def _rated_best(records: Sequence[TrialRecord], key: str, surface: SurfaceAt) -> float:

@@ -176,6 +176,13 @@ class TrialView:
     def complete(self) -> bool:
         return self.state == TrialState.COMPLETE.name and self.record is not None
 
+    @property
+    def name(self) -> str:
+        """How outputs name the configuration: "trial N" for a search trial; for a confirmation launch its
+        configuration's label ("trial N", or "predicted K" for one the model predicted and only the
+        confirmation launched)."""
+        return self.label if self.phase is Phase.CONFIRM else f"trial {self.number}"
+
 
 def study_engine(study: optuna.Study, views: list[TrialView]) -> str:
     """The engine a study swept (studies made before it was stored: told apart by their argv)."""
@@ -244,8 +251,13 @@ class Study:
         )
 
     def by_label(self) -> dict[str, TrialView]:
-        """The search trial behind each configuration label."""
+        """The launch behind each configuration label: its search trial, or, for a configuration only the
+        confirmation launched (the model's prediction, with a cost profile), its first confirmation launch."""
         out: dict[str, TrialView] = {}
-        for view in complete_views(self.search):
+        for view in [*complete_views(self.search), *complete_views(latest_plan(self.confirm))]:
             out.setdefault(view.label, view)
         return out
+
+    def named(self, name: str) -> TrialView | None:
+        """The launch outputs name `name` ("trial N", "predicted K"): a search trial, else a confirmation's."""
+        return next((v for v in self.views if v.name == name and v.record is not None), None)

@@ -177,7 +177,9 @@ class Sweep:
             self.model = ModelSearch(self.space, candidates(self.space, self.engine), self.costs)
             if self.costs is not None:
                 # The step times are known: each method's acceptance is what the first launches must measure.
-                start = [c.swept for c in acceptance_launches(self.model.pool.items)]
+                starts = self.model.start_chance([])  # the profile's own launches: what starts here
+                likely = acceptance_launches(self.model.pool.items, lambda c: starts(c.params, c.shape))
+                start = [c.swept for c in likely]
         study = open_study(
             self.space,
             self.paths,
@@ -267,8 +269,11 @@ class Sweep:
                 reason = "every launchable configuration of the space was measured"
             elif self.until_confident and not (unsure := self.model.unconfident(records)):
                 reason = (
-                    "confident: no untried configuration can beat the best measured on any workload by more "
-                    "than this study's noise"
+                    "confident: each method's acceptance is measured and the cost profile gives the step "
+                    "times, so the rest is predicted; the confirmation launches what the model predicts fastest"
+                    if self.model.costs is not None
+                    else "confident: no untried configuration can beat the best measured on any workload by "
+                    "more than this study's noise"
                 )
             elif self.until_confident:
                 self.progress(f"not yet confident on {', '.join(unsure)}")

@@ -629,6 +629,11 @@ class SurfaceAt:
     def predict(self, params: Mapping[str, Any], shape: SpecShape | None) -> Prediction:
         return self.surface.predict(params, shape, self.context)
 
+    def profiled(self, method: str) -> bool:
+        """Whether a cost profile gives the method's step times here: its speed then awaits acceptance alone."""
+        steps = self.surface.profiled
+        return steps is not None and steps(method, self.context) is not None
+
     def predict_many(
         self, configurations: Sequence[tuple[Mapping[str, Any], SpecShape | None]]
     ) -> list[Prediction]:

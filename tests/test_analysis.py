@@ -479,3 +479,62 @@ def test_of_equal_cost_the_faster_is_run_and_never_called_cheaper(faster: str) -
     code = {r.workload: r for r in study_verdicts(Study(searched, confirmed)).recommendations}["code"]
     assert code.recommended_trial == int(faster.split()[1]), code.why
     assert "cheaper" not in code.why
+
+
+PREDICTED = {"speculative-algorithm": "NEXTN", "speculative-num-steps": 4}
+
+
+def test_a_configuration_only_the_confirmation_launched_is_recommended_by_its_label() -> None:
+    """With a cost profile the search launches the baseline and the deepest chain, and the confirmation the
+    model's picks: the pick it never launched ("predicted 1") confirmed fastest is what to run, named so in the
+    report, with nothing "the search said" about it."""
+    from sweep.outputs.console import report_text
+
+    searched = [view(0, BASE, {"code": 40.0}, role=BASELINE), view(1, DEEP, {"code": 80.0})]
+    truth = {BASELINE: (BASE, 40.0), "trial 1": (DEEP, 80.0), "predicted 1": (PREDICTED, 100.0)}
+    confirmed, number = [], 0
+    for r in range(3):
+        for label, (params, speed) in truth.items():
+            confirmed.append(
+                view(number, params, {"code": speed}, phase=Phase.CONFIRM, label=label, round_=r)
+            )
+            number += 1
+    study = Study(searched, confirmed)
+    (code,) = study_verdicts(study).recommendations
+    assert code.confirmed and code.verdict == Verdict.FASTER
+    assert code.trial_label == "predicted 1" and code.recommended_label == "predicted 1"
+    assert code.recommended_params == PREDICTED and code.trial == 2  # its first confirmation launch
+    assert code.search_gain is None  # the search never launched it
+    named = study.named("predicted 1")
+    assert named is not None and named.phase is Phase.CONFIRM and named.record is not None
+    assert named.record.params == PREDICTED
+    text = report_text("s", study, study_verdicts(study))
+    assert "run for code: predicted 1: speculative-algorithm=NEXTN speculative-num-steps=4" in text
+    assert "one server for all workloads: predicted 1:" in text
+    assert study_verdicts(study).recommendations[0].to_dict()["recommended_configuration"] == "predicted 1"
+
+
+def test_the_predicted_plan_keeps_a_launched_configurations_label_and_names_the_rest() -> None:
+    from sweep.confirm import predicted_plan
+    from sweep.search import Candidate as Configuration
+
+    searched = search()
+    shape = SpecShape("NEXTN", 4, 1, 4)
+    deep, four, six = (
+        Configuration({}, DEEP, shape),
+        Configuration({}, PREDICTED, shape),
+        Configuration({}, {**PREDICTED, "speculative-num-steps": 6}, shape),
+    )
+    plan = predicted_plan(searched, {"code": [four, deep], "prose": [six, four]}, (0.01, six), min_gain=0.03)
+    assert [(c.label, c.workloads) for c in plan] == [
+        (BASELINE, ("code", "prose")),
+        ("predicted 1", ("code", "prose")),
+        ("trial 1", ("code",)),
+        ("predicted 2", ("prose",)),  # the one-for-all pick predicts +1%, under the 3% worth a configuration
+    ]
+    assert plan[1].params == PREDICTED
+    with_all = predicted_plan(searched, {"code": [four]}, (0.2, six), min_gain=0.03)
+    assert [(c.label, c.workloads) for c in with_all][1:] == [
+        ("predicted 1", ("code",)),
+        ("predicted 2", ("code",)),
+    ]

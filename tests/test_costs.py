@@ -14,12 +14,20 @@ from pathlib import Path
 import optuna
 import pytest
 
-from sweep.costs import CostProfile, ProfileKey, StepTable, StepTime, check_space, launch_differences
+from sweep.costs import (
+    CostProfile,
+    ProfileKey,
+    ShapeStart,
+    StepTable,
+    StepTime,
+    check_space,
+    launch_differences,
+)
 from sweep.engines import ServerSetup, SGLangEngine
 from sweep.errors import UserError
 from sweep.profiling import forced_lengths, spread_shapes
-from sweep.results import LaunchFacts, SpecShape, TrialRecord
-from sweep.search import Candidate, acceptance_launches
+from sweep.results import LaunchFacts, SpecShape, Spread, Stage, TrialRecord, WorkloadSummary
+from sweep.search import Candidate, ModelSearch, acceptance_launches, candidates, diverse
 from sweep.sim.flags import build_parser, normalize
 from sweep.sim.model import StepModel
 from sweep.sim.profile import DEFAULT_PROFILE, Profile
@@ -81,7 +89,8 @@ def test_a_profiles_repeated_launches_say_how_far_a_launch_strays() -> None:
 
 
 def test_a_profile_survives_its_file_and_a_damaged_one_is_one_line(tmp_path: Path) -> None:
-    profile = CostProfile(KEY, (step(chain(2), 1.4), step(SpecShape("NEXTN", 3, 2, 6), 1.9)), 5)
+    starts = (ShapeStart({"speculative-num-steps": 12}, chain(12), started=False),)
+    profile = CostProfile(KEY, (step(chain(2), 1.4), step(SpecShape("NEXTN", 3, 2, 6), 1.9)), 5, starts)
     path = tmp_path / "p.json"
     profile.save(path)
     assert CostProfile.load(path) == profile
@@ -127,6 +136,59 @@ def test_acceptance_is_launched_at_each_methods_deepest_chain() -> None:
     picked = [c.shape for c in acceptance_launches(pool)]
     # A method with no chain: its narrowest tree, deepest, with the fewest tokens verified.
     assert picked == [chain(6), lookups[1], SpecShape("EAGLE", 6, 2, 10)]
+
+
+def test_acceptance_skips_what_the_profile_saw_fail_and_falls_back_after_a_failed_start() -> None:
+    """Memory is the set-up's: a chain whose forced launch did not start for the profile is not tried, and a
+    method whose deepest chain fails in the study measures its acceptance one chain shallower."""
+    space = parse_space(
+        {
+            "engine": "sglang",
+            "server": {"launcher": SIM, "model": "/models/q"},
+            "fixed": {"kv-cache-dtype": "fp8_e4m3"},
+            "params": {
+                "speculative-algorithm": {"choices": ["NEXTN"]},
+                "speculative-num-steps": {"int": [1, 8]},
+            },
+            "workloads": [{"class": "code"}],
+        },
+        Path("."),
+    )
+    engine = SGLangEngine(ServerSetup(SIM, "/models/q"))
+    pool = candidates(space, engine)
+    by_depth = {c.shape.depth: c for c in pool.items if c.shape}
+    failed = ShapeStart(by_depth[8].params, chain(8), started=False)
+    costs = CostProfile(KEY, tuple(step(chain(d), knee(chain(d))) for d in (1, 4, 8)), 5, (failed,))
+    model = ModelSearch(space, pool, costs)
+    baseline = TrialRecord(0, {"speculative-algorithm": "none"})
+    baseline.workloads["code"] = WorkloadSummary("code", "ok", decode_tps=Spread.of([40.0, 41.0]))
+    first = model.acceptance_next([baseline])
+    assert first is not None and first.shape == by_depth[7].shape
+    seven = TrialRecord(
+        1, first.params, shape=first.shape, failure="the server exits at start", stage=Stage.LAUNCH
+    )
+    second = model.acceptance_next([baseline, seven])
+    assert second is not None and second.shape is not None and second.shape.depth == 6
+    assert model.unconfident([baseline, seven]) == ["code"]  # acceptance not measured yet
+    six = TrialRecord(2, second.params, shape=second.shape)
+    six.workloads["code"] = WorkloadSummary(
+        "code", "ok", decode_tps=Spread.of([90.0, 92.0]), acceptance_length=Spread.of([4.0, 4.2])
+    )
+    assert model.acceptance_next([baseline, seven, six]) is None
+    assert model.unconfident([baseline, seven, six]) == []  # the rest is predicted: the confirmation's
+    picks = model.picks([baseline, seven, six], 2)["code"]
+    assert len(picks) == 2 and all(c.shape and c.shape.depth < 7 for c in picks)
+
+
+def test_the_picks_take_the_best_of_another_family_second() -> None:
+    """The runner-up chain is nearly the best chain's twin; the best tree is what one chain's launch could not
+    measure (its width), so it goes second."""
+    ranked = [
+        Candidate({}, {"i": i}, s) for i, s in enumerate([chain(5), chain(4), chain(6), chain(4, 2, 6)])
+    ]
+    assert [c.params["i"] for c in diverse(ranked, 2)] == [0, 3]
+    assert [c.params["i"] for c in diverse(ranked, 3)] == [0, 3, 1]
+    assert [c.params["i"] for c in diverse(ranked[:3], 2)] == [0, 1]  # one family: the order as ranked
 
 
 def test_profiled_shapes_span_each_method_and_are_forced_within_their_reach() -> None:
@@ -208,7 +270,12 @@ def test_a_profile_measures_the_simulators_step_costs_and_a_new_workload_needs_i
     tmp_path: Path,
 ) -> None:
     (tmp_path / "code.yaml").write_text(SPACE.replace("CLASS", "code").replace("{python}", sys.executable))
-    (tmp_path / "tool.yaml").write_text(SPACE.replace("CLASS", "tool").replace("{python}", sys.executable))
+    confirmed = "confirm: {launches: 2, max_launches: 2}"
+    (tmp_path / "tool.yaml").write_text(
+        SPACE.replace("CLASS", "tool")
+        .replace("{python}", sys.executable)
+        .replace("confirm: {launches: 0}", confirmed)
+    )
     made = cli(tmp_path, "profile", "--space", str(tmp_path / "code.yaml"), "--shapes", "3", "--study", "p")
     assert made.returncode == 0, made.stderr[-2000:]
     path = tmp_path / "runs" / "p" / "cost-profile.json"
@@ -228,10 +295,19 @@ def test_a_profile_measures_the_simulators_step_costs_and_a_new_workload_needs_i
     assert "the search stops here: confident" in done.stderr
     storage = make_storage(f"sqlite:///{tmp_path / 'runs' / 't' / 'study.db'}")
     ran = [t for t in optuna.load_study(study_name="t", storage=storage).trials if launched(t)]
-    # The baseline, the deepest chain's acceptance, and what the prediction could not yet tell apart: of six.
-    assert len(ran) <= 4
+    # The baseline and the deepest chain's acceptance: the other five chains are predicted.
+    assert len(ran) == 2
     assert all(t.user_attrs["record"]["synthetic_length"] is None for t in ran)
     assert ran[1].user_attrs["record"]["shape"]["depth"] == 6
+    # The confirmation launches the model's two picks, one never launched, beside the baseline, twice each.
+    again = [t for t in optuna.load_study(study_name="t:confirm", storage=storage).trials if launched(t)]
+    labels = [t.user_attrs["label"] for t in again]
+    assert len(again) == 6 and "predicted 1" in labels and labels.count("baseline") == 2
+    assert "confirmation: 3 configurations (baseline, " in done.stderr
+    run_line = next(line for line in done.stdout.splitlines() if line.startswith("run for tool: "))
+    exported = cli(tmp_path, "export", "--study", "t", "--workload", "tool", "--format", "json")
+    assert exported.returncode == 0, exported.stderr[-2000:]
+    assert run_line.startswith(f"run for tool: {json.loads(exported.stdout)['configuration']}: ")
     # The study keeps the profile it read: its page draws it, and a later confirmation reads it.
     study = optuna.load_study(study_name="t", storage=storage)
     assert CostProfile.of_study(study) == profile

@@ -11,6 +11,7 @@ from sweep.cli.shared import DEFAULT_DIR, DEFAULT_RUNS, load, results
 from sweep.errors import UserError
 from sweep.files import write_atomic
 from sweep.outputs.compare import Column, html_page, markdown
+from sweep.store import Phase
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -38,16 +39,17 @@ def column(spec: str, storage: str | None, runs: Path) -> Column:
                 f"study '{name}' has no measured trial '{trial_text}'",
                 f"trials: {', '.join(map(str, views))}",
             )
-        number = int(trial_text)
-    else:
-        verdicts = study_verdicts(found)
-        overall, recs = verdicts.overall, verdicts.recommendations
-        if overall is None and not recs:
-            raise UserError(f"study '{name}' has nothing measured to compare", "run it first")
-        number = overall.trial if overall else recs[0].recommended_trial
-    record = views[number].record
-    assert record is not None
-    return Column(f"{name}:{number}", record)
+        record = views[int(trial_text)].record
+        assert record is not None
+        return Column(f"{name}:{trial_text}", record)
+    verdicts = study_verdicts(found)
+    overall, recs = verdicts.overall, verdicts.recommendations
+    if overall is None and not recs:
+        raise UserError(f"study '{name}' has nothing measured to compare", "run it first")
+    chosen = found.named(overall.trial_label if overall else recs[0].recommended_label)
+    assert chosen is not None and chosen.record is not None
+    where = chosen.number if chosen.phase is Phase.SEARCH else chosen.name.replace(" ", "-")
+    return Column(f"{name}:{where}", chosen.record)
 
 
 def main(args: argparse.Namespace) -> int:

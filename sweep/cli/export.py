@@ -66,7 +66,7 @@ def main(args: argparse.Namespace) -> int:
                 f"choose one of: {', '.join(recs) or '(none)'}",
             )
         rec = recs[args.workload]
-        trial, params = rec.recommended_trial, rec.recommended_params
+        name, params = rec.recommended_label, rec.recommended_params
         notes = [f"{rec.verdict_text} ({rec.why_verdict}); {rec.why}"]
         keys = [args.workload]
     else:
@@ -76,11 +76,14 @@ def main(args: argparse.Namespace) -> int:
                 f"study '{args.study}' has no completed baseline to compare with",
                 "run the study until its baseline completes",
             )
-        trial, params = overall.trial, overall.params
+        name, params = overall.trial_label, overall.params
         notes = [overall.why + ("" if overall.confirmed else "; unconfirmed: run `specsweep confirm` first")]
         keys = found.keys
+    view = found.named(name)
+    assert view is not None and view.record is not None
+    record = view.record
     for key in keys:
-        if (check := output_check(found, f"trial {trial}", key)) is not None and check.changed:
+        if (check := output_check(found, view.label, key)) is not None and check.changed:
             notes.append(f"{key}: CHANGES THE MODEL'S OUTPUT: {check.describe()}")
         answers, form = baseline_health(found.views, key)
         if answers is not None and not answers.healthy:
@@ -88,8 +91,6 @@ def main(args: argparse.Namespace) -> int:
                 f"{key}: not representative: without speculation {answers.describe()} (sent in the {form}); "
                 f"{NOT_REPRESENTATIVE}"
             )
-    record = next(v.record for v in views if v.number == trial)
-    assert record is not None
     engine = study_engine(study, views)
     port = args.port or engine_class(engine).default_port
     argv = with_port(record.argv, port)
@@ -98,12 +99,10 @@ def main(args: argparse.Namespace) -> int:
         if pins:
             params = {**params, **pins}
             argv = build_engine(stored_space(study, None)).argv({**record.params, **pins}, port)
-            notes.append(f"CUDA-graph capture capped where trial {trial}'s server could not reach: {pins}")
+            notes.append(f"CUDA-graph capture capped where {name}'s server could not reach: {pins}")
         else:
-            notes.append(
-                f"trial {trial}'s launch captured no CUDA-graph size it could not reach: nothing to pin"
-            )
-    export = Export(engine, args.study, trial, args.workload, params, argv, tuple(notes))
+            notes.append(f"{name}'s launch captured no CUDA-graph size it could not reach: nothing to pin")
+    export = Export(engine, args.study, view.number, args.workload, params, argv, tuple(notes), name)
     if args.format == "cli":  # the command alone on stdout (to paste or run); what to know on stderr
         for note in notes:
             print(f"# {note}", file=sys.stderr)

@@ -181,7 +181,8 @@ def sweep_space(
         progress(
             f"cost profile {profile}: step times of {methods} at {', '.join(costs.covers())} "
             f"({costs.key.engine} {costs.key.engine_version}, {costs.key.hardware}); the search launches the "
-            "baseline and each method's acceptance, then what the prediction cannot yet tell apart"
+            "baseline and each method's acceptance (and what the profile gives no step times for); the "
+            "confirmation launches what the model predicts fastest"
         )
     paths = StudyPaths.for_study(study, runs, storage)
     progress(f"study {study}: {paths.shown_url}; server logs and measurements in {paths.run_dir}/trials/")

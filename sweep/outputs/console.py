@@ -104,7 +104,7 @@ def report_text(study_name: str, study: Study, verdicts: Verdicts) -> str:
         rows.append(
             (
                 r.workload,
-                str(r.trial),
+                r.trial_label.removeprefix("trial "),
                 tps,
                 base,
                 gain_text(r),
@@ -124,17 +124,17 @@ def report_text(study_name: str, study: Study, verdicts: Verdicts) -> str:
         lines.append(f"  {text_health(r)}")
         if r.output is not None:
             flag = "CHANGES THE MODEL'S OUTPUT: " if r.output.changed else ""
-            lines.append(f"  output of trial {r.trial}: {flag}{r.output.describe()}")
+            lines.append(f"  output of {r.trial_label}: {flag}{r.output.describe()}")
     lines.append("")
     for r in recs:
         lines.append(
-            f"run for {r.workload}: trial {r.recommended_trial}: {params_text(r.recommended_params)}  ({r.why})"
+            f"run for {r.workload}: {r.recommended_label}: {params_text(r.recommended_params)}  ({r.why})"
         )
     if overall is not None:
         gains = ", ".join(f"{k} {pct(v)}" for k, v in overall.gains.items())
         lines += [
             "",
-            f"one server for all workloads: trial {overall.trial}: {params_text(overall.params)}",
+            f"one server for all workloads: {overall.trial_label}: {params_text(overall.params)}",
             f"  ({overall.why}{'; gains: ' + gains if gains else ''})",
         ]
     lines += load_lines(study, recs)
@@ -174,7 +174,7 @@ def load_lines(study: Study, recs: list[Recommendation]) -> list[str]:
         base = baseline.record.workloads.get(r.workload) if baseline and baseline.record else None
         if r.summary.capacity_rps is not None:
             out.append(
-                f"  {r.workload} ({r.summary.arrivals} arrivals): trial {r.trial} {_capacity_text(r.summary)}"
+                f"  {r.workload} ({r.summary.arrivals} arrivals): {r.trial_label} {_capacity_text(r.summary)}"
             )
             if base is not None and base.status == "ok":
                 out.append(f"    baseline: {_capacity_text(base)}")
@@ -182,7 +182,7 @@ def load_lines(study: Study, recs: list[Recommendation]) -> list[str]:
         if r.summary.rate is None:
             continue
         out.append(
-            f"  {r.workload} ({r.summary.arrivals} arrivals at {r.summary.rate:g} req/s): trial {r.trial} "
+            f"  {r.workload} ({r.summary.arrivals} arrivals at {r.summary.rate:g} req/s): {r.trial_label} "
             + _load_text(r.summary)
         )
         if base is not None and base.status == "ok":

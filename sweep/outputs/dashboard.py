@@ -936,7 +936,7 @@ def recommendations_html(
         rows.append(
             [
                 r.workload,
-                f"trial {r.trial}",
+                r.trial_label,
                 tps,
                 base,
                 gain_text(r),
@@ -946,7 +946,7 @@ def recommendations_html(
                 f"{r.verdict_text}: {r.why_verdict}",
                 text_health(r),
                 output,
-                f"trial {r.recommended_trial}",
+                r.recommended_label,
                 params_text(r.recommended_params),
                 r.why,
             ]
@@ -971,7 +971,12 @@ def recommendations_html(
     one = None
     if overall is not None:
         gain = f"; worst-case gain {overall.worst_gain:+.0%}" if overall.gains else ""
-        one = {"trial": overall.trial, "flags": params_text(overall.params), "why": overall.why, "gain": gain}
+        one = {
+            "trial": overall.trial_label,
+            "flags": params_text(overall.params),
+            "why": overall.why,
+            "gain": gain,
+        }
     return str(HTML.recommendations(headers, rows, noise, one, warnings.messages))
 
 

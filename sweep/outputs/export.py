@@ -22,12 +22,14 @@ class Export:
     argv: list[str]
     # The verdict behind it and anything to know before running it (unconfirmed, output changed).
     notes: tuple[str, ...] = ()
+    configuration: str = ""  # how the study names it ("trial N", "predicted K")
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "engine": self.engine,
             "study": self.study,
             "trial": self.trial,
+            "configuration": self.configuration or f"trial {self.trial}",
             "workload": self.workload,
             "params": self.params,
             "argv": self.argv,
@@ -48,7 +50,7 @@ def render(export: Export, fmt: str) -> str:
         return shlex.join(export.argv)
     if fmt == "compose":
         service = {"services": {export.engine: {"command": export.argv}}}
-        head = f"# specsweep study {export.study}, trial {export.trial}" + (
+        head = f"# specsweep study {export.study}, {export.configuration or f'trial {export.trial}'}" + (
             f", for {export.workload}" if export.workload else ", for all workloads"
         )
         notes = "".join(f"\n# {note}" for note in export.notes)
