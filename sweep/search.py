@@ -319,16 +319,20 @@ class ModelSearch:
                 open_.append(key)
         return open_
 
-    def picks(self, records: Sequence[TrialRecord], top: int) -> dict[str, list[Candidate]]:
-        """Per workload, the `top` speculative configurations the model predicts fastest, launched or not, of
-        those likely to start, chosen across families (`diverse`): what the confirmation launches where a cost
-        profile leaves the prediction to tell the rest apart."""
+    def _startable(self, records: Sequence[TrialRecord]) -> list[Candidate]:
+        """The speculative configurations likely to start (launched or not): what the confirmation may launch."""
         starts = self.start_chance(records)
-        pool = [
+        return [
             c
             for c in self.pool.items
             if c.shape is not None and starts(c.params, c.shape) >= MIN_START_CHANCE
         ]
+
+    def picks(self, records: Sequence[TrialRecord], top: int) -> dict[str, list[Candidate]]:
+        """Per workload, the `top` speculative configurations the model predicts fastest, launched or not, of
+        those likely to start, chosen across families (`diverse`): what the confirmation launches where a cost
+        profile leaves the prediction to tell the rest apart."""
+        pool = self._startable(records)
         out = {}
         for key, surface in self.surfaces(records).items():
             predicted = surface.predict_many([(c.params, c.shape) for c in pool])
@@ -340,12 +344,7 @@ class ModelSearch:
         """The configuration the model predicts best for one server for every workload (the highest worst-case
         predicted gain over the baseline as the model rates it), with that gain."""
         surfaces = self.surfaces(records)
-        starts = self.start_chance(records)
-        pool = [
-            c
-            for c in self.pool.items
-            if c.shape is not None and starts(c.params, c.shape) >= MIN_START_CHANCE
-        ]
+        pool = self._startable(records)
         baseline = next((r for r in records if r.shape is None and not r.failed), None)
         if not pool or not surfaces or baseline is None:
             return None
