@@ -107,8 +107,9 @@ def profiled_search(
 def confirmed(search: ModelSearch, records: list[TrialRecord], key: str, top: int) -> list[dict[str, Any]]:
     """What the confirmation launches on the workload besides the baseline (`confirm.predicted_plan`): the
     model's `top` picks and its one-for-all pick where it predicts a gain."""
-    plan = [c.params for c in search.picks(records, top)[key]]
-    overall = search.overall_pick(records)
+    picks = search.picks(records, top)
+    plan = [c.params for c in picks.per_workload[key]]
+    overall = picks.overall
     if overall is not None and overall[0] >= MIN_GAIN and overall[1].params not in plan:
         plan.append(overall[1].params)
     return plan

@@ -302,12 +302,8 @@ def confirm_search(
         model = model or ModelSearch.of(space, trials.engine, costs)
     if model is not None and model.costs is not None:
         records = search_records(search)
-        plan = predicted_plan(
-            trial_views(search),
-            model.picks(records, settings.top),
-            model.overall_pick(records),
-            settings.min_gain,
-        )
+        picks = model.picks(records, settings.top)
+        plan = predicted_plan(trial_views(search), picks.per_workload, picks.overall, settings.min_gain)
     else:
         if model is not None:
             favoured = model.favourites(search_records(search))

@@ -42,7 +42,7 @@ from sweep.engines import Engine
 from sweep.errors import UserError
 from sweep.files import write_atomic
 from sweep.modelfiles import model_identity
-from sweep.results import STARTUP_STAGES, SpecShape, Stage, TrialRecord
+from sweep.results import SpecShape, TrialRecord
 from sweep.space import Space
 from sweep.store import COST_PROFILE_ATTR
 from sweep.surface import NOISE_FLOOR, StepFit, fit_step, step_prior
@@ -167,9 +167,9 @@ class ShapeStart:
     @classmethod
     def of(cls, record: TrialRecord) -> ShapeStart | None:
         """A forced launch's start (None: the baseline, or a launch that stopped before its server did)."""
-        if record.shape is None or record.stage == Stage.INFEASIBLE:
+        if record.shape is None or record.started is None:
             return None
-        return cls(dict(record.params), record.shape, record.stage not in STARTUP_STAGES)
+        return cls(dict(record.params), record.shape, record.started)
 
 
 @dataclass(frozen=True)

@@ -583,6 +583,11 @@ class TrialRecord:
     def failed(self) -> bool:
         return bool(self.failure)
 
+    @property
+    def started(self) -> bool | None:
+        """Whether its server came up (None: never launched, the engine's constraints ruled it out)."""
+        return None if self.stage == Stage.INFEASIBLE else self.stage not in STARTUP_STAGES
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "number": self.number,

@@ -19,7 +19,7 @@ from typing import Any
 from sweep.costs import CostProfile
 from sweep.engines import Engine
 from sweep.probes.workloads import Workload
-from sweep.results import STARTUP_STAGES, SpecShape, Stage, TrialRecord, series_label
+from sweep.results import SpecShape, TrialRecord, series_label
 from sweep.space import Space
 from sweep.surface import (
     Axis,
@@ -152,6 +152,14 @@ class Proposal:
     predicted: dict[str, Prediction] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Picks:
+    """The model's picks for the confirmation (`ModelSearch.picks`)."""
+
+    per_workload: dict[str, list[Candidate]]
+    overall: tuple[float, Candidate] | None  # the one-for-all pick, with its worst predicted gain
+
+
 @dataclass
 class ModelSearch:
     """Ranks untried candidates against the launches so far (records of complete and failed trials). One per
@@ -221,9 +229,7 @@ class ModelSearch:
         """Launches that came up, and those that did not (out of memory, a rejected combination), the cost
         profile's forced launches first (the same model, fixed flags and hardware: the same memory)."""
         known = [(s.params, s.shape, s.started) for s in self.costs.starts] if self.costs else []
-        launched = [
-            (r.params, r.shape, r.stage not in STARTUP_STAGES) for r in records if r.stage != Stage.INFEASIBLE
-        ]
+        launched = [(r.params, r.shape, up) for r in records if (up := r.started) is not None]
         return StartChance(axes(self.space), [*known, *launched])
 
     def acceptance_next(self, records: Sequence[TrialRecord]) -> Candidate | None:
@@ -319,42 +325,31 @@ class ModelSearch:
                 open_.append(key)
         return open_
 
-    def _startable(self, records: Sequence[TrialRecord]) -> list[Candidate]:
-        """The speculative configurations likely to start (launched or not): what the confirmation may launch."""
+    def picks(self, records: Sequence[TrialRecord], top: int) -> Picks:
+        """What the confirmation launches where a cost profile leaves the prediction to tell configurations
+        apart, of the speculative configurations likely to start, launched or not: per workload the `top` the
+        model predicts fastest, chosen across families (`diverse`), and the one for one server for every
+        workload (the highest worst-case predicted gain over the baseline as the model rates it)."""
         starts = self.start_chance(records)
-        return [
+        pool = [
             c
             for c in self.pool.items
             if c.shape is not None and starts(c.params, c.shape) >= MIN_START_CHANCE
         ]
-
-    def picks(self, records: Sequence[TrialRecord], top: int) -> dict[str, list[Candidate]]:
-        """Per workload, the `top` speculative configurations the model predicts fastest, launched or not, of
-        those likely to start, chosen across families (`diverse`): what the confirmation launches where a cost
-        profile leaves the prediction to tell the rest apart."""
-        pool = self._startable(records)
-        out = {}
+        baseline = next((r for r in records if r.shape is None and not r.failed), None)
+        per_workload: dict[str, list[Candidate]] = {}
+        worst = [math.inf] * len(pool)
         for key, surface in self.surfaces(records).items():
             predicted = surface.predict_many([(c.params, c.shape) for c in pool])
             ranked = [c for _, c in sorted(zip(predicted, pool, strict=True), key=lambda pc: -pc[0].tps)]
-            out[key] = diverse(ranked, top)
-        return out
-
-    def overall_pick(self, records: Sequence[TrialRecord]) -> tuple[float, Candidate] | None:
-        """The configuration the model predicts best for one server for every workload (the highest worst-case
-        predicted gain over the baseline as the model rates it), with that gain."""
-        surfaces = self.surfaces(records)
-        pool = self._startable(records)
-        baseline = next((r for r in records if r.shape is None and not r.failed), None)
-        if not pool or not surfaces or baseline is None:
-            return None
-        worst = [math.inf] * len(pool)
-        for surface in surfaces.values():
-            plain = surface.predict(baseline.params, None).tps
-            for i, p in enumerate(surface.predict_many([(c.params, c.shape) for c in pool])):
-                worst[i] = min(worst[i], p.tps / plain - 1)
+            per_workload[key] = diverse(ranked, top)
+            if baseline is not None:
+                plain = surface.predict(baseline.params, None).tps
+                worst = [min(w, p.tps / plain - 1) for w, p in zip(worst, predicted, strict=True)]
+        if not pool or not per_workload or baseline is None:
+            return Picks(per_workload, None)
         best = max(range(len(pool)), key=lambda i: worst[i])
-        return worst[best], pool[best]
+        return Picks(per_workload, (worst[best], pool[best]))
 
     @staticmethod
     def _rated_best(records: Sequence[TrialRecord], key: str, surface: SurfaceAt) -> float:

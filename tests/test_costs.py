@@ -176,7 +176,7 @@ def test_acceptance_skips_what_the_profile_saw_fail_and_falls_back_after_a_faile
     )
     assert model.acceptance_next([baseline, seven, six]) is None
     assert model.unconfident([baseline, seven, six]) == []  # the rest is predicted: the confirmation's
-    picks = model.picks([baseline, seven, six], 2)["code"]
+    picks = model.picks([baseline, seven, six], 2).per_workload["code"]
     assert len(picks) == 2 and all(c.shape and c.shape.depth < 7 for c in picks)
 
 
