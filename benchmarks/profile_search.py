@@ -11,7 +11,7 @@ over depth, budget and width, each at forced lengths a quarter and three quarter
 before and after, every launch with its own drift and noise, and which shapes started. With the profile the
 driver runs as `specsweep run --profile` does: the baseline, each method's acceptance launch (a shallower chain
 where the deepest does not start), then the confirmation of the model's `--top` picks per workload
-(`ModelSearch.picks`) and its one-for-all pick, 3 launches each with the baseline's. Printed per profile and
+(`ModelSearch.picks`: and one of another width where the step times cannot rank it) and its one-for-all pick, 3 launches each with the baseline's. Printed per profile and
 workload: with a profile, search + confirmation launches and the true share of the best configuration the
 confirmation launched; without, the launches after which the fastest measured configuration is, and stays, at
 98% of the grid's best true t/s or more ("-": never within `--launches`).

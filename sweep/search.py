@@ -16,6 +16,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import scipy.stats
+
 from sweep.costs import CostProfile
 from sweep.engines import Engine
 from sweep.probes.workloads import Workload
@@ -40,6 +42,9 @@ GEOMETRIC = 4.0  # numeric choices spanning this factor are compared by ratio (l
 NEAR_TIE = 0.8  # expected improvements within this share of the highest are a tie to the model
 # With a cost profile: an expected improvement below this share of the best is not worth a launch.
 NEGLIGIBLE_GAIN = 0.01
+# The confirmation adds a configuration of a width none of its picks has where the cost profile's step-time
+# doubt leaves it at least this chance of being faster than the first pick (`width_in_doubt`).
+WIDTH_DOUBT_CHANCE = 0.25
 GRID_LIMIT = 20000  # combinations ranked at most (a larger space is ranked on its first GRID_LIMIT)
 
 
@@ -124,6 +129,27 @@ def diverse(ranked: Sequence[Candidate], top: int) -> list[Candidate]:
         left = [c for c in ranked if c not in chosen]
         chosen.append(next((c for c in left if c.shape and family(c.shape) not in seen), left[0]))
     return chosen
+
+
+def width_in_doubt(
+    surface: SurfaceAt, ranked: Sequence[tuple[Prediction, Candidate]], chosen: Sequence[Candidate]
+) -> list[Candidate]:
+    """One more pick where the step times cannot tell two widths apart: the best predicted configuration (of
+    `ranked`, best first) of a width none of `chosen` has, where the profile's doubt about the two step times
+    leaves it at least WIDTH_DOUBT_CHANCE of being faster than the first. Their acceptance cannot settle it:
+    both are predicted from the same chain launch, so its error moves both alike."""
+    widths = {c.shape.width for c in chosen if c.shape}
+    other = next(((p, c) for p, c in ranked if c.shape and c.shape.width not in widths), None)
+    if not ranked or other is None:
+        return []
+    (first, best), (runner, candidate) = ranked[0], other
+    assert best.shape is not None and candidate.shape is not None
+    doubts = [surface.step_doubt(best.shape), surface.step_doubt(candidate.shape)]
+    if doubts[0] is None or doubts[1] is None or not any(doubts):
+        return []
+    gap = math.log(first.tps / runner.tps)
+    chance = float(scipy.stats.norm.sf(gap / math.hypot(doubts[0], doubts[1])))
+    return [candidate] if chance >= WIDTH_DOUBT_CHANCE else []
 
 
 def axes(space: Space) -> list[Axis]:
@@ -328,8 +354,9 @@ class ModelSearch:
     def picks(self, records: Sequence[TrialRecord], top: int) -> Picks:
         """What the confirmation launches where a cost profile leaves the prediction to tell configurations
         apart, of the speculative configurations likely to start, launched or not: per workload the `top` the
-        model predicts fastest, chosen across families (`diverse`), and the one for one server for every
-        workload (the highest worst-case predicted gain over the baseline as the model rates it)."""
+        model predicts fastest, chosen across families (`diverse`), and one of another width where the step
+        times cannot tell it from the first (`width_in_doubt`); and the one for one server for every workload
+        (the highest worst-case predicted gain over the baseline as the model rates it)."""
         starts = self.start_chance(records)
         pool = [
             c
@@ -341,8 +368,9 @@ class ModelSearch:
         worst = [math.inf] * len(pool)
         for key, surface in self.surfaces(records).items():
             predicted = surface.predict_many([(c.params, c.shape) for c in pool])
-            ranked = [c for _, c in sorted(zip(predicted, pool, strict=True), key=lambda pc: -pc[0].tps)]
-            per_workload[key] = diverse(ranked, top)
+            ranked = sorted(zip(predicted, pool, strict=True), key=lambda pc: -pc[0].tps)
+            chosen = diverse([c for _, c in ranked], top)
+            per_workload[key] = chosen + width_in_doubt(surface, ranked, chosen)
             if baseline is not None:
                 plain = surface.predict(baseline.params, None).tps
                 worst = [min(w, p.tps / plain - 1) for w, p in zip(worst, predicted, strict=True)]

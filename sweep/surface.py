@@ -634,6 +634,12 @@ class SurfaceAt:
         steps = self.surface.profiled
         return steps is not None and steps(method, self.context) is not None
 
+    def step_doubt(self, shape: SpecShape) -> float | None:
+        """How unsure the cost profile's step time for this shape is here, relative (None: no profile gives it)."""
+        steps = self.surface.profiled
+        measured = steps(shape.method, self.context) if steps is not None else None
+        return None if measured is None else measured.relative_sd(shape)
+
     def predict_many(
         self, configurations: Sequence[tuple[Mapping[str, Any], SpecShape | None]]
     ) -> list[Prediction]:

@@ -27,14 +27,28 @@ from sweep.engines import ServerSetup, SGLangEngine
 from sweep.errors import UserError
 from sweep.profiling import forced_lengths, spread_shapes
 from sweep.results import LaunchFacts, SpecShape, Spread, Stage, TrialRecord, WorkloadSummary
-from sweep.search import Candidate, ModelSearch, acceptance_launches, candidates, diverse
+from sweep.search import (
+    Candidate,
+    ModelSearch,
+    acceptance_launches,
+    candidates,
+    diverse,
+    width_in_doubt,
+)
 from sweep.sim.flags import build_parser, normalize
 from sweep.sim.model import StepModel
 from sweep.sim.profile import DEFAULT_PROFILE, Profile
 from sweep.sim.sglang import resolve
 from sweep.space import parse_space
 from sweep.store import launched, make_storage
-from sweep.surface import NOISE_FLOOR, Observation, WorkloadSurface, accept_length
+from sweep.surface import (
+    NOISE_FLOOR,
+    Observation,
+    Prediction,
+    SurfaceAt,
+    WorkloadSurface,
+    accept_length,
+)
 from tests.conftest import specsweep_argv
 
 SIM = [sys.executable, "-m", "sweep.sim"]
@@ -189,6 +203,30 @@ def test_the_picks_take_the_best_of_another_family_second() -> None:
     assert [c.params["i"] for c in diverse(ranked, 2)] == [0, 3]
     assert [c.params["i"] for c in diverse(ranked, 3)] == [0, 3, 1]
     assert [c.params["i"] for c in diverse(ranked[:3], 2)] == [0, 1]  # one family: the order as ranked
+
+
+def test_a_width_the_step_times_cannot_rank_joins_the_picks() -> None:
+    """Two trees predicted from the same chain's acceptance are ranked by their step times alone: where the
+    profile's doubt about those leaves the best tree of another width a fair chance of being faster than the
+    first pick, the confirmation launches it too; well behind, or with no profile, it does not."""
+    measured = [chain(1), chain(8), chain(8, 4, 16), chain(4, 2, 8), chain(3, 4, 12)]
+    tables = {
+        "NEXTN": StepTable.fit([(s, knee(s) * (1 + 0.03 * (i % 2))) for i, s in enumerate(measured)], True)
+    }
+    seen = [Observation({}, None, 40.0)]
+    at = SurfaceAt(WorkloadSurface([], seen, profiled=lambda method, _context: tables.get(method)))
+    four, two, one = (
+        Candidate({}, {"i": i}, s) for i, s in enumerate([chain(4, 4, 15), chain(4, 2, 8), chain(3)])
+    )
+    picks = [four, one]
+    assert at.step_doubt(chain(4, 4, 15)) > 0
+    near = [(Prediction(66.4, 0.08), four), (Prediction(66.1, 0.08), two), (Prediction(65.0, 0.08), one)]
+    assert width_in_doubt(at, near, picks) == [two]
+    far = [(Prediction(66.4, 0.08), four), (Prediction(60.0, 0.08), one), (Prediction(50.0, 0.08), two)]
+    assert width_in_doubt(at, far, picks) == []
+    unprofiled = SurfaceAt(WorkloadSurface([], seen))
+    assert width_in_doubt(unprofiled, near, picks) == []
+    assert width_in_doubt(at, near, [four, one, two]) == []  # no width left
 
 
 def test_profiled_shapes_span_each_method_and_are_forced_within_their_reach() -> None:
