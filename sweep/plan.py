@@ -10,9 +10,10 @@ from dataclasses import dataclass
 import optuna
 from optuna.trial import TrialState
 
+from sweep.costs import CostProfile
 from sweep.engines import Engine
 from sweep.results import TrialRecord
-from sweep.search import Candidates, candidates
+from sweep.search import Candidates, ModelSearch, candidates
 from sweep.space import Space
 from sweep.store import RECORD_ATTR, launched
 
@@ -89,6 +90,9 @@ class Plan:
     confirm_max: int
     launch: LaunchTime
     budget_s: float | None = None
+    # With a cost profile: the acceptance launches, and the configurations it gives no step times for.
+    acceptance: int | None = None
+    unprofiled: int = 0
 
     @property
     def search_s(self) -> float:
@@ -118,23 +122,30 @@ def make_plan(
     trials: int | None = None,
     study: optuna.Study | None = None,
     budget_s: float | None = None,
+    costs: CostProfile | None = None,
 ) -> Plan:
     pool = candidates(space, engine)
     methods = Counter(c.shape.method if c.shape else "none" for c in pool.items)
     target = trials or space.trials
     launch = (measured_launch_time(study) if study else None) or assumed_launch_time(space, engine)
     if budget_s is not None and trials is None:
-        target = max(0, int((budget_s - space.confirm_launches() * launch.seconds) // launch.seconds))
+        confirm_s = space.confirm_launches(predicted=costs is not None) * launch.seconds
+        target = max(0, int((budget_s - confirm_s) // launch.seconds))
     search_launches = min(target, len(pool.items) + 1)  # the baseline, then each configuration at most once
     cover = len(space.covering(max(0, (target - 1 - len(space.enqueue)) // 2)))
+    acceptance, unprofiled = ModelSearch(space, pool, costs).profiled_plan()
+    if costs is not None:  # the baseline and each method's acceptance, then what the profile does not give
+        search_launches = min(target, 1 + len(acceptance) + len(unprofiled))
     return Plan(
         pool=pool,
         methods=dict(methods),
         trials=target,
         search_launches=search_launches,
         cover=cover,
-        confirm_min=space.confirm_launches(),
-        confirm_max=space.confirm_launches(most=True),
+        confirm_min=space.confirm_launches(predicted=costs is not None),
+        confirm_max=space.confirm_launches(most=True, predicted=costs is not None),
         launch=launch,
         budget_s=budget_s,
+        acceptance=len(acceptance) if costs is not None else None,
+        unprofiled=len(unprofiled),
     )

@@ -273,6 +273,23 @@ class ModelSearch:
         found = acceptance_launches(left, lambda c: starts(c.params, c.shape))
         return found[0] if found else None
 
+    def profiled_plan(self) -> tuple[list[Candidate], list[Candidate]]:
+        """With a cost profile, before any launch: the launches each method's acceptance takes (its deepest chain
+        likely to start), and the configurations the profile gives no step times for on some workload (a
+        lookup's, another batch's), which the search may launch after them until confident."""
+        if self.costs is None:
+            return [], []
+        starts = self.start_chance([])
+        speculative = [c for c in self.pool.items if c.shape is not None]
+        first = acceptance_launches(speculative, lambda c: starts(c.params, c.shape))
+        steps = [(self.costs.for_streams(w.streams), w.context_tokens) for w in self.space.workloads]
+        searched = [
+            c
+            for c in speculative
+            if c not in first and any(table(c.shape.method, at) is None for table, at in steps if c.shape)
+        ]
+        return first, searched
+
     def _searched(self, surface: SurfaceAt, candidate: Candidate) -> bool:
         """Whether the search launches it to learn its speed: with a cost profile, only configurations whose
         step times the profile does not give (a lookup's, another batch's); the rest are predicted, and the

@@ -230,19 +230,24 @@ class Space:
         capacity = [w.key for w in self.workloads if w.capacity is not None]
         return capacity or self.workload_keys
 
-    @property
-    def confirm_configurations(self) -> int:
+    def confirm_configurations(self, predicted: bool = False) -> int:
         """The most configurations the confirmation launches: `top` candidates per workload (it ranks every
-        workload the baseline measured, not only the objective's), the one-for-all pick, and the baseline."""
-        return self.confirm.top * len(self.workloads) + 2
+        workload the baseline measured, not only the objective's), with a cost profile (`predicted`) one more
+        per workload where the step times cannot rank another width (`search.width_in_doubt`), the one-for-all
+        pick, and the baseline."""
+        return (self.confirm.top + int(predicted)) * len(self.workloads) + 2
 
-    def confirm_launches(self, most: bool = False, configurations: int | None = None) -> int:
+    def confirm_launches(
+        self, most: bool = False, configurations: int | None = None, predicted: bool = False
+    ) -> int:
         """The confirmation's first rounds in launches (with `most`: every round it may add); 0 without one.
-        `configurations`: how many the search has measured (the baseline included), where that bounds the plan."""
+        `configurations`: how many the search has measured (the baseline included), where that bounds the plan
+        (without a cost profile the confirmation launches only what the search measured); `predicted`: the
+        confirmation of a cost profile's predictions."""
         if not self.confirm.launches:
             return 0
-        count = self.confirm_configurations
-        if configurations is not None:
+        count = self.confirm_configurations(predicted)
+        if configurations is not None and not predicted:
             count = min(count, configurations)
         return count * (self.confirm.max_launches if most else self.confirm.launches)
 

@@ -310,10 +310,11 @@ class Sweep:
     def _reserve_s(self) -> float:
         """What one more trial and the confirmation's first rounds take, at this run's measured trial time. The
         confirmation launches no more configurations than the search will have measured (the baseline and each
-        configuration launched, this next one included)."""
+        configuration launched, this next one included), unless it confirms a cost profile's predictions."""
         per_trial = sum(self._durations) / len(self._durations) if self._durations else 0.0
         measured = self._finished_before + len(self._durations) + 1
-        return per_trial * (1 + self.space.confirm_launches(configurations=measured))
+        confirm = self.space.confirm_launches(configurations=measured, predicted=self.costs is not None)
+        return per_trial * (1 + confirm)
 
     def objective(self, trial: optuna.Trial) -> list[float]:
         started = time.monotonic()
@@ -415,7 +416,9 @@ class Sweep:
             f"probing): {left} more search launches, about {_minutes(left * took)}"
         )
         if self.confirm_after and self.space.confirm.launches:
-            least, most = self.space.confirm_launches(), self.space.confirm_launches(most=True)
+            predicted = self.costs is not None
+            least = self.space.confirm_launches(predicted=predicted)
+            most = self.space.confirm_launches(most=True, predicted=predicted)
             text += f", then {least}-{most} confirmation launches, about {_minutes(least * took)}-{_minutes(most * took)}"
         return text
 
@@ -438,7 +441,7 @@ class Sweep:
                 if self.confirm_after and self.space.confirm.launches:
                     # The confirmation's first rounds: the baseline and one configuration, up to every candidate.
                     least = 2 * self.space.confirm.launches * per_trial
-                    most = self.space.confirm_launches() * per_trial
+                    most = self.space.confirm_launches(predicted=self.costs is not None) * per_trial
                     eta = f" · ETA {_minutes(left + least)}-{_minutes(left + most)} with the confirmation"
             self.progress(f"[trial {index + 1}/{self._target}{eta}] {message}")
 

@@ -326,6 +326,12 @@ def test_a_profile_measures_the_simulators_step_costs_and_a_new_workload_needs_i
     forced = [json.loads(p.read_text()) for p in (tmp_path / "runs" / "p" / "profile").glob("*/record.json")]
     assert sorted(r["synthetic_length"] or 0 for r in forced)[:2] == [0, 0]  # the baseline, before and after
 
+    planned = cli(tmp_path, "plan", "--space", str(tmp_path / "tool.yaml"), "--profile", str(path))
+    assert planned.returncode == 0, planned.stderr[-2000:]
+    # At most the baseline and the deepest chain; then (2 picks + another width + the one-for-all pick + the
+    # baseline) x 2 launches.
+    assert "search (cost profile): at most 2 launches (the baseline, 1 acceptance launch, " in planned.stdout
+    assert "confirmation: 10 launches, up to 10" in planned.stdout
     done = cli(
         tmp_path, "run", "--space", str(tmp_path / "tool.yaml"), "--study", "t", "--profile", str(path)
     )
@@ -376,9 +382,14 @@ def test_a_profile_of_another_model_is_refused_before_any_launch(tmp_path: Path)
     CostProfile(dataclasses.replace(KEY, model="named /models/big"), (step(chain(2), 1.4),)).save(
         tmp_path / "p.json"
     )
-    done = cli(tmp_path, "run", "--space", str(tmp_path / "s.yaml"), "--profile", str(tmp_path / "p.json"))
-    assert done.returncode == 2
-    assert "was measured for another set-up (model: 'named /models/big' vs 'named /models/q')" in done.stderr
+    for command in ("run", "plan"):
+        done = cli(
+            tmp_path, command, "--space", str(tmp_path / "s.yaml"), "--profile", str(tmp_path / "p.json")
+        )
+        assert done.returncode == 2 and "Traceback" not in done.stderr
+        assert (
+            "was measured for another set-up (model: 'named /models/big' vs 'named /models/q')" in done.stderr
+        )
     assert not (tmp_path / "runs" / "s" / "trials").exists()
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import optuna
 
 from sweep.cli.shared import add_study_options, duration
+from sweep.costs import CostProfile, check_space
 from sweep.plan import Plan, make_plan
 from sweep.preflight import build_engine, validate
 from sweep.space import load_space
@@ -23,6 +24,9 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_study_options(parser)
     parser.add_argument("--trials", type=int, help="the search's trials (default: the space's)")
     parser.add_argument("--budget", type=duration, help="a night to fit, e.g. 8h: how many trials it holds")
+    parser.add_argument(
+        "--profile", type=Path, help="the cost profile `run --profile` will read (`specsweep profile`)"
+    )
     parser.set_defaults(handler=main)
 
 
@@ -37,7 +41,11 @@ def main(args: argparse.Namespace) -> int:
             study = optuna.load_study(study_name=paths.name, storage=make_storage(paths.storage_url))
         except KeyError:
             study = None  # no such study yet: plan with assumed times
-    plan = make_plan(space, engine, args.trials, study, args.budget)
+    costs = None
+    if args.profile is not None:
+        costs = CostProfile.load(args.profile)
+        check_space(costs, args.profile, space, engine)
+    plan = make_plan(space, engine, args.trials, study, args.budget, costs)
     print("\n".join(lines(plan, space.search.value)))
     return 0
 
@@ -54,9 +62,24 @@ def lines(plan: Plan, search: str) -> list[str]:
         out.append(
             f"budget: {_hours(plan.budget_s)} holds {plan.trials} search launches and the confirmation's first rounds"
         )
+    if plan.acceptance is None:
+        out.append(
+            f"search ({search}): {plan.search_launches} launches (the baseline, {plan.cover} start-up trials covering "
+            f"each method shallow and deep, then {max(0, plan.search_launches - 1 - plan.cover)} chosen by the search)"
+        )
+    else:
+        rest = (
+            f", then up to {plan.unprofiled} of the configurations the profile gives no step times for, until "
+            "confident"
+            if plan.unprofiled
+            else "; the profile gives the step times of the rest"
+        )
+        out.append(
+            f"search (cost profile): at most {plan.search_launches} launches (the baseline, {plan.acceptance} "
+            f"acceptance launch{'es' if plan.acceptance != 1 else ''}, one per method: a deeper chain where it "
+            f"fails to start{rest})"
+        )
     out += [
-        f"search ({search}): {plan.search_launches} launches (the baseline, {plan.cover} start-up trials covering each "
-        f"method shallow and deep, then {max(0, plan.search_launches - 1 - plan.cover)} chosen by the search)",
         f"confirmation: {plan.confirm_min} launches, up to {plan.confirm_most} where a verdict stays open"
         + (" (as the budget holds)" if plan.confirm_most < plan.confirm_max else ""),
         f"one launch: {plan.launch.startup_s:.0f} s start-up + {plan.launch.probe_s:.0f} s probing ({plan.launch.source})",

@@ -153,11 +153,17 @@ def duration(text: str) -> float:
     return seconds
 
 
-def budget(space: Space, trials: int | None) -> str:
-    """The night's plan in launches: the search, then the confirmation's most."""
+def budget(space: Space, trials: int | None, predicted: bool = False) -> str:
+    """The night's plan in launches: the search, then the confirmation's most (`predicted`: with a cost
+    profile)."""
     each = f"{space.confirm.launches}-{space.confirm.max_launches}"
-    confirm = f"{space.confirm_configurations} configurations x {each}" if space.confirm.launches else "no"
-    return f"plan: {trials or space.trials} search trials, then at most {confirm} confirmation launches"
+    confirm = (
+        f"{space.confirm_configurations(predicted)} configurations x {each}"
+        if space.confirm.launches
+        else "no"
+    )
+    most = "at most " if predicted else ""  # a cost profile's search stops once each acceptance is measured
+    return f"plan: {most}{trials or space.trials} search trials, then at most {confirm} confirmation launches"
 
 
 def sweep_space(
@@ -195,7 +201,8 @@ def sweep_space(
             else f"budget: {spent} for the search and its confirmation"
         )
     else:
-        progress(budget(space, trials) if confirm else budget(space, trials).split(", then")[0])
+        planned = budget(space, trials, costs is not None)
+        progress(planned if confirm else planned.split(", then")[0])
     sweep = Sweep(
         space, engine, paths, progress, until_confident, budget_s, confirm_after=confirm, costs=costs
     )
