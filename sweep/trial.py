@@ -199,7 +199,7 @@ class TrialRunner:
             facts = self.engine.launch_facts(server.log_text())
             facts.startup_s = round(startup, 2)
             found = sizing(
-                self.engine.setup.model, launch.plan.kv_dtype, facts, launch.rules, launch.plan.speculative
+                self.engine.setup.model, launch.plan.kv_dtype, facts, launch.rules, launch.plan.draft_in_pool
             )
             if found is not None:
                 facts.sizing = found

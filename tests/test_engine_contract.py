@@ -190,6 +190,7 @@ def test_argv_is_a_list_bound_to_loopback_and_the_baseline_drafts_nothing(case: 
     assert argv[argv.index("--host") + 1] == "127.0.0.1" and argv[argv.index("--port") + 1] == "18123"
     # The plan says once what the trial's phases ask of the parameters.
     assert speculative.speculative and not baseline.speculative
+    assert speculative.draft_in_pool == engine.draft_shares_pool and not baseline.draft_in_pool
     shape = speculative.shape
     assert shape is not None and shape.depth > 0 and baseline.shape is None
     assert shape == engine.spec_shape(speculative.params)

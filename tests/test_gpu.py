@@ -14,7 +14,7 @@ import pynvml  # type: ignore[import-untyped]
 import pytest
 
 from sweep.analysis import study_verdicts
-from sweep.doctor import EngineRules, diagnose
+from sweep.doctor import EngineRules, diagnose, sizing
 from sweep.embedded import gemma_model
 from sweep.engines import LlamaCppEngine, ServerSetup
 from sweep.engines.llamacpp import facts_from_log
@@ -38,6 +38,7 @@ from sweep.store import Study, TrialView
 HERE = Path(__file__).parent
 RECORDED = json.loads((HERE / "gpu" / "nvml-h200.json").read_text())
 CUDA_LOG = (HERE / "logs" / "llamacpp-cuda-h200.log").read_text()
+DRAFT_LOG = (HERE / "logs" / "llamacpp-cuda-h200-draft.log").read_text()
 
 
 class Recorded:
@@ -179,6 +180,29 @@ def test_the_doctor_holds_the_real_gguf_against_the_cuda_servers_caches() -> Non
     ]
     wrong = diagnose(gemma_model(), "q8_0", facts_from_log(CUDA_LOG), EngineRules.of(engine, {}))
     assert any("x2.00" in f.detail for f in wrong.findings if f.what.startswith("KV cache") and not f.ok)
+
+
+def test_a_draft_model_keeps_its_own_cache_beside_the_pool() -> None:
+    """Gemma 3 270M drafting for itself on the H200 (`draft-simple`, `-md` the same GGUF): llama-server gives the
+    draft its own context, whose caches (6 + 15 MiB) sit beside the target's, so the target's 2048 cells are
+    what ctx-size asks and the pool is as the files predict. Held as one pool for both (SGLang's way), it would
+    read "should be 1024": the false alarm the first GPU profile run raised."""
+    facts = facts_from_log(DRAFT_LOG)
+    assert facts.kv_pool_tokens == 2048 and facts.gpu_buffers["kv"] == 42.0
+    assert [(c["mib"], c["cells"]) for c in facts.kv_caches] == [(6.0, 2048), (15.0, 1024)] * 2
+    engine = LlamaCppEngine(ServerSetup([], str(gemma_model())))
+    params = {"ctx-size": 2048, "spec-type": "draft-simple", "spec-draft-model": str(gemma_model())}
+    plan = engine.plan(params)
+    assert plan.speculative and not plan.draft_in_pool
+    rules = EngineRules.of(engine, plan.params)
+    pool = [
+        f
+        for f in sizing(str(gemma_model()), "f16", facts, rules, plan.draft_in_pool) or []
+        if "pool" in f.what
+    ]
+    assert [(f.what, f.ok) for f in pool] == [("KV pool 2048 tokens", True)]
+    shared = sizing(str(gemma_model()), "f16", facts, rules, True) or []
+    assert any(f.what == "KV pool 2048 tokens, should be 1024" and not f.ok for f in shared)
 
 
 def record(number: int, params: dict[str, Any], use: GpuUse) -> TrialRecord:

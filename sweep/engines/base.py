@@ -269,6 +269,7 @@ class LaunchPlan:
     invalid: str = ""
     shape: SpecShape | None = None  # the depth, tree width and draft budget (None: no speculation)
     speculative: bool = False
+    draft_in_pool: bool = False  # a draft's KV shares the target's pool (`Engine.draft_shares_pool`)
     kv_dtype: str = "auto"  # the KV cache's element type, by the engine's name for it
     # Speculative state that lasts across requests and a flush (an n-gram pool): a server per workload.
     server_per_workload: bool = False
@@ -318,6 +319,9 @@ class Engine(ABC):
     # Whether a request's final chunk says how many tokens were drafted for it; where not, acceptance over a
     # batch comes from the server's counters alone.
     drafts_per_request: ClassVar[bool] = True
+    # Whether a draft's KV lives in the target's pool, sized for both per token (SGLang's and vLLM's one
+    # memory budget), so the doctor holds the pool against their sum; where not, the draft has its own cache.
+    draft_shares_pool: ClassVar[bool] = True
     # Why a server exits during start: (pattern, reason) pairs, most specific first; and its name in reasons.
     exit_patterns: ClassVar[ExitPatterns] = ()
     server_label: ClassVar[str] = "the server"
@@ -398,6 +402,7 @@ class Engine(ABC):
             invalid=refused,
             shape=shape,
             speculative=speculative,
+            draft_in_pool=speculative and self.draft_shares_pool,
             kv_dtype=self.kv_cache_dtype(derived),
             server_per_workload=self.speculative_state_persists(derived),
             synthetic=synthetic,

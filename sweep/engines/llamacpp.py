@@ -173,6 +173,8 @@ class LlamaCppEngine(Engine):
     typical_startup_s = 15.0  # mmap of a GGUF and a warm-up: seconds for small models, tens for large ones
     # Read before the CLI; a leftover LLAMA_ARG_SPEC_TYPE even appends speculative types.
     env_prefixes = ("LLAMA_ARG_",)
+    # A draft model runs its own context with its own KV cache (as long as ctx-size unless --ctx-size-draft).
+    draft_shares_pool = False
 
     @classmethod
     def default_launcher(cls, binary: str) -> list[str]:
