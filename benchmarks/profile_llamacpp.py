@@ -1,10 +1,11 @@
 """A cost profile on the real llama-server: its predicted step costs against those measured with real acceptance,
 and the launches a new workload needs with it.
 
-    .venv/bin/python benchmarks/profile_llamacpp.py [--shapes 4] [--out DIR]
+    .venv/bin/python benchmarks/profile_llamacpp.py [--shapes 4] [--out DIR] [--binary B --model M --gpu]
 
 Gemma 3 270M drafting for itself (`draft-simple`, the same GGUF as its own draft: every draft is accepted
-unforced, so the step cost is all there is to learn), `spec-draft-n-max` 1-8, on the CPU. Four steps, each a
+unforced, so the step cost is all there is to learn), `spec-draft-n-max` 1-8, on the CPU (with `--gpu`, every
+layer offloaded: a CUDA build's `--binary` and the GGUF's path where the embedded copy is not at hand). Four steps, each a
 real `specsweep` command: `profile` on the code workload (forced acceptance, `--spec-synth-len`); `run
 --profile` on the tool workload (a new one: how many launches, and its verdict); and every depth launched
 unforced on code (the profile's own workload: what forcing changes) and on tool (what carries to another
@@ -37,8 +38,8 @@ from sweep.store import Phase, make_storage, search_records, trial_views
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
 
 SPACE = """engine: llamacpp
-server: {{binary: embedded, model: embedded, startup_timeout: 120}}
-fixed: {{ctx-size: 2048, parallel: 1, threads: 2, spec-type: draft-simple, spec-draft-model: "{gemma}", spec-draft-p-min: 0.0}}
+server: {{binary: "{binary}", model: "{gemma}", startup_timeout: 120}}
+fixed: {{ctx-size: 2048, parallel: 1, {placement}, spec-type: draft-simple, spec-draft-model: "{gemma}", spec-draft-p-min: 0.0}}
 params:
   spec-draft-n-max: {{int: [1, 8]}}
 workloads: [{{class: {workload}}}]
@@ -79,13 +80,23 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--shapes", type=int, default=4)
     parser.add_argument("--out", type=Path, help="keep the runs here (default: a temporary folder)")
+    parser.add_argument(
+        "--binary", default="embedded", help="a llama-server binary (default: specsweep's own)"
+    )
+    parser.add_argument("--model", help="the Gemma 3 270M GGUF (default: specsweep's embedded copy)")
+    parser.add_argument(
+        "--gpu", action="store_true", help="offload every layer (gpu-layers all), threads left to the server"
+    )
     args = parser.parse_args()
+    gemma = args.model or str(gemma_model())
+    placement = "gpu-layers: all" if args.gpu else "threads: 2"
     held = tempfile.TemporaryDirectory()
     root = args.out or Path(held.name)
     runs = root / "runs"
     root.mkdir(parents=True, exist_ok=True)
     for workload in ("code", "tool"):
-        (root / f"{workload}.yaml").write_text(SPACE.format(gemma=gemma_model(), workload=workload))
+        text = SPACE.format(binary=args.binary, gemma=gemma, placement=placement, workload=workload)
+        (root / f"{workload}.yaml").write_text(text)
     profile_path = root / "cost-profile.json"
     specsweep("profile", "--space", str(root / "code.yaml"), "--runs", str(runs), "--study", "prof",
               "--shapes", str(args.shapes), "--out", str(profile_path))  # fmt: skip
