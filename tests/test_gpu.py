@@ -14,6 +14,7 @@ import pynvml  # type: ignore[import-untyped]
 import pytest
 
 from sweep.analysis import study_verdicts
+from sweep.cli import main
 from sweep.doctor import EngineRules, diagnose, sizing
 from sweep.embedded import gemma_model
 from sweep.engines import LlamaCppEngine, ServerSetup
@@ -203,6 +204,18 @@ def test_a_draft_model_keeps_its_own_cache_beside_the_pool() -> None:
     assert [(f.what, f.ok) for f in pool] == [("KV pool 2048 tokens", True)]
     shared = sizing(str(gemma_model()), "f16", facts, rules, True) or []
     assert any(f.what == "KV pool 2048 tokens, should be 1024" and not f.ok for f in shared)
+
+
+def test_the_doctor_reads_the_draft_servers_log_as_two_caches(capsys: pytest.CaptureFixture[str]) -> None:
+    """`specsweep doctor --engine llamacpp --log` with the launch's draft flags: the draft's bytes are what it
+    would add beside the pool, not a share of it."""
+    gemma = str(gemma_model())
+    log = str(HERE / "logs" / "llamacpp-cuda-h200-draft.log")
+    flags = ["--", "--spec-type", "draft-simple", "--spec-draft-model", gemma]
+    assert main(["doctor", gemma, "--engine", "llamacpp", "--log", log, *flags]) == 0
+    out = capsys.readouterr().out
+    assert "3072 B (the draft's 3072 B more when speculating)" in out
+    assert "ok: KV pool 2048 tokens: as the files predict (2048)" in out and "PROBLEM" not in out
 
 
 def record(number: int, params: dict[str, Any], use: GpuUse) -> TrialRecord:

@@ -77,7 +77,8 @@ def main(args: argparse.Namespace) -> int:
         kv_dtype,
         facts,
         EngineRules.of(engine, params, tp),
-        True if params and engine.wants_speculation(params) else None,  # unsaid: as the log shows
+        # Unsaid, as the log shows; a draft with its own cache (llama-server's) never shares the pool.
+        True if params and engine.wants_speculation(params) and engine.draft_shares_pool else None,
         against,
         MemoryBudget(args.gpu_memory, *share) if share else None,
     )
