@@ -48,6 +48,9 @@ UNSEEN_VARIANT_SD = (
 MISFIT = 0.25  # how far the shape's form may be off on one launch of a method (shrinking with launches)
 # The same where a cost profile measured the step times: what is left to the form is acceptance's extrapolation.
 PROFILED_MISFIT = 0.05
+# How far a cost profile's step times may sit off a workload's by one common factor (log scale): on the real
+# llama-server a profile measured on code predicted tool's steps at 0.92 (CPU) and 0.75 (H200) of measured.
+PROFILE_OFFSET_SD = 0.15
 NOISE_FLOOR = 0.02  # relative noise assumed at least (a single launch is never more exact than this)
 CONTEXT_SPREAD = 1.25  # prompt sizes within this ratio of each other are one context
 CONTEXT_COORDINATE = 0.5  # the context's span in the process's coordinates: residuals carry across contexts
@@ -534,8 +537,7 @@ class WorkloadSurface:
             # Misfit shrinking with launches, and how unsure the step costs are this far from what was measured.
             step_sd = self.step_at(shape.method, context).relative_sd(shape)
             variant_sd = 0.0 if shape.variant in fit.variants else UNSEEN_VARIANT_SD
-            profiled = self.profiled is not None and self.profiled(shape.method, context) is not None
-            misfit = (PROFILED_MISFIT if profiled else MISFIT) / math.sqrt(fit.n)
+            misfit = (PROFILED_MISFIT if self._priced(shape, context) else MISFIT) / math.sqrt(fit.n)
             return math.log(structural), math.hypot(misfit, step_sd, variant_sd)
         return math.log(self._method_median(shape.method, context)), MISFIT / math.sqrt(fit.n)
 
@@ -560,6 +562,15 @@ class WorkloadSurface:
         residuals = np.array([math.log(o.tps) - m for o, m in zip(speculative, means, strict=True)])
         spread = float(np.var(residuals)) if len(residuals) > 1 else 0.0
         self._signal = max(spread, MIN_SIGNAL_SD**2)
+        # A profile's step times may sit off this workload's by one factor (its prompts, another night's
+        # machine): the mean residual of the launches it priced, shrunk toward none by PROFILE_OFFSET_SD,
+        # moves every prediction it prices alike; the process learns what is left.
+        priced = np.array([self._priced(o.shape, o.context) for o in speculative], dtype=bool)
+        each = self._signal + self.noise**2
+        precision = int(priced.sum()) / each + 1 / PROFILE_OFFSET_SD**2
+        self._offset = float(residuals[priced].sum() / each / precision) if priced.any() else 0.0
+        self._offset_var = 1 / precision if priced.any() else 0.0
+        residuals = residuals - self._offset * priced
         if len(speculative):
             k = self._kernel(self._x, self._x) + np.eye(len(speculative)) * self.noise**2
             self._k_inv = np.linalg.inv(k)
@@ -567,6 +578,14 @@ class WorkloadSurface:
         else:
             self._k_inv = np.zeros((0, 0))
             self._alpha = np.zeros(0)
+
+    def _priced(self, shape: SpecShape | None, context: float | None) -> bool:
+        """Whether a cost profile gives this shape's step times here."""
+        return (
+            shape is not None
+            and self.profiled is not None
+            and self.profiled(shape.method, context) is not None
+        )
 
     def _kernel(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         if a.size == 0 or b.size == 0:
@@ -606,8 +625,14 @@ class WorkloadSurface:
             residual, variance = np.zeros(len(configurations)), np.full(len(configurations), self._signal)
         # The shape's own doubt shrinks where the process has seen close neighbours.
         seen = 1 - variance / self._signal
-        sd = np.sqrt(np.maximum(variance, 0.0) + (prior_sd * (1 - seen)) ** 2 + self.noise**2)
-        tps = np.exp(means + residual)
+        priced = np.array([self._priced(shape, context) for _, shape in configurations], dtype=float)
+        sd = np.sqrt(
+            np.maximum(variance, 0.0)
+            + (prior_sd * (1 - seen)) ** 2
+            + self._offset_var * priced
+            + self.noise**2
+        )
+        tps = np.exp(means + self._offset * priced + residual)
         return [
             Prediction(float(t), float(d), by_shape[shape][2])
             for t, d, (_, shape) in zip(tps, sd, configurations, strict=True)

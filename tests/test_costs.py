@@ -259,6 +259,27 @@ def test_with_step_times_known_one_deep_launch_predicts_the_shallow_chains() -> 
         assert predicted.sd < 0.1  # sure enough to leave unlaunched what it rates well below the best
 
 
+def test_a_workload_whose_steps_cost_more_than_the_profiles_moves_every_priced_prediction() -> None:
+    """One launch 20% slower than the profile's step times say (another workload's prompts, another night):
+    most of it is taken as a factor common to every configuration the profile prices, the rest as the launch's
+    own noise, so the launched configuration is predicted near what it measured and its neighbours with it;
+    the baseline is not priced by the profile and stays where it was measured."""
+    per_token, a = 1 / 40.0, 0.7
+    tables = {"NEXTN": StepTable.fit([(chain(d), knee(chain(d))) for d in (1, 3, 5, 8, 12)], True)}
+    deep = chain(8)
+    length = accept_length(a, 0.5, deep)
+    seen = [
+        Observation({}, None, 40.0),
+        Observation({"d": 8}, deep, 0.8 * length / (knee(deep) * per_token), length),
+    ]
+    surface = WorkloadSurface([], seen, 0.05, profiled=lambda method, _context: tables.get(method))
+    for depth in (4, 8):
+        truth = accept_length(a, 0.5, chain(depth)) / (knee(chain(depth)) * per_token)
+        assert 0.8 <= surface.predict({"d": depth}, chain(depth)).tps / truth <= 0.88
+    assert surface.predict({}, None).tps == pytest.approx(40.0)
+    assert surface.predict({"d": 4}, chain(4)).sd > surface.noise  # the common factor is not known exactly
+
+
 SPACE = """
 engine: sglang
 server: {launcher: ["{python}", -m, sweep.sim, --sim-time-scale, "0.01"], model: /models/q}
