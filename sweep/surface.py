@@ -518,8 +518,12 @@ class WorkloadSurface:
         seconds = self.per_token(context) * self.step_at(shape.method, context).tokens(shape)
         return length / seconds if seconds > 0 else None
 
+    def profiled_step(self, method: str, context: float | None) -> StepCost | None:
+        """The cost profile's step times of a method at a context (None: no profile gives them)."""
+        return self.profiled(method, context) if self.profiled is not None else None
+
     def step_at(self, method: str, context: float | None) -> StepCost:
-        if self.profiled is not None and (measured := self.profiled(method, context)) is not None:
+        if (measured := self.profiled_step(method, context)) is not None:
             return measured
         by_context = self.methods[method].step
         return StepFit(
@@ -581,11 +585,7 @@ class WorkloadSurface:
 
     def _priced(self, shape: SpecShape | None, context: float | None) -> bool:
         """Whether a cost profile gives this shape's step times here."""
-        return (
-            shape is not None
-            and self.profiled is not None
-            and self.profiled(shape.method, context) is not None
-        )
+        return shape is not None and self.profiled_step(shape.method, context) is not None
 
     def _kernel(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         if a.size == 0 or b.size == 0:
@@ -608,12 +608,12 @@ class WorkloadSurface:
         as one matrix product (the search ranks thousands of candidates per trial)."""
         if not configurations:
             return []
-        by_shape: dict[SpecShape | None, tuple[float, float, float | None]] = {}
+        by_shape: dict[SpecShape | None, tuple[float, float, float | None, bool]] = {}
         for _, shape in configurations:
             if shape not in by_shape:
                 mean, doubt = self._mean(shape, context)
                 length = 1.0 if shape is None else self.accept_length(shape, context)
-                by_shape[shape] = (mean, doubt, length)
+                by_shape[shape] = (mean, doubt, length, self._priced(shape, context))
         means = np.array([by_shape[shape][0] for _, shape in configurations])
         prior_sd = np.array([by_shape[shape][1] for _, shape in configurations])
         if len(self._alpha):
@@ -625,7 +625,7 @@ class WorkloadSurface:
             residual, variance = np.zeros(len(configurations)), np.full(len(configurations), self._signal)
         # The shape's own doubt shrinks where the process has seen close neighbours.
         seen = 1 - variance / self._signal
-        priced = np.array([self._priced(shape, context) for _, shape in configurations], dtype=float)
+        priced = np.array([by_shape[shape][3] for _, shape in configurations], dtype=float)
         sd = np.sqrt(
             np.maximum(variance, 0.0)
             + (prior_sd * (1 - seen)) ** 2
@@ -656,13 +656,11 @@ class SurfaceAt:
 
     def profiled(self, method: str) -> bool:
         """Whether a cost profile gives the method's step times here: its speed then awaits acceptance alone."""
-        steps = self.surface.profiled
-        return steps is not None and steps(method, self.context) is not None
+        return self.surface.profiled_step(method, self.context) is not None
 
     def step_doubt(self, shape: SpecShape) -> float | None:
         """How unsure the cost profile's step time for this shape is here, relative (None: no profile gives it)."""
-        steps = self.surface.profiled
-        measured = steps(shape.method, self.context) if steps is not None else None
+        measured = self.surface.profiled_step(shape.method, self.context)
         return None if measured is None else measured.relative_sd(shape)
 
     def predict_many(

@@ -240,20 +240,30 @@ def test_profiled_shapes_span_each_method_and_are_forced_within_their_reach() ->
     assert forced_lengths(SpecShape("NEXTN", 5, 2, 1), (0.25, 0.75)) == [1.2, 1.8]
 
 
+def knee_tps(depth: int, acceptance: float = 0.7) -> float:
+    """A chain's true t/s where a step costs `knee` baseline tokens at 40 t/s and the draft accepts `acceptance`
+    per position."""
+    return accept_length(acceptance, 0.5, chain(depth)) / (knee(chain(depth)) / 40.0)
+
+
+def deep_launch_surface(slowdown: float = 1.0, noise: float = NOISE_FLOOR) -> WorkloadSurface:
+    """A profile's step times (the knee, at depths 1-12) and two launches: the baseline at 40 t/s and the
+    depth-8 chain at `slowdown` of its true t/s."""
+    tables = {"NEXTN": StepTable.fit([(chain(d), knee(chain(d))) for d in (1, 3, 5, 8, 12)], True)}
+    length = accept_length(0.7, 0.5, chain(8))
+    seen = [
+        Observation({}, None, 40.0),
+        Observation({"d": 8}, chain(8), slowdown * knee_tps(8), length),
+    ]
+    return WorkloadSurface([], seen, noise, profiled=lambda method, _context: tables.get(method))
+
+
 def test_with_step_times_known_one_deep_launch_predicts_the_shallow_chains() -> None:
     """Prediction = cost x acceptance: a profile's step times and the acceptance one launch at depth 8 measured
     predict every shallower chain's t/s, the knee the step line alone would miss included."""
-    per_token, a = 1 / 40.0, 0.7
-    tables = {"NEXTN": StepTable.fit([(chain(d), knee(chain(d))) for d in (1, 3, 5, 8, 12)], True)}
-    deep = chain(8)
-    length = accept_length(a, 0.5, deep)
-    seen = [
-        Observation({}, None, 40.0),
-        Observation({"d": 8}, deep, length / (knee(deep) * per_token), length),
-    ]
-    surface = WorkloadSurface([], seen, profiled=lambda method, _context: tables.get(method))
+    surface = deep_launch_surface()
     for depth in (2, 4, 6):
-        truth = accept_length(a, 0.5, chain(depth)) / (knee(chain(depth)) * per_token)
+        truth = knee_tps(depth)
         predicted = surface.predict({"d": depth}, chain(depth))
         assert predicted.tps == pytest.approx(truth, rel=0.05)
         assert predicted.sd < 0.1  # sure enough to leave unlaunched what it rates well below the best
@@ -264,17 +274,9 @@ def test_a_workload_whose_steps_cost_more_than_the_profiles_moves_every_priced_p
     most of it is taken as a factor common to every configuration the profile prices, the rest as the launch's
     own noise, so the launched configuration is predicted near what it measured and its neighbours with it;
     the baseline is not priced by the profile and stays where it was measured."""
-    per_token, a = 1 / 40.0, 0.7
-    tables = {"NEXTN": StepTable.fit([(chain(d), knee(chain(d))) for d in (1, 3, 5, 8, 12)], True)}
-    deep = chain(8)
-    length = accept_length(a, 0.5, deep)
-    seen = [
-        Observation({}, None, 40.0),
-        Observation({"d": 8}, deep, 0.8 * length / (knee(deep) * per_token), length),
-    ]
-    surface = WorkloadSurface([], seen, 0.05, profiled=lambda method, _context: tables.get(method))
+    surface = deep_launch_surface(slowdown=0.8, noise=0.05)
     for depth in (4, 8):
-        truth = accept_length(a, 0.5, chain(depth)) / (knee(chain(depth)) * per_token)
+        truth = knee_tps(depth)
         assert 0.8 <= surface.predict({"d": depth}, chain(depth)).tps / truth <= 0.88
     assert surface.predict({}, None).tps == pytest.approx(40.0)
     assert surface.predict({"d": 4}, chain(4)).sd > surface.noise  # the common factor is not known exactly
