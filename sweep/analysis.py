@@ -17,6 +17,7 @@ import math
 import statistics
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from sweep import fidelity, health, stats
@@ -241,6 +242,8 @@ class Recommendation:
     # The baseline's answers on this workload (every launch without speculation) and the form they were sent in.
     health: OutputHealth | None = None
     form: str = ""
+    # The fastest configuration confirmed faster and not what to run, with the one veto that holds.
+    withheld: Withheld | None = None
 
     @property
     def representative(self) -> bool:
@@ -304,6 +307,7 @@ class Recommendation:
             "representative": self.representative,
             "baseline_output_health": self.health.to_dict() if self.health else None,
             "form": self.form,
+            "withheld": self.withheld.to_dict() if self.withheld else None,
             "acceptance_rate": dataclasses.asdict(self.summary.acceptance_rate)
             if self.summary.acceptance_rate
             else None,
@@ -385,16 +389,89 @@ def within_limits(views: list[TrialView], label: str, key: str, limits: dict[str
     return not limits or (bool(over) and all(statistics.median(o[n] for o in over) <= 0 for n in limits))
 
 
-def output_check(study: Study, label: str, key: str) -> fidelity.OutputCheck | None:
-    """The configuration's texts against the baseline's for the same prompts (search and confirmation)."""
+def latency_excess(views: list[TrialView], label: str, key: str, limits: dict[str, float]) -> str:
+    """The latency limit the configuration breaks most (median over its launches), with its figure:
+    `tpot p90 0.031 s over the 0.025 s limit at 4 req/s`; "" where it meets every limit."""
+    found = [s for v in views if v.label == label and (s := ok_summary(v, key))]
+    if not limits or not found:
+        return ""
+    over = {n: statistics.median(s.over_limits(limits)[n] for s in found) for n in limits}
+    name = max(over, key=lambda n: over[n] / limits[n])
+    if over[name] <= 0:
+        return ""
+    measure = name.removesuffix("_s").replace("_", " ")
+    at = f" at {found[0].rate:g} req/s" if found[0].rate else ""
+    if math.isinf(over[name]):
+        return f"{measure} not measured (no token came) against the {limits[name]:g} s limit{at}"
+    return f"{measure} {limits[name] + over[name]:.3g} s over the {limits[name]:g} s limit{at}"
 
-    def texts(name: str) -> list[tuple[str, ...]]:
-        return [s.outputs for v in study.views if v.label == name and (s := ok_summary(v, key)) and s.outputs]
+
+class VetoKind(StrEnum):
+    """Why a faster configuration is not what to run: the one reason that holds, in the order they are tried."""
+
+    NOT_REPRESENTATIVE = "the baseline's answers are not text"
+    OUTPUT = "changes the output"
+    LATENCY = "breaks a latency limit"
+
+
+@dataclass(frozen=True)
+class Veto:
+    kind: VetoKind
+    evidence: str  # the figure: "1/3 identical against a floor of 3/3 (...)", "ttft p90 0.31 s over ..."
+
+    def describe(self) -> str:
+        return f"{self.kind}: {self.evidence}"
+
+
+@dataclass(frozen=True)
+class Withheld:
+    """The fastest configuration confirmed faster that a veto keeps from being what to run: shown beside the
+    recommendation (report, dashboard, export) so that a user can judge the veto."""
+
+    label: str
+    params: dict[str, Any]
+    gain: float
+    veto: Veto
+
+    def describe(self) -> str:
+        return f"{self.label} ({self.gain:+.0%}) withheld: {self.veto.describe()}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "configuration": self.label,
+            "params": self.params,
+            "gain": self.gain,
+            "veto": str(self.veto.kind),
+            "evidence": self.veto.evidence,
+        }
+
+
+def veto_of(study: Study, views: list[TrialView], label: str, key: str) -> Veto | None:
+    """The one reason a configuration is not to run on a workload, the first that holds: its answers changed
+    beyond the floor (on the same prompts), then a latency limit broken (median over its launches)."""
+    check = output_check(study, label, key)
+    if check is not None and check.changed:
+        return Veto(VetoKind.OUTPUT, check.evidence())
+    if excess := latency_excess(views, label, key, study.latency_limits):
+        return Veto(VetoKind.LATENCY, excess)
+    return None
+
+
+def output_check(study: Study, label: str, key: str) -> fidelity.OutputCheck | None:
+    """The configuration's texts against the baseline's where the same prompt was sent (search and
+    confirmation launches alike), the floor from the baseline's own launches."""
+
+    def texts(name: str) -> list[dict[str, str]]:
+        return [
+            fidelity.answers(s.outputs, s.output_prompts)
+            for v in study.views
+            if v.label == name and (s := ok_summary(v, key)) and s.outputs
+        ]
 
     base, mine = texts(BASELINE), texts(label)
     if not base or not mine or label == BASELINE:
         return None
-    return fidelity.check(mine[0], base[0], floor=fidelity.reproducibility(base))
+    return fidelity.check(mine, base)
 
 
 def recommendations(study: Study, warnings: StudyWarnings) -> list[Recommendation]:
@@ -489,7 +566,14 @@ def _with_health(rec: Recommendation, study: Study) -> Recommendation:
         f"not representative: speculation off answered with degenerate output ({found.describe()}), "
         f"and {health.NOT_REPRESENTATIVE}: keep speculation off, and measure prompts the model answers with text"
     )
-    return _baseline_run(rec, baseline, why)
+    # What the study found faster stays in view, with this, the one veto that holds on the whole workload.
+    veto = Veto(VetoKind.NOT_REPRESENTATIVE, found.describe())
+    faster = None
+    if rec.withheld is not None:
+        faster = dataclasses.replace(rec.withheld, veto=veto)
+    elif rec.verdict == Verdict.FASTER:
+        faster = Withheld(rec.trial_label, rec.params, rec.gain or 0.0, veto)
+    return dataclasses.replace(_baseline_run(rec, baseline, why), withheld=faster)
 
 
 def _geo_mean(found: list[Launch]) -> float | None:
@@ -519,15 +603,14 @@ def _what_to_run(
     noise: Noise,
     key: str,
 ) -> Recommendation:
-    """Faster for sure: of the candidates faster than the baseline whose output is intact, the cheapest not
-    slower than the best of them. Anything else: speculation off, which costs nothing."""
-    acceptable = within_limits(views, rec.trial_label, key, study.latency_limits) and not (
-        rec.output is not None and rec.output.changed
-    )
-    if rec.verdict == Verdict.UNCONFIRMED and acceptable and (rec.gain or 0.0) <= 0:
+    """Faster for sure: of the candidates faster than the baseline that no veto holds against (`veto_of`), the
+    cheapest not slower than the best of them. Anything else: speculation off, which costs nothing; where a
+    faster candidate is vetoed, the fastest of them stays beside the recommendation with its one veto."""
+    veto = veto_of(study, views, rec.trial_label, key)
+    if rec.verdict == Verdict.UNCONFIRMED and veto is None and (rec.gain or 0.0) <= 0:
         why = f"the best measured was slower than no speculation ({rec.gain:+.0%}, one launch each)"
         return _baseline_run(rec, baseline, why)
-    if rec.verdict == Verdict.UNCONFIRMED and acceptable:
+    if rec.verdict == Verdict.UNCONFIRMED and veto is None:
         why = "unconfirmed: one launch each; run `specsweep confirm` before acting on it"
         return dataclasses.replace(
             rec,
@@ -536,7 +619,7 @@ def _what_to_run(
             why=why,
             recommended_name=rec.trial_label,
         )
-    if rec.verdict == Verdict.UNRELIABLE and not rec.confirmed and acceptable:
+    if rec.verdict == Verdict.UNRELIABLE and not rec.confirmed and veto is None:
         # One launch each, and the warnings say why even that one cannot be trusted: the confirmation measures
         # again, so it is the way forward once what the warnings name (a busy host, queued streams) is mended.
         why = (
@@ -546,27 +629,30 @@ def _what_to_run(
         return _baseline_run(rec, baseline, why)
     if rec.verdict != Verdict.FASTER or baseline is None or baseline.record is None:
         why = {
-            Verdict.UNCONFIRMED: "the best measured changes the output or exceeds the latency limits",
+            Verdict.UNCONFIRMED: f"the best measured {veto.describe() if veto else 'has no verdict'}",
             Verdict.WITHIN_NOISE: "the best gain is within noise: no speculation costs less (memory, draft work)",
             Verdict.SLOWER: "every candidate is slower than no speculation",
             # The verdict's own reason: the warnings (a busy or drifting host) or the noise against the effect.
             Verdict.UNRELIABLE: f"unreliable, {rec.why_verdict}: keep speculation off",
         }.get(rec.verdict, "no verdict")
         return _baseline_run(rec, baseline, why)
-    intact = [
-        (label, comparison)
-        for label, comparison in scored
-        if comparison.verdict == Verdict.FASTER
-        and not ((check := output_check(study, label, key)) is not None and check.changed)
-        and within_limits(views, label, key, study.latency_limits)
-    ]
+    faster = sorted(
+        ((label, c) for label, c in scored if c.verdict == Verdict.FASTER), key=lambda item: -item[1].gain
+    )
+    vetoes = {label: veto_of(study, views, label, key) for label, _ in faster}
+    intact = [(label, c) for label, c in faster if vetoes[label] is None]
+    first_label, first = faster[0]
+    first_veto = vetoes[first_label]
+    withheld = (
+        Withheld(first_label, search_by_label[first_label].record.params, first.gain, first_veto)  # type: ignore[union-attr]
+        if first_veto is not None
+        else None
+    )
     if not intact:
-        why = (
-            "the faster candidates change the model's output (see the output check) or exceed the latency "
-            "limits: keep speculation off"
-        )
-        return _baseline_run(rec, baseline, why)
-    best_label = max(intact, key=lambda item: item[1].gain)[0]
+        assert withheld is not None
+        why = f"{withheld.describe()}: keep speculation off"
+        return dataclasses.replace(_baseline_run(rec, baseline, why), withheld=withheld)
+    best_label = intact[0][0]
     good = []
     for label, _ in intact:
         against_best = stats.compare(
@@ -586,14 +672,15 @@ def _what_to_run(
             f"({cheaper_by(cheapest, search_by_label[best_label])}); it gives up {1 - (1 + mine) / (1 + best):.1%} "
             f"of {best_label}'s speed as measured ({mine:+.0%} against {best:+.0%} over no speculation)"
         )
-    if rec.output is not None and rec.output.changed:
-        why += f"; {rec.trial_label} is faster but changes the model's output, so it is not recommended"
+    if withheld is not None:
+        why += f"; {withheld.describe()}"
     return dataclasses.replace(
         rec,
         recommended_trial=cheapest.number,
         recommended_params=cheapest.record.params,
         why=why,
         recommended_name=cheapest.name,
+        withheld=withheld,
     )
 
 

@@ -2,28 +2,88 @@
 
 Speculative decoding with greedy verification should not change a single token. Batched verification can
 flip a near-tie in floating point, rarely and late in an answer; a broken draft path (users report MTP
-breaking tool calls) changes answers early and often. The baseline's own launches, compared with each other,
-show what floating point alone does on this machine; a configuration that changes more prompts than that by
-more than `TOLERANCE` (half: on a CPU, llama-server's batched verification was seen to part from the greedy text
-on one prompt in three, at character 5), or breaks structured answers (JSON that parsed, or fields that
-matched) as often, is flagged.
+breaking tool calls) changes answers early and often.
+
+Like with like: each launch's answers are keyed by the prompt they answered (`RequestMeasurement.prompt_id`,
+the digest of the prompt as sent), and two texts are compared only where the same prompt was sent. A capacity
+search's runs differ by launch (its bisection visits other rates), an open loop's and a retried batch's
+prompts carry other nonces: matching by position would compare answers to prompts that were never the same.
+
+The floor is the baseline against itself: on the prompts that two or more of its launches answered, the share
+all of them answered alike (floating point and batching alone, on this machine, in this study). A
+configuration whose answers differ on more prompts than the floor allows by more than `TOLERANCE` (half: on a
+CPU, llama-server's batched verification was seen to part from the greedy text on one prompt in three, at
+character 5), or that breaks structured answers (JSON that parsed, or fields that matched) as often, changed
+the output. Each check keeps one example: the first differing token of one prompt, and which side moved: the
+floor (the baseline differs launch to launch too) or the engine (the baseline reproduced itself every time).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+from sweep.health import PIECE
 
 TOLERANCE = 0.5  # share of prompts that may differ beyond what the baseline's own launches do
 FIELD = re.compile(r'"([^"\\]{1,80})"\s*:\s*("(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?|true|false|null)')
 FENCE = re.compile(r"```(?:json)?\s*(.*?)(?:```|$)", re.S)
+CONTEXT_CHARS = 40  # of the text both sides share, shown before the first difference
+
+# One launch's answers: the prompt each answered (its digest) to the text.
+Answers = Mapping[str, str]
+
+
+def answers(outputs: Sequence[str], prompts: Sequence[str]) -> dict[str, str]:
+    """A launch's texts keyed by the prompt each answered (by position where the record names no prompts)."""
+    keys = prompts if len(prompts) == len(outputs) else [f"#{i}" for i in range(len(outputs))]
+    return dict(zip(keys, outputs, strict=True))
+
+
+@dataclass(frozen=True)
+class Floor:
+    """The baseline against itself: of the prompts two or more of its launches answered, how many alike."""
+
+    prompts: int = 0
+    reproduced: int = 0
+
+    @property
+    def measured(self) -> bool:
+        return self.prompts > 0
+
+    @property
+    def share(self) -> float:
+        """Share reproduced (1.0 where unmeasured: no allowance for what was not seen)."""
+        return self.reproduced / self.prompts if self.prompts else 1.0
+
+    def describe(self) -> str:
+        if not self.measured:
+            return "no floor (no prompt was sent to two launches of the baseline)"
+        return f"a floor of {self.reproduced}/{self.prompts} (the baseline's own launches alike)"
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One prompt's first difference: where the texts part, what both said before it, and each side's token."""
+
+    prompt: int  # its position among the compared prompts, from 1
+    at: int  # character
+    before: str
+    baseline: str
+    candidate: str
+
+    def describe(self) -> str:
+        return (
+            f"prompt {self.prompt} parts at character {self.at}: after {self.before!r} the baseline says "
+            f"{self.baseline!r}, this configuration {self.candidate!r}"
+        )
 
 
 @dataclass(frozen=True)
 class OutputCheck:
-    """One configuration's texts against the baseline's, for one workload."""
+    """One configuration's texts against the baseline's, for one workload, on the prompts both answered."""
 
     prompts: int
     identical: int
@@ -31,6 +91,8 @@ class OutputCheck:
     structured: int  # prompts whose baseline answer is structured (JSON or "key": value fields)
     structured_broken: int  # of those, answers that no longer parse or whose fields changed
     floor: float  # share of prompts the baseline's own launches reproduce (1.0 where not measured)
+    floor_prompts: int = 0  # prompts the floor was measured on (0: not measured)
+    example: Difference | None = None
 
     @property
     def identical_share(self) -> float:
@@ -43,16 +105,44 @@ class OutputCheck:
         differing = self.prompts - self.identical
         return broken or differing > ((1 - self.floor) + TOLERANCE) * self.prompts + 1e-9
 
+    @property
+    def floor_of(self) -> Floor:
+        return Floor(self.floor_prompts, round(self.floor * self.floor_prompts))
+
+    @property
+    def moved(self) -> str:
+        """Which side moved where answers differ: "engine" (the baseline reproduced itself on every prompt),
+        "floor" (the baseline itself differs launch to launch), "" where nothing differs or no floor was seen."""
+        if self.identical == self.prompts or not self.floor_prompts:
+            return ""
+        return "engine" if self.floor >= 1.0 else "floor"
+
+    def evidence(self) -> str:
+        """`1/3 identical against a floor of 3/3 (...)`: the figure a veto on changed output names."""
+        text = f"{self.identical}/{self.prompts} identical against {self.floor_of.describe()}"
+        if self.structured_broken:
+            text += f", {self.structured_broken}/{self.structured} structured answers broken"
+        return text
+
     def describe(self) -> str:
         text = f"{self.identical}/{self.prompts} outputs identical to the baseline's"
         if self.first_divergence is not None:
             text += f", first difference at character {self.first_divergence} (median)"
         if self.structured:
             text += f"; {self.structured_broken}/{self.structured} structured answers broken"
+        text += f"; {self.floor_of.describe()}"
+        if self.moved == "engine":
+            text += ": the baseline reproduced itself every time, so speculation moved these answers"
+        elif self.moved == "floor":
+            text += ": the baseline's own answers differ launch to launch, so floating point moves them too"
+        if self.example is not None:
+            text += f"; {self.example.describe()}"
         return text
 
     def to_dict(self) -> dict[str, object]:
-        return {**self.__dict__, "identical_share": self.identical_share, "changed": self.changed}
+        found = {k: v for k, v in self.__dict__.items() if k != "example"}
+        example = self.example.__dict__ if self.example else None
+        return {**found, "example": example, "identical_share": self.identical_share, "changed": self.changed}
 
 
 def divergence(a: str, b: str) -> int | None:
@@ -89,35 +179,64 @@ def _structure_kept(base: object, other: str) -> bool:
     return found == base
 
 
-def check(candidate: Sequence[str], baseline: Sequence[str], floor: float = 1.0) -> OutputCheck | None:
-    """Compare texts prompt by prompt (the same order on both sides)."""
-    n = min(len(candidate), len(baseline))
-    if n == 0:
+def reproducibility(runs: Sequence[Answers]) -> Floor:
+    """The baseline against itself: on the prompts two or more launches answered, how many all alike."""
+    seen: dict[str, list[str]] = {}
+    for run in runs:
+        for prompt, text in run.items():
+            seen.setdefault(prompt, []).append(text)
+    repeated = [texts for texts in seen.values() if len(texts) > 1]
+    return Floor(len(repeated), sum(len(set(texts)) == 1 for texts in repeated))
+
+
+def _difference(number: int, base: str, other: str) -> Difference | None:
+    at = divergence(base, other)
+    if at is None:
         return None
-    positions = sorted(
-        p for a, b in zip(candidate, baseline, strict=False) if (p := divergence(a, b)) is not None
-    )
-    structured = broken = 0
-    for a, b in zip(candidate[:n], baseline[:n], strict=True):
-        base = structured_answer(b)
-        if base is not None:
+
+    def token(text: str) -> str:
+        found = PIECE.match(text, at)
+        return found.group(0) if found else "(the end)"
+
+    return Difference(number, at, base[max(0, at - CONTEXT_CHARS) : at], token(base), token(other))
+
+
+def check(candidate: Sequence[Answers], baseline: Sequence[Answers]) -> OutputCheck | None:
+    """The candidate's launches against the baseline's, on the prompts both answered: a prompt is identical
+    where every candidate text is one the baseline gave it; the floor from the baseline's own launches."""
+    base: dict[str, list[str]] = {}
+    for run in baseline:
+        for prompt, text in run.items():
+            base.setdefault(prompt, []).append(text)
+    mine: dict[str, list[str]] = {}
+    for run in candidate:
+        for prompt, text in run.items():
+            if prompt in base:
+                mine.setdefault(prompt, []).append(text)
+    if not mine:
+        return None
+    floor = reproducibility(baseline)
+    identical = structured = broken = 0
+    positions, example = [], None
+    for number, (prompt, texts) in enumerate(mine.items(), start=1):
+        reference = base[prompt][0]
+        differs = [t for t in texts if t not in base[prompt]]
+        identical += not differs
+        if differs:
+            positions.append(divergence(reference, differs[0]) or 0)
+            example = example or _difference(number, reference, differs[0])
+        parsed = structured_answer(reference)
+        if parsed is not None:
             structured += 1
-            broken += not _structure_kept(base, a)
+            broken += not all(_structure_kept(parsed, t) for t in texts)
+    positions.sort()
     return OutputCheck(
-        prompts=n,
-        identical=sum(a == b for a, b in zip(candidate[:n], baseline[:n], strict=True)),
+        prompts=len(mine),
+        identical=identical,
         first_divergence=positions[len(positions) // 2] if positions else None,
         structured=structured,
         structured_broken=broken,
-        floor=floor,
+        floor=floor.share,
+        floor_prompts=floor.prompts,
+        example=example,
     )
-
-
-def reproducibility(runs: Sequence[Sequence[str]]) -> float:
-    """Share of prompts on which launches of one configuration said the same thing (1.0 with one launch)."""
-    if len(runs) < 2:
-        return 1.0
-    n = min(len(run) for run in runs)
-    if n == 0:
-        return 1.0
-    return sum(all(run[i] == runs[0][i] for run in runs) for i in range(n)) / n

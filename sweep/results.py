@@ -64,6 +64,12 @@ class RequestMeasurement:
     health: tuple[
         str, ...
     ] = ()  # what is wrong with the text (sweep/health.py's symptoms); empty: it reads as text
+    # Where the answer did its task and ran on (health's "ran_on"): the tokens before it did, estimated from
+    # the share of the answer's characters.
+    task_tokens: int | None = None
+    # The prompt as sent (nonce, context and task), digested: texts compare across launches only where the
+    # same prompt was sent (`sweep/fidelity.py`).
+    prompt_id: str = ""
 
     @property
     def tpot_s(self) -> float | None:
@@ -261,8 +267,10 @@ class WorkloadSummary:
     remeasured: int = 0  # batches measured again because a request in them was invalid
     # Percentiles (p50, p90, p99) of time to first token, inter-token latency and end-to-end time, seconds.
     latency: dict[str, dict[str, float]] = field(default_factory=dict)
-    # The generated texts in prompt order (the same order as decode_tps.values).
+    # The generated texts in prompt order (the same order as decode_tps.values), and the digest of the prompt
+    # each answered (`RequestMeasurement.prompt_id`; empty in records written before it existed).
     outputs: tuple[str, ...] = ()
+    output_prompts: tuple[str, ...] = ()
     host: HostLoad | None = None  # what the rest of the machine did while this workload was measured
     # How the prompts were sent ("chat": through the model's chat template; "completion": as text to continue)
     # and why, and whether the answers read as text (acceptance measured on loops overstates real gains).
@@ -316,6 +324,7 @@ class WorkloadSummary:
         data = {
             **data,
             "outputs": tuple(data.get("outputs", ())),
+            "output_prompts": tuple(data.get("output_prompts", ())),
             "position_acceptance": tuple(data.get("position_acceptance", ())),
             "host": host,
             "output_health": OutputHealth.from_dict(data.get("output_health")),

@@ -402,6 +402,22 @@ def _capacity_steps(objective: Any) -> int | None:
     return None
 
 
+def _stop_sequences(raw: Any, where: str) -> tuple[str, ...]:
+    """A workload's stop sequences: a string or a list of non-empty strings (at most 4, as the OpenAI API)."""
+    found = (raw,) if isinstance(raw, str) else raw
+    if (
+        not isinstance(found, list | tuple)
+        or not all(isinstance(x, str) and x for x in found)
+        or len(found) > 4
+    ):
+        raise _fail(
+            where,
+            f"{raw!r} is not a list of up to 4 non-empty strings",
+            'e.g. `stop: ["\\n\\n"]`, the text that follows the task (a blank line, a closing tag)',
+        )
+    return tuple(found)
+
+
 def _workloads(raw: Any, base: Path, capacity_steps: int | None = None) -> tuple[Workload, ...]:
     if not isinstance(raw, list) or not raw:
         raise _fail(
@@ -423,6 +439,8 @@ def _workloads(raw: Any, base: Path, capacity_steps: int | None = None) -> tuple
                 *OPEN_LOOP_KEYS,
                 "form",
                 "stops",
+                "stop",
+                "copies",
             },
             where,
         )
@@ -442,8 +460,10 @@ def _workloads(raw: Any, base: Path, capacity_steps: int | None = None) -> tuple
                 "use `form: chat` (instructions through the model's chat template) or `form: completion` "
                 "(text a base model continues); leave it out to follow the model",
             )
-        if not isinstance(item.get("stops", False), bool):
-            raise _fail(f"{where}.stops", f"{item['stops']!r} is not true or false", "e.g. `stops: true`")
+        for flag in ("stops", "copies"):
+            if not isinstance(item.get(flag, False), bool):
+                raise _fail(f"{where}.{flag}", f"{item[flag]!r} is not true or false", f"e.g. `{flag}: true`")
+        stop = _stop_sequences(item.get("stop", ()), f"{where}.stop")
         contexts = [
             None if c is None else _number(c, f"{where}.context", "context: [2048, 8192]", 1, 1 << 24)
             for c in _as_tuple(item.get("context", [None]))
@@ -459,6 +479,8 @@ def _workloads(raw: Any, base: Path, capacity_steps: int | None = None) -> tuple
             continuations=continued,
             form=PromptForm(form) if form else None,
             stops=bool(item.get("stops", False)),
+            stop=stop,
+            copies=item.get("copies"),
         )
         if not OPEN_LOOP_KEYS & item.keys():
             out += [shaped(ctx, n) for ctx in contexts for n in streams]

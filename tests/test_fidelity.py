@@ -1,4 +1,5 @@
-"""The output check: texts against the baseline's, prompt by prompt, with structured answers parsed."""
+"""The output check: texts against the baseline's where the same prompt was sent, with structured answers parsed,
+the floor measured from the baseline's own launches, and one example of where the texts part."""
 
 from __future__ import annotations
 
@@ -9,49 +10,83 @@ BASE = [
     "Once upon a time there was a lighthouse.",
     "def f(x):\n    return x",
 ]
+PROMPTS = ["p1", "p2", "p3"]
+
+
+def launch(texts: list[str], prompts: list[str] = PROMPTS) -> dict[str, str]:
+    return fidelity.answers(texts, prompts)
+
+
+def check(candidate: list[str], *baselines: list[str]) -> fidelity.OutputCheck:
+    found = fidelity.check([launch(candidate)], [launch(b) for b in baselines or (BASE,)])
+    assert found is not None
+    return found
 
 
 def test_identical_outputs_pass() -> None:
-    check = fidelity.check(list(BASE), BASE)
-    assert check is not None and check.identical == 3 and check.first_divergence is None
-    assert check.structured == 1 and check.structured_broken == 0 and not check.changed
+    found = check(list(BASE))
+    assert found.identical == 3 and found.first_divergence is None and found.example is None
+    assert found.structured == 1 and found.structured_broken == 0 and not found.changed
 
 
 def test_one_late_floating_point_divergence_is_tolerated() -> None:
-    other = [BASE[0], "Once upon a time there was a lighthouse keeper.", BASE[2]]
-    check = fidelity.check(other, BASE)
-    assert check is not None and check.identical == 2 and not check.changed
-    assert check.first_divergence == len("Once upon a time there was a lighthouse")
+    found = check([BASE[0], "Once upon a time there was a lighthouse keeper.", BASE[2]])
+    assert found.identical == 2 and not found.changed
+    assert found.first_divergence == len("Once upon a time there was a lighthouse")
 
 
-def test_most_outputs_changed_is_flagged() -> None:
-    other = ["garbage", "Once upon a midnight dreary", BASE[2] + "  # changed"]
-    check = fidelity.check(other, BASE)
-    assert check is not None and check.changed and check.identical == 0
-    assert "0/3 outputs identical" in check.describe()
+def test_most_outputs_changed_is_flagged_with_its_first_differing_token() -> None:
+    found = check(["garbage", "Once upon a midnight dreary", BASE[2] + "  # changed"])
+    assert found.changed and found.identical == 0
+    assert "0/3 outputs identical" in found.describe()
+    assert found.example is not None and found.example.prompt == 1 and found.example.at == 0
+    second = check([BASE[0], "Once upon a midnight dreary", BASE[2]], BASE, BASE)
+    assert second.example is not None and second.example.prompt == 2
+    assert (second.example.before, second.example.baseline, second.example.candidate) == (
+        "Once upon a ",
+        "time",
+        "midnight",
+    )
 
 
 def test_broken_json_answer_is_flagged_even_when_text_mostly_matches() -> None:
-    other = ['{"city": "BUSAN", "id": "A-1O42"}', BASE[1], BASE[2]]  # one field's value changed
-    check = fidelity.check(other, BASE)
-    assert check is not None and check.structured_broken == 1 and check.changed
+    found = check(['{"city": "BUSAN", "id": "A-1O42"}', BASE[1], BASE[2]])  # one field's value changed
+    assert found.structured_broken == 1 and found.changed
 
 
 def test_fields_of_a_cut_answer_are_compared() -> None:
     # Answers cut by max_tokens do not parse: their complete "key": value fields must match the baseline's.
     cut = '```json\n{"orders": [{"id": "B-2010", "customer": "Ines Duarte", "city": "Porto", "ite'
     base = [cut, *BASE[1:]]
-    same_fields = ['```json\n{"orders": [{"id": "B-2010", "customer": "Ines Duarte", "ci', *BASE[1:]]
-    wrong_field = ['```json\n{"orders": [{"id": "B-2010", "customer": "Ines Duerte", "ci', *BASE[1:]]
-    kept, broken = fidelity.check(same_fields, base), fidelity.check(wrong_field, base)
-    assert kept is not None and kept.structured == 1 and kept.structured_broken == 0 and not kept.changed
-    assert broken is not None and broken.structured_broken == 1 and broken.changed
+    kept = check(['```json\n{"orders": [{"id": "B-2010", "customer": "Ines Duarte", "ci', *BASE[1:]], base)
+    broken = check(['```json\n{"orders": [{"id": "B-2010", "customer": "Ines Duerte", "ci', *BASE[1:]], base)
+    assert kept.structured == 1 and kept.structured_broken == 0 and not kept.changed
+    assert broken.structured_broken == 1 and broken.changed
 
 
-def test_the_baselines_own_reproducibility_is_the_floor() -> None:
-    runs = [BASE, [BASE[0], "different", "also different"]]
-    floor = fidelity.reproducibility(runs)
-    assert floor == 1 / 3
+def test_the_baselines_own_launches_are_the_floor_and_say_who_moved() -> None:
+    unstable = [BASE[0], "different", "also different"]
+    floor = fidelity.reproducibility([launch(BASE), launch(unstable)])
+    assert (floor.prompts, floor.reproduced) == (3, 1)
     other = [BASE[0], "y", "z"]
-    assert fidelity.check(other, BASE).changed  # type: ignore[union-attr]
-    assert not fidelity.check(other, BASE, floor=floor).changed  # type: ignore[union-attr]
+    engine = check(other, BASE, BASE)  # the baseline reproduced itself: speculation moved the answers
+    assert engine.changed and engine.moved == "engine" and engine.floor_prompts == 3
+    assert "0/3 identical" not in engine.evidence() and engine.evidence().startswith(
+        "1/3 identical against a floor of 3/3"
+    )
+    moving = check(other, BASE, unstable)  # the baseline moves too: within its own floor
+    assert not moving.changed and moving.moved == "floor"
+    assert "differ launch to launch" in moving.describe()
+    alone = check(other)  # one baseline launch: no floor measured, said so
+    assert alone.changed and alone.moved == "" and "no floor" in alone.evidence()
+
+
+def test_texts_compare_only_where_the_same_prompt_was_sent() -> None:
+    # A capacity search's runs differ by launch: the candidate's runs visited other rates (other prompts).
+    baseline = launch(BASE, ["low/1", "low/2", "high/1"])
+    candidate = launch(["something else", BASE[1], "a third answer"], ["mid/1", "low/2", "mid/2"])
+    found = fidelity.check([candidate], [baseline])
+    assert found is not None and (found.prompts, found.identical) == (1, 1) and not found.changed
+    assert fidelity.check([launch(["x"], ["never"])], [baseline]) is None  # nothing in common: no check
+    # Records from before prompts were named compare by position, as they were sent.
+    assert fidelity.answers(["a", "b"], []) == {"#0": "a", "#1": "b"}

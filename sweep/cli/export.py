@@ -21,7 +21,7 @@ from sweep.engines.schedules import (
 from sweep.errors import UserError
 from sweep.files import write_atomic
 from sweep.health import NOT_REPRESENTATIVE
-from sweep.outputs.export import FORMATS, Export, render, with_port
+from sweep.outputs.export import FORMATS, Export, WithheldRun, render, with_port
 from sweep.preflight import build_engine
 from sweep.probes.workloads import Workload
 from sweep.results import TrialRecord
@@ -69,6 +69,7 @@ def main(args: argparse.Namespace) -> int:
         name, params = rec.recommended_label, rec.recommended_params
         notes = [f"{rec.verdict_text} ({rec.why_verdict}); {rec.why}"]
         keys = [args.workload]
+        withheld = rec.withheld
     else:
         overall = verdicts.overall
         if overall is None:
@@ -78,7 +79,9 @@ def main(args: argparse.Namespace) -> int:
             )
         name, params = overall.trial_label, overall.params
         notes = [overall.why + ("" if overall.confirmed else "; unconfirmed: run `specsweep confirm` first")]
+        notes += [f"{r.workload}: {r.withheld.describe()}" for r in verdicts.recommendations if r.withheld]
         keys = found.keys
+        withheld = None
     view = found.named(name)
     assert view is not None and view.record is not None
     record = view.record
@@ -102,10 +105,18 @@ def main(args: argparse.Namespace) -> int:
             notes.append(f"CUDA-graph capture capped where {name}'s server could not reach: {pins}")
         else:
             notes.append(f"{name}'s launch captured no CUDA-graph size it could not reach: nothing to pin")
-    export = Export(engine, args.study, view.number, args.workload, params, argv, tuple(notes), name)
+    vetoed = found.named(withheld.label) if withheld else None
+    shelved = (
+        WithheldRun(withheld.label, withheld.describe(), with_port(vetoed.record.argv, port))
+        if withheld and vetoed and vetoed.record
+        else None
+    )
+    export = Export(engine, args.study, view.number, args.workload, params, argv, tuple(notes), name, shelved)
     if args.format == "cli":  # the command alone on stdout (to paste or run); what to know on stderr
         for note in notes:
             print(f"# {note}", file=sys.stderr)
+        if shelved:
+            print(shelved.comment(), file=sys.stderr)
     print(render(export, args.format))
     return 0
 

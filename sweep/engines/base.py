@@ -191,6 +191,7 @@ class RequestSettings:
     seed: int = 1234
     temperature: float = 0.0
     ignore_eos: bool = False
+    stop: tuple[str, ...] = ()  # the workload's stop sequences: the answer ends where its task does
 
 
 @dataclass(frozen=True)

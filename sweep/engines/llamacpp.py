@@ -419,6 +419,7 @@ class LlamaCppEngine(Engine):
             "temperature": settings.temperature,
             "seed": settings.seed,
             "ignore_eos": settings.ignore_eos,
+            **({"stop": list(settings.stop)} if settings.stop else {}),
             "stream": True,
             "stream_options": {"include_usage": True},
             "cache_prompt": False,

@@ -727,6 +727,7 @@ class SGLangEngine(Engine):
                 "max_new_tokens": settings.max_tokens,
                 "temperature": settings.temperature,
                 "ignore_eos": settings.ignore_eos,
+                **({"stop": list(settings.stop)} if settings.stop else {}),
             },
             "stream": True,
         }

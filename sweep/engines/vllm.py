@@ -389,6 +389,7 @@ class VLLMEngine(Engine):
             "temperature": settings.temperature,
             "seed": settings.seed,
             "ignore_eos": settings.ignore_eos,
+            **({"stop": list(settings.stop)} if settings.stop else {}),
             "stream": True,
             "stream_options": {"include_usage": True},
         }

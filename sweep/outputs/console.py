@@ -125,6 +125,8 @@ def report_text(study_name: str, study: Study, verdicts: Verdicts) -> str:
         if r.output is not None:
             flag = "CHANGES THE MODEL'S OUTPUT: " if r.output.changed else ""
             lines.append(f"  output of {r.trial_label}: {flag}{r.output.describe()}")
+        if r.withheld is not None:
+            lines.append(f"  withheld: {r.withheld.describe()}; {params_text(r.withheld.params)}")
     lines.append("")
     for r in recs:
         lines.append(

@@ -949,6 +949,8 @@ def recommendations_html(
                 r.recommended_label,
                 params_text(r.recommended_params),
                 r.why,
+                # The faster configuration a veto holds back, with its flags, so a reader can judge the veto.
+                f"{r.withheld.describe()}; {params_text(r.withheld.params)}" if r.withheld else "-",
             ]
         )
     headers = [
@@ -966,6 +968,7 @@ def recommendations_html(
         "run",
         "flags",
         "why",
+        "withheld (faster, vetoed)",
     ]
     noise = "; ".join(f"{r.workload}: {r.noise.describe()}" for r in recs)
     one = None

@@ -13,6 +13,21 @@ FORMATS = ("cli", "compose", "json", "yaml", "schedule")
 
 
 @dataclass(frozen=True)
+class WithheldRun:
+    """The faster configuration a veto keeps from being what to run: its command, commented out, and why."""
+
+    configuration: str
+    reason: str
+    argv: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"configuration": self.configuration, "reason": self.reason, "argv": self.argv}
+
+    def comment(self) -> str:
+        return f"# withheld: {self.reason}\n# {shlex.join(self.argv)}"
+
+
+@dataclass(frozen=True)
 class Export:
     engine: str
     study: str
@@ -23,6 +38,7 @@ class Export:
     # The verdict behind it and anything to know before running it (unconfirmed, output changed).
     notes: tuple[str, ...] = ()
     configuration: str = ""  # how the study names it ("trial N", "predicted K")
+    withheld: WithheldRun | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -34,6 +50,7 @@ class Export:
             "params": self.params,
             "argv": self.argv,
             "notes": list(self.notes),
+            "withheld": self.withheld.to_dict() if self.withheld else None,
         }
 
 
@@ -54,7 +71,8 @@ def render(export: Export, fmt: str) -> str:
             f", for {export.workload}" if export.workload else ", for all workloads"
         )
         notes = "".join(f"\n# {note}" for note in export.notes)
-        return head + notes + "\n" + yaml.safe_dump(service, sort_keys=False, width=1000)
+        withheld = f"\n{export.withheld.comment()}" if export.withheld else ""
+        return head + notes + withheld + "\n" + yaml.safe_dump(service, sort_keys=False, width=1000)
     if fmt == "json":
         return json.dumps(export.to_dict(), indent=2)
     return yaml.safe_dump(export.to_dict(), sort_keys=False, width=1000)

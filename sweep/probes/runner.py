@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
+import hashlib
 import math
 import statistics
 import time
@@ -22,7 +23,7 @@ import httpx
 
 from sweep.engines.base import DraftCounters, Engine, PromptForm, RequestSettings
 from sweep.errors import ProbeError
-from sweep.health import OutputHealth, symptoms
+from sweep.health import OutputHealth, judge
 from sweep.probes.client import measure_request, new_nonce, probe_client, prompt_nonce, unique_content
 from sweep.probes.filler import fill_to
 from sweep.probes.workloads import CAPACITY_RECHECKS, NEAR_LIMIT, Workload, served_form
@@ -298,7 +299,7 @@ async def _batch(
             client,
             engine,
             content,
-            probe_settings.request,
+            request,
             workload=workload.key,
             repeat=repeat,
             stream=stream,
@@ -309,6 +310,12 @@ async def _batch(
             epoch=started,
         )
 
+    # The workload's stop sequences end each answer where its task does, so only the task is measured.
+    request = (
+        dataclasses.replace(probe_settings.request, stop=workload.stop)
+        if workload.stop
+        else probe_settings.request
+    )
     offsets = workload.send_offsets(repeat)
     rows = list(
         await asyncio.gather(
@@ -319,15 +326,8 @@ async def _batch(
         )
     )
     rows = [
-        dataclasses.replace(
-            r,
-            health=tuple(
-                symptoms(r.text, content, nonce, ran_out=r.finish == "length", should_stop=workload.stops)
-            ),
-        )
-        if r.status == "ok"
-        else r
-        for r, content, nonce in zip(rows, contents, nonces, strict=True)
+        _judged(dataclasses.replace(r, prompt_id=prompt_id(content, sending.form)), workload, content)
+        for r, content in zip(rows, contents, strict=True)
     ]
     rows = await _with_acceptance_length(client, engine, rows, before)
     gauge = await engine.acceptance_gauge(client) if any(r.draft_tokens for r in rows) else None
@@ -342,6 +342,29 @@ async def _batch(
         offered_rps=_offered_rate(rows) if workload.open_loop else None,
         goodput_rps=_goodput(rows, probe_settings.latency_limits) if workload.open_loop else None,
     )
+
+
+def prompt_id(content: str, form: PromptForm) -> str:
+    """The prompt as sent, digested: the same text in the same form is the same request to a greedy server."""
+    return hashlib.sha256(f"{form.value}\n{content}".encode()).hexdigest()[:16]
+
+
+def _judged(row: RequestMeasurement, workload: Workload, content: str) -> RequestMeasurement:
+    """The row with its answer's health (`sweep/health.py`) and, where it ran on, the tokens of its task."""
+    if row.status != "ok":
+        return row
+    found = judge(
+        row.text,
+        content,
+        row.nonce,
+        ran_out=row.finish == "length",
+        should_stop=workload.stops,
+        copies=workload.copies,
+    )
+    task = None
+    if found.task_chars is not None and row.text:
+        task = round(row.completion_tokens * found.task_chars / len(row.text))
+    return dataclasses.replace(row, health=tuple(found.symptoms), task_tokens=task)
 
 
 def _offered_rate(rows: list[RequestMeasurement]) -> float | None:
@@ -511,7 +534,9 @@ def summarize(workload: Workload, batches: list[Batch], capacity: Capacity | Non
         prompt_tokens=Spread.of([float(r.prompt_tokens) for r in rows]),
         requests=len(rows),
         remeasured=remeasured,
-        output_health=OutputHealth.of(r.health for r in rows),
+        output_health=OutputHealth.of(
+            (r.health for r in rows), (r.task_tokens for r in rows if r.task_tokens is not None)
+        ),
         latency={
             name: _percentiles(values)
             for name, values in (
@@ -525,6 +550,7 @@ def summarize(workload: Workload, batches: list[Batch], capacity: Capacity | Non
             if values
         },
         outputs=tuple(r.text for r in rows),
+        output_prompts=tuple(r.prompt_id for r in rows),
     )
 
 

@@ -239,6 +239,10 @@ class Workload:
     continuations: tuple[str, ...] = ()
     form: PromptForm | None = None  # None: the form the served model takes
     stops: bool = False  # answers should end before max_tokens (one that runs to it is a symptom)
+    stop: tuple[str, ...] = ()  # stop sequences: where the task ends, so that only the task is measured
+    # Whether the task repeats its input (a quote, an edit, a reformatting): its answer holds the input's lines,
+    # which is not an echo (`sweep/health.py`). None: read from each prompt's words.
+    copies: bool | None = None
 
     @property
     def family(self) -> str:

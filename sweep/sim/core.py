@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -102,29 +102,103 @@ def chat_prompt(messages: list[dict[str, Any]]) -> str:
     return CHAT_TEMPLATE.format(content=content)
 
 
+# What the simulated model's tool answers are made of: records a person would recognise (ids, names, cities,
+# items, totals), their keys shared as real structured output shares them, their values drawn per prompt.
+RECORD_KEYS = ("id", "customer", "city", "items", "total")
+FIRST_NAMES = (
+    "Lina",
+    "Tomas",
+    "Amara",
+    "Kenji",
+    "Olga",
+    "Mei",
+    "Sam",
+    "Hana",
+    "Ravi",
+    "Ines",
+    "Piotr",
+    "Zara",
+)
+LAST_NAMES = (
+    "Park",
+    "Novak",
+    "Obi",
+    "Sato",
+    "Berg",
+    "Lin",
+    "Okoro",
+    "Silva",
+    "Rao",
+    "Moreau",
+    "Kowal",
+    "Haddad",
+)
+CITIES = (
+    "Busan",
+    "Brno",
+    "Lagos",
+    "Osaka",
+    "Tromso",
+    "Tainan",
+    "Accra",
+    "Porto",
+    "Pune",
+    "Lyon",
+    "Gdansk",
+    "Doha",
+)
+PRODUCTS = (
+    "usb-c cable",
+    "charger",
+    "keyboard",
+    "monitor",
+    "hdmi cable",
+    "mouse",
+    "mouse pad",
+    "webcam",
+    "headset",
+)
+
+
+def record_pieces(rng: random.Random, first: bool) -> list[str]:
+    """One JSON record, a key or a value per token: `{"id": "B-2041", "customer": "Mei Lin", ...}`."""
+    values = (
+        f'"B-{rng.randrange(1000, 9999)}"',
+        f'"{rng.choice(FIRST_NAMES)} {rng.choice(LAST_NAMES)}"',
+        f'"{rng.choice(CITIES)}"',
+        json.dumps(rng.sample(PRODUCTS, rng.randint(1, 2))),
+        f"{rng.randrange(500, 40000) / 100:.2f}",
+    )
+    out = []
+    for i, (key, value) in enumerate(zip(RECORD_KEYS, values, strict=True)):
+        opening = ("[" if first else ",\n ") + "{" if i == 0 else ", "
+        out += [f'{opening}"{key}": ', value]
+    out[-1] += "}"
+    return out
+
+
 class GreedyText:
     """What the model says under greedy decoding: a function of the prompt alone, so every launch and every
-    correct configuration produce the same text. Tool prompts get JSON-like fields (the answers that break
+    correct configuration produce the same text. Tool prompts get a JSON list of records (the answers that break
     first when speculation corrupts output). `diverge_after`: a broken configuration's text departs there."""
 
     def __init__(self, prompt: str, workload: str, diverge_after: int | None) -> None:
         seed = zlib.crc32(prompt.encode())
         self._good, self._bad = random.Random(seed), random.Random(seed ^ 0x5EED)
         self.workload, self.diverge_after, self.emitted = workload, diverge_after, 0
+        self._pending: list[str] = []  # the rest of the record being written (tool)
 
     def take(self, n: int) -> str:
         out = []
         for _ in range(n):
             broken = self.diverge_after is not None and self.emitted >= self.diverge_after
             rng = self._bad if broken else self._good
-            word = rng.choice(WORDS)
             if self.workload != "tool":
-                word = " " + word
-            elif self.emitted % 2 == 0:  # {"key": "value", "key": "value", ...: a key or a value per token
-                word = ('{"' if self.emitted == 0 else ', "') + word + '": '
+                out.append(" " + rng.choice(WORDS))
             else:
-                word = f'"{word}"'
-            out.append(word)
+                if not self._pending:
+                    self._pending = record_pieces(rng, first=self.emitted == 0)
+                out.append(self._pending.pop(0))
             self.emitted += 1
         return "".join(out)
 
@@ -170,6 +244,25 @@ def forced_drafts(length: float, depth: int, rng: random.Random) -> int:
     length = max(1.0, min(depth + 1.0, length))
     lower = int(length)
     return lower - 1 + (lower <= depth and rng.random() < length - lower)
+
+
+class StopWatch:
+    """Watches the text a generation writes for its stop sequences: each piece is cut before the first one."""
+
+    def __init__(self, stop: Sequence[str]) -> None:
+        self.stop, self.text, self.matched = [s for s in stop if s], "", ""
+
+    def cut(self, piece: str) -> str:
+        if self.matched:
+            return ""
+        before = len(self.text)
+        self.text += piece
+        hits = [(at, s) for s in self.stop if (at := self.text.find(s, max(0, before - len(s) + 1))) >= 0]
+        if not hits:
+            return piece
+        at, self.matched = min(hits)
+        self.text = self.text[:at]
+        return self.text[before:]
 
 
 class Simulator:
@@ -271,11 +364,12 @@ class Simulator:
         return None
 
     def generate(
-        self, prompt: str, max_new: int, instruction: bool = True
+        self, prompt: str, max_new: int, instruction: bool = True, stop: Sequence[str] = ()
     ) -> Iterator[tuple[str, dict[str, Any] | None]]:
         """Yield (text piece, None) per emitted chunk, then ("", final meta_info). Durations in the meta are
         simulated time (what the modelled GPU would take), whatever --sim-time-scale makes the wall clock do.
-        `instruction`: a chat prompt (else text sent as it is, to be continued)."""
+        `instruction`: a chat prompt (else text sent as it is, to be continued); `stop`: stop sequences, the
+        text ends before the first one it writes (finish reason "stop")."""
         tokens = tokenize(prompt)
         arrived = time.monotonic()
         with self.slots:
@@ -298,8 +392,9 @@ class Simulator:
                     self.cache.append(tokens)
                 produced, verify, correct, proposed, decode = 1, 0, 0, 0, 0.0
                 histogram: list[int] = []  # verify steps by accepted drafts (SGLang's per-request histogram)
-                yield text.take(1), None
-                while produced < max_new:
+                said = StopWatch(stop)
+                yield said.cut(text.take(1)), None
+                while produced < max_new and not said.matched:
                     with self.lock:
                         running = self.running
                     if self.adaptive is not None:  # the depth this batch size runs at now
@@ -324,7 +419,12 @@ class Simulator:
                         proposed += max(1, model.draft_budget)  # this step's depth (adaptive: its own)
                         self._count_positions(accepted)
                     # Forced acceptance emits a fixed token, as SGLang's "fixed" mode fills in id 100: not text.
-                    yield text.take(emit) if self.synthetic_length is None else SYNTHETIC_PIECE * emit, None
+                    yield (
+                        said.cut(
+                            text.take(emit) if self.synthetic_length is None else SYNTHETIC_PIECE * emit
+                        ),
+                        None,
+                    )
             finally:
                 with self.lock:
                     self.running -= 1
@@ -335,6 +435,8 @@ class Simulator:
             "decode_throughput": (produced - 1) / decode if decode else 0.0,
         }
         meta = self._meta(len(tokens), produced, cached, (verify, correct, proposed), times)
+        if said.matched:
+            meta["finish_reason"] = {"type": "stop", "matched": said.matched}
         if histogram:
             meta["spec_correct_drafts_histogram"] = histogram
         yield "", meta
@@ -464,13 +566,14 @@ class Handler(BaseHTTPRequestHandler):
         request: int,
         chunk: Callable[[str], Any] | None,
         instruction: bool = True,
+        stop: Sequence[str] = (),
     ) -> tuple[str, dict[str, Any]] | None:
         """The text and the final meta of a generation, each piece streamed as `chunk(piece)` where streaming
         (the stream started here); None when a fault cut the stream."""
         if chunk is not None:
             self._sse_start()
         text, meta, pieces = "", dict[str, Any](), 0
-        for piece, final in self.sim.generate(prompt, max_new, instruction):
+        for piece, final in self.sim.generate(prompt, max_new, instruction, stop):
             text += piece
             meta = final or meta
             if chunk is not None and piece:
@@ -480,6 +583,17 @@ class Handler(BaseHTTPRequestHandler):
                     self._fault_in_stream(fault)
                     return None
         return text, meta
+
+
+def stop_sequences(raw: Any) -> tuple[str, ...]:
+    """A request's `stop`: one string or a list of them, as the OpenAI API and SGLang's sampling_params take."""
+    found = [raw] if isinstance(raw, str) else raw or []
+    return tuple(str(s) for s in found)
+
+
+def finish(meta: dict[str, Any]) -> str:
+    """The OpenAI finish reason of a generation's meta: "stop" where a stop sequence ended it, else "length"."""
+    return "stop" if (meta.get("finish_reason") or {}).get("type") == "stop" else "length"
 
 
 def load_profile(argv: list[str]) -> Profile:

@@ -24,8 +24,10 @@ from sweep.sim.core import (
     Simulator,
     chat_prompt,
     detokenize,
+    finish,
     load_profile,
     serve,
+    stop_sequences,
     tokenize,
 )
 from sweep.sim.flags import build_parser, normalize, startup_scale
@@ -189,7 +191,8 @@ class SGLangHandler(Handler):
         if body.get("stream"):
             self._sse_start()
         # Token ids come rendered by the chat template (a chat prompt); text is sent as it is, to be continued.
-        for piece, final in self.sim.generate(text, max_new, instruction="input_ids" in body):
+        stop = stop_sequences(params.get("stop"))
+        for piece, final in self.sim.generate(text, max_new, instruction="input_ids" in body, stop=stop):
             out += piece
             meta = final or meta
             if body.get("stream"):
@@ -240,6 +243,7 @@ class SGLangHandler(Handler):
             )
             if stream
             else None,
+            stop=stop_sequences(body.get("stop")),
         )
         if done is None:
             return
@@ -260,14 +264,14 @@ class SGLangHandler(Handler):
         if stream:
             self._sse(
                 base
-                | {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}], "usage": usage}
+                | {"choices": [{"index": 0, "delta": {}, "finish_reason": finish(meta)}], "usage": usage}
                 | extra
             )
             self._sse(b"[DONE]")
             self.faults.after_request(request)
             return
         message = {"role": "assistant", "content": text}
-        choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": "length"}
+        choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": finish(meta)}
         if body.get("return_meta_info"):
             choice["meta_info"] = meta
         self._send(200, base | {"object": "chat.completion", "choices": [choice], "usage": usage} | extra)

@@ -30,7 +30,17 @@ from datetime import datetime
 from http.server import ThreadingHTTPServer
 from typing import Any
 
-from sweep.sim.core import NO_TEMPLATE, Handler, Simulator, chat_prompt, load_profile, serve, tokenize
+from sweep.sim.core import (
+    NO_TEMPLATE,
+    Handler,
+    Simulator,
+    chat_prompt,
+    finish,
+    load_profile,
+    serve,
+    stop_sequences,
+    tokenize,
+)
 from sweep.sim.flags import add_sim_flags, startup_scale
 from sweep.sim.model import EAGLE_FAMILY, GIB, MemoryPlan, Resolved, StartupFailure
 from sweep.sim.profile import Profile
@@ -454,7 +464,14 @@ class VLLMHandler(Handler):
             choice = {"index": 0, **text, "logprobs": None, "finish_reason": None}
             return base | {"choices": [choice], "usage": None}
 
-        done = self._generated(prompt, max_new, request, chunk if stream else None, instruction=chat)
+        done = self._generated(
+            prompt,
+            max_new,
+            request,
+            chunk if stream else None,
+            instruction=chat,
+            stop=stop_sequences(body.get("stop")),
+        )
         if done is None:
             return
         text, meta = done
@@ -472,11 +489,11 @@ class VLLMHandler(Handler):
             said: dict[str, Any] = (
                 {"message": {"role": "assistant", "content": text}} if chat else {"text": text}
             )
-            choice = {"index": 0, **said, "logprobs": None, "finish_reason": "length"}
+            choice = {"index": 0, **said, "logprobs": None, "finish_reason": finish(meta)}
             self._send(200, base | {"choices": [choice], "usage": usage})
             return
         last: dict[str, Any] = {"delta": {}} if chat else {"text": ""}
-        self._sse(base | {"choices": [{"index": 0, **last, "finish_reason": "length"}], "usage": None})
+        self._sse(base | {"choices": [{"index": 0, **last, "finish_reason": finish(meta)}], "usage": None})
         if (body.get("stream_options") or {}).get("include_usage"):
             self._sse(base | {"choices": [], "usage": usage})
         self._sse(b"[DONE]")
