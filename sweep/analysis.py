@@ -573,6 +573,11 @@ def _with_health(rec: Recommendation, study: Study) -> Recommendation:
         faster = dataclasses.replace(rec.withheld, veto=veto)
     elif rec.verdict == Verdict.FASTER:
         faster = Withheld(rec.trial_label, rec.params, rec.gain or 0.0, veto)
+    if faster is not None:
+        why = (
+            f"{faster.describe()}: {health.NOT_REPRESENTATIVE}; keep speculation off, and measure prompts the "
+            "model answers with text"
+        )
     return dataclasses.replace(_baseline_run(rec, baseline, why), withheld=faster)
 
 

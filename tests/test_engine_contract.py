@@ -282,6 +282,10 @@ def test_a_live_server_reports_uncached_tokens_drafts_and_its_own_facts(case: Ca
         assert facts.chat_template is case.chat_template and facts.chat_template_source
         rows, counted = asyncio.run(_twice(engine, base_url, PromptForm.COMPLETION))
         chat, _ = asyncio.run(_twice(engine, base_url, PromptForm.CHAT))
+        # A workload's stop sequence ends the answer where its task does: a piece of what it said, from the middle.
+        said = rows[0].text
+        stop = next(said[i : i + 4] for i in range(len(said) // 2, len(said)) if said[i : i + 4].strip())
+        stopped, _ = asyncio.run(_twice(engine, base_url, PromptForm.COMPLETION, stop=(stop,)))
     # The same prompt twice, the cache flushed between: neither reuses a prefix, both are valid.
     assert [r.status for r in rows] == ["ok", "ok"], [r.reason for r in rows]
     assert [r.cached_tokens for r in rows] == [0, 0]
@@ -289,6 +293,8 @@ def test_a_live_server_reports_uncached_tokens_drafts_and_its_own_facts(case: Ca
     # Through the chat template (llama-server's ChatML fallback where the model has none): valid too.
     assert [r.status for r in chat] == ["ok", "ok"], [r.reason for r in chat]
     assert all(r.completion_tokens == 24 and r.text and r.finish == "length" for r in chat)
+    assert [(r.status, r.finish) for r in stopped] == [("ok", "stop")] * 2, [r.reason for r in stopped]
+    assert all(r.text == said[: said.find(stop)] for r in stopped), (stop, said, stopped[0].text)
     # Acceptance is known: from each request's report, or from the server's counters over the requests.
     before, after = counted
     if before is None:
@@ -327,10 +333,10 @@ def test_a_forced_acceptance_length_is_what_the_live_server_accepts(case: Case, 
 
 
 async def _twice(
-    engine: Engine, base_url: str, form: PromptForm, max_tokens: int = 24
+    engine: Engine, base_url: str, form: PromptForm, max_tokens: int = 24, stop: tuple[str, ...] = ()
 ) -> tuple[list[RequestMeasurement], tuple[DraftCounters | None, DraftCounters | None]]:
     content = "Copy this list exactly: alpha, beta, gamma, delta, alpha, beta, gamma, delta, alpha, beta."
-    settings = RequestSettings(max_tokens=max_tokens, ignore_eos=True)
+    settings = RequestSettings(max_tokens=max_tokens, ignore_eos=True, stop=stop)
     rows = []
     async with probe_client(base_url, 60) as client:
         before = await engine.draft_counters(client)

@@ -5,12 +5,17 @@ from __future__ import annotations
 from sweep.health import (
     DEGENERATE_SHARE,
     OutputHealth,
+    Shape,
     Symptom,
+    copies_input,
     distinct_share,
+    judge,
     loop_tail,
     pieces,
+    shape_of,
     symptoms,
     total,
+    value_pieces,
 )
 
 # What the embedded llama-server (Gemma 3 270M, a base model) wrote under greedy decoding.
@@ -106,3 +111,74 @@ def test_a_workload_is_degenerate_from_one_answer_in_five() -> None:
     assert added is not None and (added.answers, added.degenerate) == (8, 1)
     assert total([None]) is None
     assert OutputHealth.from_dict(one_of_three.to_dict()) == one_of_three
+
+
+# Structured answers a person would call structured: keys, header rows and markup repeat by design.
+TABLE = "| id | customer | total |\n|---|---|---|\n" + "\n".join(
+    f"| B-20{i}1 | {name} | {12.5 + 3 * i:.2f} |"
+    for i, name in enumerate(("Mei Lin", "Sam Okoro", "Hana Novak", "Ravi Rao", "Ines Silva", "Olga Berg"))
+)
+SAME_ROW = "| id | customer | total |\n|---|---|---|\n" + "| B-2011 | Mei Lin | 12.50 |\n" * 6
+YAML_ORDERS = "".join(
+    f"- id: B-20{i}1\n  customer: {name}\n  city: {city}\n  status: shipped\n"
+    for i, (name, city) in enumerate((("Mei Lin", "Tainan"), ("Sam Okoro", "Accra"), ("Ravi Rao", "Pune")))
+)
+CSV_ORDERS = "id,customer,city,total\n" + "\n".join(
+    f"B-20{i}1,{name},{city},{9.5 * (i + 1):.2f}"
+    for i, (name, city) in enumerate((("Mei Lin", "Tainan"), ("Sam Okoro", "Accra"), ("Ravi Rao", "Pune")))
+)
+
+
+def test_structured_answers_are_judged_by_their_values() -> None:
+    assert [shape_of(t) for t in (JSON_COPY, TABLE, YAML_ORDERS, CSV_ORDERS, PROSE, CODE)] == [
+        Shape.JSON,
+        Shape.TABLE,
+        Shape.YAML,
+        Shape.CSV,
+        Shape.TEXT,
+        Shape.TEXT,
+    ]
+    for text in (TABLE, YAML_ORDERS, CSV_ORDERS):
+        assert symptoms(text) == (), text[:60]
+    # A table that invents the same row is still repetitive, and a loop.
+    assert {Symptom.REPETITIVE, Symptom.LOOP} <= set(symptoms(SAME_ROW))
+    assert "| id |" not in " ".join(value_pieces(TABLE, Shape.TABLE))  # the header is markup
+
+
+PARAGRAPH = (
+    "The river runs through the old town, past the mill and the church, and under three stone bridges that\n"
+    "the Romans built. In spring it floods the meadows by the school, and the children watch from the wall."
+)
+QUOTE_PROMPT = f"3f9a0c12be77\nA Guide to Weirton\n\n{PARAGRAPH}\n\nQuote the paragraph above exactly:\n"
+
+
+def test_a_quote_is_the_task_not_an_echo() -> None:
+    assert copies_input(QUOTE_PROMPT) and not copies_input("Write a story about a lighthouse.")
+    assert symptoms(PARAGRAPH, QUOTE_PROMPT, "3f9a0c12be77") == ()
+    # The nonce is never part of the task; and where the workload says it does not copy (`copies: false`), the
+    # prompt's last line in the answer is an echo again.
+    assert Symptom.ECHO in symptoms(PARAGRAPH + "\n3f9a0c12be77", QUOTE_PROMPT, "3f9a0c12be77")
+    asked = "Quote the paragraph above exactly: here it is."
+    assert Symptom.ECHO in symptoms(asked, QUOTE_PROMPT, "3f9a0c12be77", copies=False)
+    assert Symptom.ECHO not in symptoms(asked, QUOTE_PROMPT, "3f9a0c12be77")
+
+
+def test_an_answer_that_does_its_task_then_runs_on_says_so() -> None:
+    ran_on = PARAGRAPH + "\n\nA Guide to Weirton\n\nThe river runs through"  # the prompt's pattern again
+    found = judge(ran_on, QUOTE_PROMPT, "3f9a0c12be77")
+    assert found.symptoms == (Symptom.ECHO, Symptom.RAN_ON) and found.task_chars == len(PARAGRAPH) + 2
+    chat = "Sure: the meadows flood in spring, and the children watch the river from the wall.<end_of_turn>\nuser"
+    assert judge(chat).symptoms == (Symptom.TEMPLATE, Symptom.RAN_ON)
+    health = OutputHealth.of([found.symptoms, (), found.symptoms], [170, 168])
+    assert not health.healthy and health.ran_on == 2
+    assert "~169 tokens (median), the task, then ran on" in health.describe()
+    assert "`stop: [...]`" in health.describe() and "probe.max_tokens" in health.describe()
+    assert OutputHealth.from_dict(health.to_dict()) == health
+
+
+def test_loops_stay_loops() -> None:
+    """A sentence said again and again after a healthy start did not do its task and stop: it loops."""
+    for text in (SENTENCE_LOOP, SPACED_LOOP, TEMPLATE_LOOP):
+        found = judge(text)
+        assert Symptom.LOOP in found.symptoms and Symptom.RAN_ON not in found.symptoms
+        assert found.task_chars is None

@@ -245,3 +245,21 @@ workloads: [{class: code}]
     }
     assert deep_tree in found and found.index(deep_tree) >= 4  # shallow ones first
     assert space.covering(3) == found[:3] and space.covering(0) == []
+
+
+def test_a_workload_names_its_stop_sequences_and_whether_it_copies(tmp_path: Path) -> None:
+    data = yaml.safe_load(SPACE)
+    data["workloads"] = [{"class": "tool", "stop": ["\n\n", "</quote>"], "copies": True}, {"class": "code"}]
+    tool, code = parse_space(data, tmp_path).workloads[:2]
+    assert (tool.stop, tool.copies) == (("\n\n", "</quote>"), True)
+    assert (code.stop, code.copies) == ((), None)  # None: read from each prompt's words
+    data["workloads"] = [{"class": "tool", "stop": "\n\n"}]
+    assert parse_space(data, tmp_path).workloads[0].stop == ("\n\n",)
+    for bad, message in (
+        ({"stop": 5}, r"workloads\[0\]\.stop: 5 is not a list of up to 4 non-empty strings"),
+        ({"stop": [""]}, r"workloads\[0\]\.stop: \[''\] is not a list"),
+        ({"copies": "yes"}, r"workloads\[0\]\.copies: 'yes' is not true or false"),
+    ):
+        data["workloads"] = [{"class": "tool", **bad}]
+        with pytest.raises(UserError, match=message):
+            parse_space(data, tmp_path)
