@@ -11,13 +11,18 @@ the runs and launches each took and their wall time. The GPU's knee is lowered t
 cost past it raised tenfold, so that the limit binds inside the range (speculation pays alone, not when the
 requests overlap).
 
-    .venv/bin/python benchmarks/capacity.py [--grid 16] [--steps 5] [--requests 5]
+    .venv/bin/python benchmarks/capacity.py [--grid 16] [--steps 5] [--requests 5] [--recommend]
+
+With `--recommend`, a capacity study of the NEXTN chains as `specsweep run` makes it (the search, then its
+confirmation) follows, and what the report says to run is scored against the grid's capacities.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
+import subprocess
 import sys
 import tempfile
 import time
@@ -47,6 +52,13 @@ CONFIGS: dict[str, dict[str, Any]] = {
 def space(
     root: Path, profile: Path, workload: dict[str, Any], capacity_steps: int | None, repeats: int = 1
 ) -> Space:
+    data = space_data(profile, workload, capacity_steps, repeats)
+    return parse_space(yaml.safe_load(yaml.safe_dump(data)), root)
+
+
+def space_data(
+    profile: Path, workload: dict[str, Any], capacity_steps: int | None, repeats: int = 1
+) -> dict[str, Any]:
     data: dict[str, Any] = {
         "engine": "sglang",
         "server": {
@@ -69,7 +81,38 @@ def space(
     }
     if capacity_steps is not None:
         data["objective"] = {"capacity": {"steps": capacity_steps}}
-    return parse_space(yaml.safe_load(yaml.safe_dump(data)), root)
+    return data
+
+
+def recommended(root: Path, profile: Path, workload: dict[str, Any], steps: int) -> dict[str, Any]:
+    """A capacity study of the speculative configurations (the baseline launched by the sweep itself) with its
+    confirmation, as `specsweep run` makes it; `specsweep report --json`'s recommendation for the workload."""
+    data = space_data(profile, workload, steps)
+    data["params"] = {
+        "speculative-algorithm": {"choices": ["NEXTN"]},
+        "speculative-num-steps": {"choices": [2, 4]},
+    }
+    data |= {"trials": 3, "confirm": {"launches": 3, "top": 2}}
+    (root / "study.yaml").write_text(yaml.safe_dump(data))
+    runs = ["--study", "cap", "--runs", str(root / "runs")]
+    subprocess.run(
+        [sys.executable, "-m", "sweep", "run", "--space", str(root / "study.yaml"), *runs],
+        capture_output=True,
+        check=True,
+    )
+    report = subprocess.run(
+        [sys.executable, "-m", "sweep", "report", *runs, "--json"], capture_output=True, text=True, check=True
+    )
+    found: dict[str, Any] = json.loads(report.stdout)["recommendations"][0]
+    return found
+
+
+def config_name(params: dict[str, Any]) -> str:
+    """The `CONFIGS` name of a recommendation's parameters."""
+    steps = params.get("speculative-num-steps")
+    if params.get("speculative-algorithm") in (None, "none") or not steps:
+        return "baseline"
+    return f"NEXTN {steps} steps"
 
 
 def measure(the_space: Space, root: Path, params: dict[str, Any]) -> tuple[TrialRecord, float]:
@@ -90,6 +133,11 @@ def main() -> int:
     parser.add_argument("--grid", type=int, default=16, help="rates in the grid (log-spaced over the range)")
     parser.add_argument("--steps", type=int, default=5, help="bisection steps after both ends")
     parser.add_argument("--requests", type=int, default=5, help="requests per run of the search")
+    parser.add_argument(
+        "--recommend",
+        action="store_true",
+        help="then a capacity study with its confirmation: score what the report says to run against the grid",
+    )
     args = parser.parse_args()
     low, high = RANGE
     rates = [low * (high / low) ** (i / (args.grid - 1)) for i in range(args.grid)]
@@ -106,6 +154,7 @@ def main() -> int:
         profile = root / "held-out.yaml"
         text = re.sub(r"verify_knee_tokens: \d+", "verify_knee_tokens: 8", HELD_OUT.read_text())
         profile.write_text(re.sub(r"per_verify_token_ms: [\d.]+", "per_verify_token_ms: 4.0", text))
+        grids: dict[str, float] = {}
         for name, params in CONFIGS.items():
             held, grid_s = [], 0.0
             for rate in rates:
@@ -120,6 +169,7 @@ def main() -> int:
                 )
             # The highest rate held with every lower one held too, and the grid's next rate (where it failed).
             grid = max((r for i, r in enumerate(held) if r and all(held[: i + 1])), default=0.0)
+            grids[name] = grid
             grid_next = next((r for r in rates if r > grid), grid)
             record, search_s = measure(
                 space(root, profile, {**base, "rate": [low, high]}, args.steps), root, params
@@ -138,6 +188,21 @@ def main() -> int:
                 f"{name:<15} {grid:>8.3g} {value:>8.3g} {f'{value:.3g}-{over:.3g}':>13} {ratio:>6} "
                 f"{len(rates):>4} in {len(rates):>2} {runs:>6} in 1 {grid_s:>7.1f} "
                 f"{search_s:>9.1f}{agrees}"
+            )
+        if args.recommend:
+            rec = recommended(root, profile, {**base, "rate": [low, high]}, args.steps)
+            name = config_name(rec["recommended_params"])
+            best = max(grids, key=lambda n: grids[n])
+            withheld = rec.get("withheld")
+            print(
+                f"recommendation: {name} ({rec['recommended_configuration']}), {grids[name]:.3g} req/s on the grid "
+                f"= {grids[name] / grids[best]:.2f} of the best ({best}, {grids[best]:.3g}); confirmed "
+                f"{config_name(rec['params'])} {rec['verdict']} {rec['gain']:+.0%}"
+                + (
+                    f"; withheld: {withheld['veto']}: {withheld['evidence']}"
+                    if withheld
+                    else f"; {rec['why']}"
+                )
             )
     return 0
 

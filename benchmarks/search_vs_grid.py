@@ -3,6 +3,7 @@
 
     .venv/bin/python benchmarks/search_vs_grid.py [--seeds 5] [--fraction 0.1]     # drawn launches, fast
     .venv/bin/python benchmarks/search_vs_grid.py --launch [--seeds 1]              # real sim servers, `specsweep run`
+    .venv/bin/python benchmarks/search_vs_grid.py --recommend --perturbed --seeds 1  # + confirmation: what to run
 
 Every configuration's expected decode t/s per workload comes from the simulator's own performance model (the
 numbers a sim server converges to), so the grid's optimum is exact. With `--launch`, each search is a real
@@ -18,6 +19,7 @@ true speed of the configuration the search's measurements call best, as a share 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import random
 import statistics
@@ -86,6 +88,7 @@ PERTURBED: dict[str, tuple[str, dict[str, dict[str, float]]]] = {
         {"speed": {"per_draft_ms": 9.0}, "acceptance": {"tool": 0.5, "prose": 0.3, "code": 0.75}},
     ),
 }
+LAUNCHES_RECOMMEND = 8  # search launches of a `--recommend` sweep (the confirmation's come on top)
 CLASS_OF = {
     "code": "code",
     "tool": "tool",
@@ -182,6 +185,79 @@ def run_launched(kind: SearchKind, profile: str, launches: int, seed: int) -> tu
         return search_records(study), wall
 
 
+# `--recommend`: one sweep per class (tool included) with its confirmation, scored by what the report says to run.
+RECOMMEND_SPACE_CHANGES = {
+    "workloads:\n  - {class: code}\n  - {class: tool}\n  - {class: prose}\n"
+    "  - {class: code, name: code-long, context: [32768]}\n  - {class: prose, name: prose-4, streams: [4]}\n": (
+        "workloads:\n  - {class: code}\n  - {class: tool}\n  - {class: prose}\n"
+    ),
+    "confirm: {launches: 0}": "confirm: {launches: 3, top: 1}",
+}
+
+
+def run_recommended(profile: str, launches: int, seed: int) -> tuple[dict[str, Any], float]:
+    """A real sweep on simulated servers with its confirmation, and `specsweep report --json` on it: what the
+    report recommends (and withholds) per workload, and the wall time of the whole study."""
+    with tempfile.TemporaryDirectory() as tmp:
+        text = recommend_space().replace(
+            'launcher: ["{python}", -m, sweep.sim]',
+            f'launcher: ["{{python}}", -m, sweep.sim, --sim-time-scale, "0.05", --sim-profile, "{profile}"]',
+        )
+        text = text.replace("trials: 24", f"trials: {launches}\nseed: {seed}")
+        (Path(tmp) / "space.yaml").write_text(text)
+        runs = ["--study", "b", "--runs", str(Path(tmp) / "runs")]
+        argv = [sys.executable, "-m", "sweep", "run", "--space", str(Path(tmp) / "space.yaml"), *runs]
+        started = time.monotonic()
+        done = subprocess.run(argv, capture_output=True, text=True, check=False)
+        wall = time.monotonic() - started
+        if done.returncode != 0:
+            raise SystemExit(done.stderr[-2000:])
+        report = subprocess.run(
+            [sys.executable, "-m", "sweep", "report", *runs, "--json"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        found: dict[str, Any] = json.loads(report.stdout)
+        return found, wall
+
+
+def score_recommendations(profiles: list[str], seeds: int, launches: int) -> None:
+    """Per profile and workload class: the true speed of what the report says to run, and of the best it
+    confirmed, as shares of the grid's best; which veto withheld a gain, and its evidence."""
+    space = parse_space(yaml.safe_load(recommend_space().replace("{python}", sys.executable)), Path("."))
+    engine = SGLangEngine(ServerSetup([sys.executable, "-m", "sweep.sim"], "/models/m"))
+    engine.prepare()
+    pool = candidates(space, engine)
+    baseline = engine.derive(space.launch_params(engine.baseline_params()))
+    print("| profile | workload | grid best t/s | recommended (share of grid best) | best confirmed | veto |")
+    print("|---|---|---|---|---|---|")
+    for name in profiles:
+        truth = Truth(Profile.load(Path(name)), engine, space)
+        for seed in range(seeds):
+            report, wall = run_recommended(name, launches, seed)
+            for rec in report["recommendations"]:
+                key = rec["workload"]
+                best = max(max(truth.tps(c.params, key) for c in pool.items), truth.tps(baseline, key))
+                run = truth.tps(engine.derive(space.launch_params(rec["recommended_params"])), key) / best
+                top = truth.tps(engine.derive(space.launch_params(rec["params"])), key) / best
+                withheld = rec.get("withheld")
+                veto = f"{withheld['veto']}: {withheld['evidence']}" if withheld else rec["why"][:90]
+                print(
+                    f"| {Path(name).stem} s{seed} | {key} | {best:.1f} | {run:.1%} ({rec['recommended_configuration']}) "
+                    f"| {top:.1%} {rec['verdict']} | {veto} |"
+                )
+            print(f"<!-- {Path(name).stem} seed {seed}: {wall:.0f} s -->")
+
+
+def recommend_space() -> str:
+    text = SPACE
+    for old, new in RECOMMEND_SPACE_CHANGES.items():
+        assert old in text, old
+        text = text.replace(old, new)
+    return text
+
+
 def perturbed_profiles(folder: Path) -> list[str]:
     """The `PERTURBED` profiles written into `folder`, as paths the benchmark loads like the shipped ones."""
     paths = []
@@ -207,7 +283,21 @@ def main() -> int:
     parser.add_argument(
         "--launch", action="store_true", help="real `specsweep run` sweeps on simulated servers"
     )
+    parser.add_argument(
+        "--recommend",
+        action="store_true",
+        help="real sweeps with their confirmation (code, tool, prose): score what the report says to run",
+    )
     args = parser.parse_args()
+    if args.recommend:
+        written = tempfile.TemporaryDirectory()
+        names = (
+            perturbed_profiles(Path(written.name))
+            if args.perturbed
+            else [str(PROFILES / p) for p in args.profiles]
+        )
+        score_recommendations(names, args.seeds, LAUNCHES_RECOMMEND)
+        return 0
     space = parse_space(yaml.safe_load(SPACE.replace("{python}", sys.executable)), Path("."))
     engine = SGLangEngine(ServerSetup([sys.executable, "-m", "sweep.sim"], "/models/m"))
     engine.prepare()
