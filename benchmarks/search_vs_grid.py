@@ -152,6 +152,19 @@ class Truth:
         return record
 
 
+def sweep_on_sim(text: str, folder: Path, *options: str) -> tuple[list[str], float]:
+    """`specsweep run` of a space's text on simulated servers in `folder`: its study options (for other commands
+    on it) and its wall time."""
+    (folder / "space.yaml").write_text(text)
+    runs = ["--study", "b", "--runs", str(folder / "runs")]
+    argv = [sys.executable, "-m", "sweep", "run", "--space", str(folder / "space.yaml"), *runs, *options]
+    started = time.monotonic()
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(done.stderr[-2000:])
+    return runs, time.monotonic() - started
+
+
 def run_launched(kind: SearchKind, profile: str, launches: int, seed: int) -> tuple[list[TrialRecord], float]:
     """A real sweep on simulated servers: the records it measured and its wall time."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -160,25 +173,7 @@ def run_launched(kind: SearchKind, profile: str, launches: int, seed: int) -> tu
             f'launcher: ["{{python}}", -m, sweep.sim, --sim-time-scale, "0.05", --sim-profile, "{PROFILES / profile}"]',
         )
         text = text.replace("trials: 24", f"trials: {launches}\nsearch: {kind.value}\nseed: {seed}")
-        (Path(tmp) / "space.yaml").write_text(text)
-        argv = [
-            sys.executable,
-            "-m",
-            "sweep",
-            "run",
-            "--space",
-            str(Path(tmp) / "space.yaml"),
-            "--study",
-            "b",
-            "--runs",
-            str(Path(tmp) / "runs"),
-            "--no-confirm",
-        ]
-        started = time.monotonic()
-        done = subprocess.run(argv, capture_output=True, text=True, check=False)
-        wall = time.monotonic() - started
-        if done.returncode != 0:
-            raise SystemExit(done.stderr[-2000:])
+        _, wall = sweep_on_sim(text, Path(tmp), "--no-confirm")
         study = optuna.load_study(
             study_name="b", storage=f"sqlite:///{Path(tmp) / 'runs' / 'b' / 'study.db'}"
         )
@@ -203,15 +198,7 @@ def run_recommended(profile: str, launches: int, seed: int) -> tuple[dict[str, A
             'launcher: ["{python}", -m, sweep.sim]',
             f'launcher: ["{{python}}", -m, sweep.sim, --sim-time-scale, "0.05", --sim-profile, "{profile}"]',
         )
-        text = text.replace("trials: 24", f"trials: {launches}\nseed: {seed}")
-        (Path(tmp) / "space.yaml").write_text(text)
-        runs = ["--study", "b", "--runs", str(Path(tmp) / "runs")]
-        argv = [sys.executable, "-m", "sweep", "run", "--space", str(Path(tmp) / "space.yaml"), *runs]
-        started = time.monotonic()
-        done = subprocess.run(argv, capture_output=True, text=True, check=False)
-        wall = time.monotonic() - started
-        if done.returncode != 0:
-            raise SystemExit(done.stderr[-2000:])
+        runs, wall = sweep_on_sim(text.replace("trials: 24", f"trials: {launches}\nseed: {seed}"), Path(tmp))
         report = subprocess.run(
             [sys.executable, "-m", "sweep", "report", *runs, "--json"],
             capture_output=True,

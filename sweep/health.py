@@ -275,16 +275,9 @@ def judge(
     return Judgement(tuple(found))
 
 
-def symptoms(
-    text: str,
-    prompt: str = "",
-    nonce: str = "",
-    ran_out: bool = False,
-    should_stop: bool = False,
-    copies: bool | None = None,
-) -> tuple[Symptom, ...]:
-    """What is wrong with one answer (empty where it reads as text): `judge`'s symptoms."""
-    return judge(text, prompt, nonce, ran_out, should_stop, copies).symptoms
+def symptoms(text: str, prompt: str = "", nonce: str = "", copies: bool | None = None) -> tuple[Symptom, ...]:
+    """What is wrong with one answer that ended on its own (empty where it reads as text): `judge`'s symptoms."""
+    return judge(text, prompt, nonce, copies=copies).symptoms
 
 
 @dataclass(frozen=True)

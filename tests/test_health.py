@@ -93,9 +93,9 @@ def test_template_tokens_echo_and_empty_answers() -> None:
 
 
 def test_running_to_the_limit_counts_only_where_answers_should_stop() -> None:
-    assert Symptom.RUNAWAY in symptoms(CODE, ran_out=True, should_stop=True)
-    assert symptoms(CODE, ran_out=True, should_stop=False) == ()
-    assert symptoms(CODE, ran_out=False, should_stop=True) == ()
+    assert Symptom.RUNAWAY in judge(CODE, ran_out=True, should_stop=True).symptoms
+    assert judge(CODE, ran_out=True, should_stop=False).symptoms == ()
+    assert judge(CODE, ran_out=False, should_stop=True).symptoms == ()
 
 
 def test_a_workload_is_degenerate_from_one_answer_in_five() -> None:
