@@ -644,7 +644,10 @@ def _what_to_run(
     faster = sorted(
         ((label, c) for label, c in scored if c.verdict == Verdict.FASTER), key=lambda item: -item[1].gain
     )
-    vetoes = {label: veto_of(study, views, label, key) for label, _ in faster}
+    # The best's veto is read above already; each other faster candidate's once.
+    vetoes = {
+        label: veto if label == rec.trial_label else veto_of(study, views, label, key) for label, _ in faster
+    }
     intact = [(label, c) for label, c in faster if vetoes[label] is None]
     first_label, first = faster[0]
     first_veto = vetoes[first_label]

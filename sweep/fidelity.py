@@ -90,8 +90,7 @@ class OutputCheck:
     first_divergence: int | None  # median character position where differing texts part, None if none do
     structured: int  # prompts whose baseline answer is structured (JSON or "key": value fields)
     structured_broken: int  # of those, answers that no longer parse or whose fields changed
-    floor: float  # share of prompts the baseline's own launches reproduce (1.0 where not measured)
-    floor_prompts: int = 0  # prompts the floor was measured on (0: not measured)
+    floor: Floor = Floor()  # the baseline's own launches against each other (unmeasured: no allowance)
     example: Difference | None = None
 
     @property
@@ -103,23 +102,19 @@ class OutputCheck:
         """More than TOLERANCE of the structured answers broken, or of the prompts changed beyond the floor."""
         broken = self.structured_broken > TOLERANCE * self.structured if self.structured else False
         differing = self.prompts - self.identical
-        return broken or differing > ((1 - self.floor) + TOLERANCE) * self.prompts + 1e-9
-
-    @property
-    def floor_of(self) -> Floor:
-        return Floor(self.floor_prompts, round(self.floor * self.floor_prompts))
+        return broken or differing > ((1 - self.floor.share) + TOLERANCE) * self.prompts + 1e-9
 
     @property
     def moved(self) -> str:
         """Which side moved where answers differ: "engine" (the baseline reproduced itself on every prompt),
         "floor" (the baseline itself differs launch to launch), "" where nothing differs or no floor was seen."""
-        if self.identical == self.prompts or not self.floor_prompts:
+        if self.identical == self.prompts or not self.floor.measured:
             return ""
-        return "engine" if self.floor >= 1.0 else "floor"
+        return "engine" if self.floor.share >= 1.0 else "floor"
 
     def evidence(self) -> str:
         """`1/3 identical against a floor of 3/3 (...)`: the figure a veto on changed output names."""
-        text = f"{self.identical}/{self.prompts} identical against {self.floor_of.describe()}"
+        text = f"{self.identical}/{self.prompts} identical against {self.floor.describe()}"
         if self.structured_broken:
             text += f", {self.structured_broken}/{self.structured} structured answers broken"
         return text
@@ -130,7 +125,7 @@ class OutputCheck:
             text += f", first difference at character {self.first_divergence} (median)"
         if self.structured:
             text += f"; {self.structured_broken}/{self.structured} structured answers broken"
-        text += f"; {self.floor_of.describe()}"
+        text += f"; {self.floor.describe()}"
         if self.moved == "engine":
             text += ": the baseline reproduced itself every time, so speculation moved these answers"
         elif self.moved == "floor":
@@ -140,9 +135,16 @@ class OutputCheck:
         return text
 
     def to_dict(self) -> dict[str, object]:
-        found = {k: v for k, v in self.__dict__.items() if k != "example"}
-        example = self.example.__dict__ if self.example else None
-        return {**found, "example": example, "identical_share": self.identical_share, "changed": self.changed}
+        found = {k: v for k, v in self.__dict__.items() if k not in ("example", "floor")}
+        return {
+            **found,
+            # The floor as a share (the key's first meaning) and the prompts it was measured on.
+            "floor": self.floor.share,
+            "floor_prompts": self.floor.prompts,
+            "example": self.example.__dict__ if self.example else None,
+            "identical_share": self.identical_share,
+            "changed": self.changed,
+        }
 
 
 def divergence(a: str, b: str) -> int | None:
@@ -179,14 +181,23 @@ def _structure_kept(base: object, other: str) -> bool:
     return found == base
 
 
-def reproducibility(runs: Sequence[Answers]) -> Floor:
-    """The baseline against itself: on the prompts two or more launches answered, how many all alike."""
+def _by_prompt(runs: Sequence[Answers]) -> dict[str, list[str]]:
+    """Every launch's text for each prompt, in launch order."""
     seen: dict[str, list[str]] = {}
     for run in runs:
         for prompt, text in run.items():
             seen.setdefault(prompt, []).append(text)
+    return seen
+
+
+def _floor(seen: Mapping[str, list[str]]) -> Floor:
     repeated = [texts for texts in seen.values() if len(texts) > 1]
     return Floor(len(repeated), sum(len(set(texts)) == 1 for texts in repeated))
+
+
+def reproducibility(runs: Sequence[Answers]) -> Floor:
+    """The baseline against itself: on the prompts two or more launches answered, how many all alike."""
+    return _floor(_by_prompt(runs))
 
 
 def _difference(number: int, base: str, other: str) -> Difference | None:
@@ -204,18 +215,10 @@ def _difference(number: int, base: str, other: str) -> Difference | None:
 def check(candidate: Sequence[Answers], baseline: Sequence[Answers]) -> OutputCheck | None:
     """The candidate's launches against the baseline's, on the prompts both answered: a prompt is identical
     where every candidate text is one the baseline gave it; the floor from the baseline's own launches."""
-    base: dict[str, list[str]] = {}
-    for run in baseline:
-        for prompt, text in run.items():
-            base.setdefault(prompt, []).append(text)
-    mine: dict[str, list[str]] = {}
-    for run in candidate:
-        for prompt, text in run.items():
-            if prompt in base:
-                mine.setdefault(prompt, []).append(text)
+    base = _by_prompt(baseline)
+    mine = {prompt: texts for prompt, texts in _by_prompt(candidate).items() if prompt in base}
     if not mine:
         return None
-    floor = reproducibility(baseline)
     identical = structured = broken = 0
     positions, example = [], None
     for number, (prompt, texts) in enumerate(mine.items(), start=1):
@@ -236,7 +239,6 @@ def check(candidate: Sequence[Answers], baseline: Sequence[Answers]) -> OutputCh
         first_divergence=positions[len(positions) // 2] if positions else None,
         structured=structured,
         structured_broken=broken,
-        floor=floor.share,
-        floor_prompts=floor.prompts,
+        floor=_floor(base),
         example=example,
     )

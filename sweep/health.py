@@ -224,11 +224,6 @@ def echo_at(text: str, prompt: str, nonce: str, copies: bool = False) -> int | N
     return min((at for at in found if at >= 0), default=None)
 
 
-def echoes(text: str, prompt: str, nonce: str, copies: bool = False) -> bool:
-    """The nonce, or the prompt's first or last line, in the answer (see `echo_at`)."""
-    return echo_at(text, prompt, nonce, copies) is not None
-
-
 @dataclass(frozen=True)
 class Judgement:
     """One answer's symptoms, and where it ran on: the characters of its task done before an echo or a template

@@ -70,7 +70,7 @@ def test_the_baselines_own_launches_are_the_floor_and_say_who_moved() -> None:
     assert (floor.prompts, floor.reproduced) == (3, 1)
     other = [BASE[0], "y", "z"]
     engine = check(other, BASE, BASE)  # the baseline reproduced itself: speculation moved the answers
-    assert engine.changed and engine.moved == "engine" and engine.floor_prompts == 3
+    assert engine.changed and engine.moved == "engine" and engine.floor.prompts == 3
     assert "0/3 identical" not in engine.evidence() and engine.evidence().startswith(
         "1/3 identical against a floor of 3/3"
     )

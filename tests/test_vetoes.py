@@ -151,7 +151,7 @@ def test_answers_changed_beyond_the_floor_are_vetoed_and_say_the_engine_moved() 
         for key, s in v.record.workloads.items():
             v.record.workloads[key] = dataclasses.replace(s, outputs=tuple(changed))
     code = recommendations(views, confirmation)["code"]
-    assert code.output.floor_prompts == 3 and code.output.floor == 0.0  # type: ignore[attr-defined]
+    assert (code.output.floor.prompts, code.output.floor.share) == (3, 0.0)  # type: ignore[attr-defined]
     assert not code.output.changed  # type: ignore[attr-defined]
     assert code.recommended_trial == 1 and code.withheld is None  # type: ignore[attr-defined]
 

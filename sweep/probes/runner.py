@@ -290,6 +290,12 @@ async def _batch(
         # Cached prefixes or speculative state from earlier requests may remain: nothing here would be cold.
         reason = f"the server's cache was not flushed: {failure}"
         return Batch([row(stream=s, nonce=n, status="error", reason=reason) for s, n in enumerate(nonces)])
+    # The workload's stop sequences end each answer where its task does, so only the task is measured.
+    request = (
+        dataclasses.replace(probe_settings.request, stop=workload.stop)
+        if workload.stop
+        else probe_settings.request
+    )
     before = await engine.draft_counters(client)
     started = time.perf_counter()
 
@@ -310,12 +316,6 @@ async def _batch(
             epoch=started,
         )
 
-    # The workload's stop sequences end each answer where its task does, so only the task is measured.
-    request = (
-        dataclasses.replace(probe_settings.request, stop=workload.stop)
-        if workload.stop
-        else probe_settings.request
-    )
     offsets = workload.send_offsets(repeat)
     rows = list(
         await asyncio.gather(

@@ -253,6 +253,8 @@ class StopWatch:
         self.stop, self.text, self.matched = [s for s in stop if s], "", ""
 
     def cut(self, piece: str) -> str:
+        if not self.stop:
+            return piece  # nothing to watch for: the text need not be kept
         if self.matched:
             return ""
         before = len(self.text)
