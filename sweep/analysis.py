@@ -434,7 +434,8 @@ class Withheld:
     veto: Veto
 
     def describe(self) -> str:
-        return f"{self.label} ({self.gain:+.0%}) withheld: {self.veto.describe()}"
+        """`trial 5 (+94%): changes the output: 1/3 identical ...` (outputs say "withheld" before it)."""
+        return f"{self.label} ({self.gain:+.0%}): {self.veto.describe()}"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -564,7 +565,7 @@ def _with_health(rec: Recommendation, study: Study) -> Recommendation:
     baseline = baseline_view(study.search)
     why = (
         f"not representative: speculation off answered with degenerate output ({found.describe()}), "
-        f"and {health.NOT_REPRESENTATIVE}: keep speculation off, and measure prompts the model answers with text"
+        f"and {health.NOT_REPRESENTATIVE}: {found.remedy()}"
     )
     # What the study found faster stays in view, with this, the one veto that holds on the whole workload.
     veto = Veto(VetoKind.NOT_REPRESENTATIVE, found.describe())
@@ -574,10 +575,7 @@ def _with_health(rec: Recommendation, study: Study) -> Recommendation:
     elif rec.verdict == Verdict.FASTER:
         faster = Withheld(rec.trial_label, rec.params, rec.gain or 0.0, veto)
     if faster is not None:
-        why = (
-            f"{faster.describe()}: {health.NOT_REPRESENTATIVE}; keep speculation off, and measure prompts the "
-            "model answers with text"
-        )
+        why = f"withheld {faster.describe()}: {health.NOT_REPRESENTATIVE}; {found.remedy()}"
     return dataclasses.replace(_baseline_run(rec, baseline, why), withheld=faster)
 
 
@@ -658,7 +656,7 @@ def _what_to_run(
     )
     if not intact:
         assert withheld is not None
-        why = f"{withheld.describe()}: keep speculation off"
+        why = f"withheld {withheld.describe()}: keep speculation off"
         return dataclasses.replace(_baseline_run(rec, baseline, why), withheld=withheld)
     best_label = intact[0][0]
     good = []
@@ -681,7 +679,7 @@ def _what_to_run(
             f"of {best_label}'s speed as measured ({mine:+.0%} against {best:+.0%} over no speculation)"
         )
     if withheld is not None:
-        why += f"; {withheld.describe()}"
+        why += f"; withheld {withheld.describe()}"
     return dataclasses.replace(
         rec,
         recommended_trial=cheapest.number,
@@ -703,13 +701,16 @@ class OverallRecommendation:
     why: str
     confirmed: bool = False
     name: str = ""  # how outputs name it ("trial N", "predicted K")
+    withheld: Withheld | None = None  # faster on every workload at a better worst case, and vetoed on one
 
     @property
     def trial_label(self) -> str:
         return self.name or f"trial {self.trial}"
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        data = dataclasses.asdict(self)
+        data["withheld"] = self.withheld.to_dict() if self.withheld else None
+        return data
 
 
 def search_overall(
@@ -749,7 +750,7 @@ def overall_recommendation(study: Study, warnings: StudyWarnings) -> OverallReco
     confirm = latest_plan(study.confirm)
     by_label = study.by_label()
     evidence, confirmed = (confirm, True) if confirm else (study.search, False)
-    scored, compared = [], []
+    scored, compared, vetoed = [], [], []
     for label in dict.fromkeys(v.label for v in evidence if v.complete):
         if label == BASELINE or label not in by_label:
             continue
@@ -759,23 +760,40 @@ def overall_recommendation(study: Study, warnings: StudyWarnings) -> OverallReco
         if keys and all(comparisons.values()):
             done = {k: c for k, c in comparisons.items() if c is not None}
             compared.append((by_label[label], done))
-            sure = all(c.verdict == Verdict.FASTER for c in done.values()) or not confirmed
-            limited = all(within_limits(evidence, label, k, study.latency_limits) for k in keys)
-            if sure and limited and not any((c := output_check(study, label, k)) and c.changed for k in keys):
-                scored.append((min(c.gain for c in done.values()), by_label[label], done))
+            if not (all(c.verdict == Verdict.FASTER for c in done.values()) or not confirmed):
+                continue
+            worst = min(c.gain for c in done.values())
+            veto = next((v for k in keys if (v := _workload_veto(study, evidence, label, k))), None)
+            if veto is None:
+                scored.append((worst, by_label[label], done))
+            elif worst >= study.min_gain and (record := by_label[label].record) is not None:
+                vetoed.append(Withheld(label, record.params, worst, veto))
     aside = (
         f"; {', '.join(left_out)} left out (its baseline output is degenerate: not representative)"
         if left_out
         else ""
     )
-    if not scored or max(item[0] for item in scored) < study.min_gain:
-        why = _no_one_server(compared, confirmed) + aside
+    best = max(scored, key=lambda item: (item[0], [-c for c in cost(item[1])]), default=None)
+    # The faster-everywhere configuration a veto keeps from serving all: named where it beats what is run.
+    withheld = max(
+        (w for w in vetoed if best is None or best[0] < study.min_gain or w.gain > best[0]),
+        key=lambda w: w.gain,
+        default=None,
+    )
+    shelved = f"; withheld {withheld.describe()}" if withheld else ""
+    if best is None or best[0] < study.min_gain:
+        if withheld:
+            why = f"withheld {withheld.describe()}: run without speculation"
+        elif not keys and left_out:
+            why = "no workload's baseline answers read as text: run without speculation"
+        else:
+            why = _no_one_server(compared, confirmed)
         return OverallRecommendation(
-            baseline.number, baseline.record.params, 0.0, {}, why, confirmed, baseline.name
+            baseline.number, baseline.record.params, 0.0, {}, why + aside, confirmed, baseline.name, withheld
         )
-    worst, view, chosen = max(scored, key=lambda item: (item[0], [-c for c in cost(item[1])]))
+    worst, view, chosen = best
     assert view.record is not None
-    why = "best worst-case gain across workloads" + ("" if confirmed else " (unconfirmed)") + aside
+    why = "best worst-case gain across workloads" + ("" if confirmed else " (unconfirmed)") + shelved + aside
     return OverallRecommendation(
         view.number,
         view.record.params,
@@ -784,7 +802,14 @@ def overall_recommendation(study: Study, warnings: StudyWarnings) -> OverallReco
         why,
         confirmed,
         view.name,
+        withheld,
     )
+
+
+def _workload_veto(study: Study, views: list[TrialView], label: str, key: str) -> Veto | None:
+    """A configuration's veto on one of several workloads, the workload named in its evidence."""
+    veto = veto_of(study, views, label, key)
+    return dataclasses.replace(veto, evidence=f"on {key}, {veto.evidence}") if veto else None
 
 
 @dataclass(frozen=True)

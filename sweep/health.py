@@ -331,6 +331,13 @@ class OutputHealth:
             )
         return text
 
+    def remedy(self) -> str:
+        """What to do where these answers are not text: measure the task alone where every degenerate answer did
+        its task and ran on (the fix `describe` names), else prompts the model answers with text."""
+        if self.degenerate and self.ran_on >= self.degenerate:
+            return "keep speculation off until only the task is measured, then sweep again"
+        return "keep speculation off, and measure prompts the model answers with text"
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "answers": self.answers,

@@ -373,7 +373,7 @@ def test_a_configuration_that_changes_the_output_is_not_recommended() -> None:
     assert code.trial == 1 and code.output is not None and code.output.changed
     assert (
         code.recommended_trial == 2
-        and "trial 1 (+125%) withheld: changes the output: 0/3 identical" in code.why
+        and "withheld trial 1 (+125%): changes the output: 0/3 identical" in code.why
     )
     assert code.withheld is not None and code.withheld.label == "trial 1"
     assert code.withheld.veto.kind is VetoKind.OUTPUT and "a floor of 3/3" in code.withheld.veto.evidence
@@ -398,7 +398,7 @@ def test_a_latency_limit_keeps_a_configuration_out() -> None:
     prose = limited["prose"]
     assert prose.recommended_trial == 0
     # One veto, named with its figure; the faster configuration stays in view.
-    assert "trial 2 (+75%) withheld: breaks a latency limit: ttft p90 3 s over the 1 s limit" in prose.why
+    assert "withheld trial 2 (+75%): breaks a latency limit: ttft p90 3 s over the 1 s limit" in prose.why
     assert prose.withheld is not None and prose.withheld.veto.kind is VetoKind.LATENCY
     free = {r.workload: r for r in study_verdicts(Study(search(), views)).recommendations}
     assert free["code"].recommended_trial == 2

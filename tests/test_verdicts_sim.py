@@ -221,3 +221,68 @@ seed: 1
     assert any("duplicate_of" in t.user_attrs for t in study.trials)  # steps 2..3 in 3 trials: one repeats
     # No configuration meets the TTFT limit: nothing is confirmed, and speculation stays off.
     assert "confirmation: none yet" in out and "run for code: trial 0" in out
+
+
+PARAGRAPHS = (
+    "The harbour master kept a ledger of every ship that came in after dark, and in the spring of that year he "
+    "wrote that the fog had stayed for eleven days, longer than anyone in the village remembered.",
+    "Our office moves to the third floor on Monday; the old rooms close at noon on Friday, so please take home "
+    "anything you keep in the desks, and leave the keys with reception before you go.",
+    "Water the seedlings every second morning until the first true leaves appear, then move them to the cold "
+    "frame, where they should stay for a week before they go out into the beds.",
+    "The committee agreed to keep the library open until nine on weekdays during the exam period, provided that "
+    "two volunteers are on duty each evening and the reading room stays quiet.",
+    "Bring a warm jacket, a torch and enough water for the day; the path above the lake is steep and narrow in "
+    "places, and the last bus back to town leaves the car park at six.",
+    "In the final quarter the shop sold more bicycles than in the whole of the previous year, mostly to people "
+    "who had started riding to work when the bridge closed for repairs.",
+)
+
+
+def quoting(tmp_path: Path, capsys: pytest.CaptureFixture[str], stop: list[str] | None) -> dict[str, Any]:
+    """A study of a workload that quotes a note's paragraph word for word on the simulator (a base model there:
+    after the quote it starts the request again), with or without a stop sequence where the quote ends."""
+    prompts = [
+        f"Quote the second paragraph of this note word for word.\n\nDear Sam,\n\n{p}\n\nBest, Ines"
+        for p in PARAGRAPHS
+    ]
+    workload = {"name": "quote", "prompts": prompts, **({"stop": stop} if stop else {})}
+    body = f"""params:
+  speculative-algorithm: {{choices: [NEXTN]}}
+  speculative-num-steps: {{choices: [3]}}
+enqueue: [{{speculative-algorithm: NEXTN, speculative-num-steps: 3}}]
+workloads: {json.dumps([workload])}
+probe: {{repeats: 3, max_tokens: 96}}
+trials: 2
+seed: 1
+"""
+    tmp_path.mkdir()
+    runs = str(tmp_path / "runs")
+    assert main(["run", "--space", str(space(tmp_path, body)), "--study", "quote", "--runs", runs]) == 0
+    capsys.readouterr()
+    assert main(["report", "--study", "quote", "--runs", runs, "--json"]) == 0
+    return dict(json.loads(capsys.readouterr().out))
+
+
+@pytest.mark.server
+def test_a_quoting_workload_that_runs_on_is_named_with_its_task_and_measured_alone_with_a_stop(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Without a stop sequence: the quote read as text, then the run-on; the report says so, how many tokens the
+    # task was, and how to measure it alone, and the gain it found stays in view.
+    report = quoting(tmp_path / "on", capsys, None)
+    rec = report["recommendations"][0]
+    answers = rec["baseline_output_health"]
+    assert answers["symptoms"]["ran_on"] == answers["answers"] and answers["task_tokens"]
+    words = min(len(p.split()) for p in PARAGRAPHS)
+    assert all(t >= words for t in answers["task_tokens"])
+    assert rec["recommended_trial"] == 0 and rec["withheld"]["configuration"] == "trial 1"
+    assert "stop: [...]" in rec["withheld"]["evidence"] and "until only the task is measured" in rec["why"]
+    # With the stop sequence the quote ends in: each answer is the paragraph, word for word; the answers are
+    # text, and the confirmed gain is what to run.
+    report = quoting(tmp_path / "stopped", capsys, ["\n\n"])
+    rec = report["recommendations"][0]
+    assert rec["baseline_output_health"]["degenerate"] == 0
+    assert rec["verdict"] == "faster" and rec["recommended_trial"] == 1 and rec["withheld"] is None
+    said = {o for t in report["trials"] for o in t["record"]["workloads"]["quote"]["outputs"]}
+    assert said <= set(PARAGRAPHS) and len(said) >= 3

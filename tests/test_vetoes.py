@@ -81,7 +81,8 @@ def test_a_looping_baseline_withholds_the_gain_and_names_the_loop() -> None:
     assert withheld.veto.kind is VetoKind.NOT_REPRESENTATIVE
     assert (
         "answers degenerate (loop" in withheld.veto.evidence
-        and "withheld: the baseline's answers" in code.why
+        and "withheld trial 1 (+" in code.why
+        and "the baseline's answers are not text" in code.why
     )  # type: ignore[attr-defined]
 
 
@@ -157,11 +158,37 @@ def test_answers_changed_beyond_the_floor_are_vetoed_and_say_the_engine_moved() 
 
 
 def test_the_export_keeps_the_withheld_configuration_commented_out() -> None:
-    shelved = WithheldRun(
-        "trial 5", "trial 5 (+94%) withheld: changes the output: 1/3 identical", ["srv", "--x"]
-    )
+    shelved = WithheldRun("trial 5", "trial 5 (+94%): changes the output: 1/3 identical", ["srv", "--x"])
     export = Export("sglang", "s", 0, "code", BASE, ["srv"], ("run without",), "baseline", shelved)
     compose = render(export, "compose")
-    assert "# withheld: trial 5 (+94%) withheld: changes the output: 1/3 identical\n# srv --x" in compose
+    assert "# withheld: trial 5 (+94%): changes the output: 1/3 identical\n# srv --x" in compose
     assert json.loads(render(export, "json"))["withheld"]["argv"] == ["srv", "--x"]
     assert DEEP != BASE  # the two parameter sets the tests above compare
+
+
+def test_one_server_for_all_names_the_configuration_a_veto_holds_back() -> None:
+    """Trial 1 is the fastest on every workload and changes the code answers: the one server for all runs
+    trial 2, and names trial 1 withheld with the workload its veto holds on."""
+    truth = {
+        BASELINE: SPEEDS,
+        "trial 1": {"code": 90.0, "prose": 80.0},
+        "trial 2": {"code": 60.0, "prose": 60.0},
+    }
+    answers = ["The mill stood by the river.", "Rain came in June.", "She wrote twice a week."]
+    views, confirmation = search(), confirm(truth)
+    answered(views + confirmation, {BASELINE: answers, "trial 1": ["wrong"] * 3}, ["p1", "p2", "p3"])
+    overall = study_verdicts(Study(views, confirmation)).overall
+    assert overall is not None and overall.trial_label == "trial 2" and overall.worst_gain > 0.3
+    withheld = overall.withheld
+    assert withheld is not None and withheld.label == "trial 1" and withheld.veto.kind is VetoKind.OUTPUT
+    assert withheld.gain > overall.worst_gain and withheld.veto.evidence.startswith("on code, 0/3 identical")
+    assert (
+        "withheld trial 1 (+" in overall.why and overall.to_dict()["withheld"]["veto"] == "changes the output"
+    )
+    # Without a faster configuration left, speculation is off and the withheld one still named.
+    slower = {**truth, "trial 2": {"code": 40.0, "prose": 40.0}}
+    views, confirmation = search(), confirm(slower)
+    answered(views + confirmation, {BASELINE: answers, "trial 1": ["wrong"] * 3}, ["p1", "p2", "p3"])
+    off = study_verdicts(Study(views, confirmation)).overall
+    assert off is not None and off.trial == 0 and off.withheld is not None
+    assert off.why.startswith("withheld trial 1 (+") and "run without speculation" in off.why

@@ -79,9 +79,11 @@ def main(args: argparse.Namespace) -> int:
             )
         name, params = overall.trial_label, overall.params
         notes = [overall.why + ("" if overall.confirmed else "; unconfirmed: run `specsweep confirm` first")]
-        notes += [f"{r.workload}: {r.withheld.describe()}" for r in verdicts.recommendations if r.withheld]
+        notes += [
+            f"{r.workload}: withheld {r.withheld.describe()}" for r in verdicts.recommendations if r.withheld
+        ]
         keys = found.keys
-        withheld = None
+        withheld = overall.withheld
     view = found.named(name)
     assert view is not None and view.record is not None
     record = view.record

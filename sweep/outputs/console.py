@@ -126,7 +126,7 @@ def report_text(study_name: str, study: Study, verdicts: Verdicts) -> str:
             flag = "CHANGES THE MODEL'S OUTPUT: " if r.output.changed else ""
             lines.append(f"  output of {r.trial_label}: {flag}{r.output.describe()}")
         if r.withheld is not None:
-            lines.append(f"  withheld: {r.withheld.describe()}; {params_text(r.withheld.params)}")
+            lines.append(f"  withheld {r.withheld.describe()}; {params_text(r.withheld.params)}")
     lines.append("")
     for r in recs:
         lines.append(
@@ -139,6 +139,8 @@ def report_text(study_name: str, study: Study, verdicts: Verdicts) -> str:
             f"one server for all workloads: {overall.trial_label}: {params_text(overall.params)}",
             f"  ({overall.why}{'; gains: ' + gains if gains else ''})",
         ]
+        if overall.withheld is not None:
+            lines.append(f"  withheld {overall.withheld.label}: {params_text(overall.withheld.params)}")
     lines += load_lines(study, recs)
     lines += gpu_lines(study, recs)
     if warnings.messages:

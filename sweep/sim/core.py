@@ -79,6 +79,12 @@ CODE_LINE = re.compile(
 CODE_WORDS = re.compile(
     r"\b(function|class|struct|schema|sql|handler|python|typescript|go|def|code|query)\b", re.I
 )
+# A request to repeat a passage of the prompt word for word; the simulated model is a base model there: it
+# quotes the prompt's longest paragraph, then never stops (it starts the request's pattern again).
+QUOTE_REQUEST = re.compile(r"\b(?:quote|quoting|verbatim|word for word)\b", re.I)
+QUOTE_MIN_WORDS = 8
+CHAT_MARKERS = re.compile(r"<\|im_start\|>\w*|<\|im_end\|>")
+TEXT_PIECE = re.compile(r"\s*\S+")
 
 
 def tokenize(text: str) -> list[int]:
@@ -177,15 +183,31 @@ def record_pieces(rng: random.Random, first: bool) -> list[str]:
     return out
 
 
+def quote_of(prompt: str) -> list[str]:
+    """What a base model writes for a quoting request, piece by piece (nothing for other prompts): the prompt's
+    longest paragraph word for word, then a blank line and the request's instruction again, the prompt's pattern
+    started over (a model that never stops)."""
+    content = CHAT_MARKERS.sub("", prompt)
+    asked = next((line.strip() for line in content.splitlines() if QUOTE_REQUEST.search(line)), "")
+    paragraphs = [p.strip() for p in re.split(r"\n\s*\n", content) if asked and asked not in p]
+    passage = max(paragraphs, key=len, default="")
+    if len(passage.split()) < QUOTE_MIN_WORDS:
+        return []
+    return [*TEXT_PIECE.findall(passage), "\n\n", *TEXT_PIECE.findall(asked)]
+
+
 class GreedyText:
     """What the model says under greedy decoding: a function of the prompt alone, so every launch and every
     correct configuration produce the same text. Tool prompts get a JSON list of records (the answers that break
-    first when speculation corrupts output). `diverge_after`: a broken configuration's text departs there."""
+    first when speculation corrupts output); quoting prompts the passage, then a run-on (`quote_of`).
+    `diverge_after`: a broken configuration's text departs there."""
 
     def __init__(self, prompt: str, workload: str, diverge_after: int | None) -> None:
         seed = zlib.crc32(prompt.encode())
         self._good, self._bad = random.Random(seed), random.Random(seed ^ 0x5EED)
-        self.workload, self.diverge_after, self.emitted = workload, diverge_after, 0
+        self.diverge_after, self.emitted = diverge_after, 0
+        self._quote = quote_of(prompt)
+        self.workload = "prose" if self._quote else workload  # after its quote, a base model runs on in prose
         self._pending: list[str] = []  # the rest of the record being written (tool)
 
     def take(self, n: int) -> str:
@@ -193,7 +215,9 @@ class GreedyText:
         for _ in range(n):
             broken = self.diverge_after is not None and self.emitted >= self.diverge_after
             rng = self._bad if broken else self._good
-            if self.workload != "tool":
+            if self.emitted < len(self._quote) and not broken:
+                out.append(self._quote[self.emitted])
+            elif self.workload != "tool":
                 out.append(" " + rng.choice(WORDS))
             else:
                 if not self._pending:
