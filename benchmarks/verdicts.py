@@ -8,12 +8,20 @@ drift, per-request pace and per-step noise, seeded anew per launch as a real ser
 prompts; `--e2e N` also runs N `specsweep ab` A/B tests per effect against simulator servers, through HTTP.
 
     .venv/bin/python benchmarks/verdicts.py [--replicates 400] [--drift 0.012] [--e2e 0]
+
+`--recommend N` runs instead N `specsweep run` studies per held-out profile (`search_vs_grid.py`'s PERTURBED)
+and workload class (code, tool, prose): the baseline against one configuration the simulator makes `--effect`
+faster, confirmed; it prints how often the report calls the gain faster and how often it recommends it (a
+withheld gain with its veto).
+
+    .venv/bin/python benchmarks/verdicts.py --recommend 2 [--effect 0.05]
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import math
 import random
 import statistics
@@ -21,6 +29,9 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
+
+from search_vs_grid import perturbed_profiles
 
 from sweep import stats
 from sweep.probes.client import prompt_nonce, unique_content
@@ -189,6 +200,60 @@ def e2e(effect: float, runs: int, drift: float) -> dict[str, int]:
     return counts
 
 
+CLASSES = ("code", "tool", "prose")
+
+
+def recommended(folder: Path, profile: str, workload: str, effect: float, seed: int) -> dict[str, Any]:
+    """A `specsweep run` study on the simulator: the baseline and one configuration the simulator runs `effect`
+    faster, confirmed; the report's recommendation for the workload (`report --json`)."""
+    factor = 1 + effect
+    (folder / "space.yaml").write_text(
+        "engine: sglang\n"
+        f'server: {{launcher: ["{sys.executable}", -m, sweep.sim, --sim-time-scale, "0.002", '
+        f'--sim-profile, "{profile}"], model: /m}}\n'
+        f"params: {{sim-speed-factor: {{choices: [{factor}]}}}}\n"
+        f"enqueue: [{{sim-speed-factor: {factor}}}]\n"
+        f"workloads: [{{class: {workload}}}]\n"
+        f"probe: {{repeats: {REPEATS}, max_tokens: {MAX_TOKENS}}}\n"
+        f"trials: 2\nseed: {seed}\n"
+    )
+    runs = ["--study", f"r{seed}", "--runs", str(folder / "runs")]
+    space = ["--space", str(folder / "space.yaml")]
+    subprocess.run([sys.executable, "-m", "sweep", "run", *space, *runs], capture_output=True, check=True)
+    report = subprocess.run(
+        [sys.executable, "-m", "sweep", "report", *runs, "--json"], capture_output=True, text=True, check=True
+    )
+    found: dict[str, Any] = json.loads(report.stdout)["recommendations"][0]
+    return found
+
+
+def score_recommendations(studies: int, effect: float) -> None:
+    """Per held-out profile and workload class: how often a true `effect` is called faster, and recommended."""
+    print(
+        f"true effect {effect:+.0%}, {studies} studies per cell: called faster / recommended; vetoes that fired"
+    )
+    print("| profile | workload | faster | recommended | vetoes |")
+    print("|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        for profile in perturbed_profiles(Path(tmp)):
+            for workload in CLASSES:
+                faster = run = 0
+                vetoes: list[str] = []
+                for seed in range(studies):
+                    with tempfile.TemporaryDirectory() as folder:
+                        rec = recommended(Path(folder), profile, workload, effect, seed)
+                    faster += rec["verdict"] == "faster"
+                    run += rec["recommended_trial"] == 1
+                    if rec.get("withheld"):
+                        vetoes.append(f"{rec['withheld']['veto']}: {rec['withheld']['evidence'][:80]}")
+                    elif rec["verdict"] == "faster" and rec["recommended_trial"] != 1:
+                        vetoes.append(rec["why"][:100])
+                print(
+                    f"| {Path(profile).stem} | {workload} | {faster}/{studies} | {run}/{studies} "
+                    f"| {'; '.join(vetoes) or '-'} |"
+                )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--replicates", type=int, default=400)
@@ -199,7 +264,14 @@ def main() -> None:
     parser.add_argument(
         "--e2e", type=int, default=0, help="also run this many `specsweep ab` tests per effect"
     )
+    parser.add_argument(
+        "--recommend", type=int, default=0, help="instead: this many studies per held-out profile and class"
+    )
+    parser.add_argument("--effect", type=float, default=0.05, help="--recommend's true effect")
     args = parser.parse_args()
+    if args.recommend:
+        score_recommendations(args.recommend, args.effect)
+        return
     profile = Profile.load(DEFAULT_PROFILE)
     if args.drift is not None:
         profile = dataclasses.replace(profile, launch_drift=args.drift)
