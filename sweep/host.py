@@ -15,27 +15,30 @@ from pathlib import Path
 from sweep.results import HostLoad
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+PROC = Path("/proc")  # where the counters are read (tests read a recorded tree instead of the live host)
 
 
 @dataclass(frozen=True)
 class HostSample:
     total_s: float  # every CPU's time, all states
-    busy_s: float  # not idle, not waiting for I/O
+    busy_s: float  # running here: not idle, not waiting for I/O, not stolen
     steal_s: float  # taken by the hypervisor for other guests
     ours_s: float  # this process (and its reaped children) and the server's process group
     loadavg: float
+    cpus: int  # the CPUs /proc/stat counts
 
 
-def _cpu_line() -> list[float]:
-    with open("/proc/stat", encoding="ascii") as stat:
-        fields = stat.readline().split()[1:]
-    return [int(f) / CLOCK_TICKS for f in fields]
+def _cpu_lines(proc: Path) -> tuple[list[float], int]:
+    """The machine's CPU times in seconds by state (the aggregate line of /proc/stat), and how many CPUs."""
+    lines = (proc / "stat").read_text(encoding="ascii").splitlines()
+    cpus = sum(1 for line in lines if line.startswith("cpu") and line[3:4].isdigit())
+    return [int(f) / CLOCK_TICKS for f in lines[0].split()[1:]], max(1, cpus)
 
 
 def cpu_name() -> str:
     """The CPU's model name as /proc/cpuinfo gives it ("unknown" where it gives none)."""
     try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
+        with open(PROC / "cpuinfo", encoding="utf-8", errors="replace") as info:
             for line in info:
                 name, _, value = line.partition(":")
                 if name.strip() == "model name":
@@ -45,11 +48,11 @@ def cpu_name() -> str:
     return "unknown"
 
 
-def group_members(pgid: int) -> dict[int, list[str]]:
+def group_members(pgid: int, proc: Path = PROC) -> dict[int, list[str]]:
     """The live members of a process group, each with its `/proc/PID/stat` fields after the name (state, ppid,
     pgrp, ..., utime at 11, stime, cutime, cstime)."""
     members = {}
-    for entry in Path("/proc").iterdir():
+    for entry in proc.iterdir():
         if not entry.name.isdigit():
             continue
         try:
@@ -61,9 +64,10 @@ def group_members(pgid: int) -> dict[int, list[str]]:
     return members
 
 
-def group_cpu_s(pgid: int) -> float:
+def group_cpu_s(pgid: int, proc: Path = PROC) -> float:
     """CPU seconds used by the live members of a process group (with their reaped children)."""
-    return sum(sum(int(v) for v in fields[11:15]) for fields in group_members(pgid).values()) / CLOCK_TICKS
+    members = group_members(pgid, proc).values()
+    return sum(sum(int(v) for v in fields[11:15]) for fields in members) / CLOCK_TICKS
 
 
 def group_pids(pgid: int | None) -> set[int]:
@@ -71,18 +75,23 @@ def group_pids(pgid: int | None) -> set[int]:
     return set(group_members(pgid)) if pgid is not None else set()
 
 
-def sample(server_pgid: int | None) -> HostSample:
-    cpu = _cpu_line()
+def own_cpu_s() -> float:
+    """CPU seconds this process and its reaped children used."""
+    own = os.times()
+    return own.user + own.system + own.children_user + own.children_system
+
+
+def sample(server_pgid: int | None, proc: Path = PROC, own: Callable[[], float] = own_cpu_s) -> HostSample:
+    """The machine's counters now (`proc`: the /proc tree to read; `own`: this process's CPU seconds)."""
+    cpu, cpus = _cpu_lines(proc)
     _user, _nice, _system, idle, iowait = cpu[:5]
     steal = cpu[7] if len(cpu) > 7 else 0.0
     total = sum(cpu[:8])
-    own = os.times()
-    ours = own.user + own.system + own.children_user + own.children_system
+    ours = own()
     if server_pgid is not None:
-        ours += group_cpu_s(server_pgid)
-    with open("/proc/loadavg", encoding="ascii") as load:
-        loadavg = float(load.read().split()[0])
-    return HostSample(total, total - idle - iowait, steal, ours, loadavg)
+        ours += group_cpu_s(server_pgid, proc)
+    loadavg = float((proc / "loadavg").read_text(encoding="ascii").split()[0])
+    return HostSample(total, total - idle - iowait - steal, steal, ours, loadavg, cpus)
 
 
 def load_between(start: HostSample, end: HostSample) -> HostLoad | None:
@@ -95,8 +104,8 @@ def load_between(start: HostSample, end: HostSample) -> HostLoad | None:
         other_cpu=round(min(1.0, others / total), 4),
         steal=round(max(0.0, end.steal_s - start.steal_s) / total, 4),
         loadavg=round(max(start.loadavg, end.loadavg), 2),
-        cpus=os.cpu_count() or 1,
-        seconds=round(total / (os.cpu_count() or 1), 2),
+        cpus=end.cpus,
+        seconds=round(total / end.cpus, 2),
     )
 
 

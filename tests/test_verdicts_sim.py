@@ -4,14 +4,15 @@ true effect, a confirmation after the fact, multi-stream aggregates, broken outp
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import optuna
 import pytest
 
+from sweep import host
 from sweep.cli import main
 from sweep.sim.profile import DEFAULT_PROFILE
 
@@ -97,7 +98,9 @@ seed: 2
     assert rows and all(r["status"] == "ok" and r["cached_tokens"] <= header for r in rows)
     assert any(r["cached_tokens"] == header for r in rows if r["workload"] == "tool/4streams")
     one = next(t for t in report["trials"] if t["role"] == "baseline")["record"]["workloads"]["tool"]
-    assert four["aggregate_tps"]["median"] > 3 * one["decode_tps"]["median"]
+    # Survivors alone would be one or two streams' worth; the streams' own paces differ (each request its own
+    # slowness, its own steps), so the window that ends with the slowest holds about 0.85 of their sum.
+    assert four["aggregate_tps"]["median"] > 2.5 * one["decode_tps"]["median"]
     assert four["aggregate_tps"]["median"] == pytest.approx(four["sum_stream_tps"]["median"], rel=0.25)
     # A/B of two of its trials, by reference.
     path = space(tmp_path, body)
@@ -160,44 +163,33 @@ seed: 1
     assert cli.out.strip().endswith("--port 30000") and cli.err.startswith("# unconfirmed")
 
 
+def busy_host(share: float) -> Callable[..., host.HostSample]:
+    """Host readings (in place of /proc) of a machine whose other processes use `share` of its 2 CPUs, at any
+    moment: the load the test names, whatever else this machine runs."""
+
+    def sample(server_pgid: int | None, *_: object, **__: object) -> host.HostSample:
+        elapsed = 2 * time.monotonic()
+        return host.HostSample(elapsed, share * elapsed, 0.0, 0.0, 2.0, 2)
+
+    return sample
+
+
 @pytest.mark.server
 def test_a_busy_host_is_named_and_its_verdicts_are_unreliable(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    burn = "import time\nend = time.time() + 120\nwhile time.time() < end: pass"
-    burner = subprocess.Popen([sys.executable, "-c", burn], start_new_session=True)
-    try:
-        # Slow enough (scale 0.2) that every workload is measured over more than a second: shorter windows
-        # are not judged.
-        path = space(
-            tmp_path, "workloads: [{class: code}]\nprobe: {repeats: 3, max_tokens: 64}\n", scale="0.2"
-        )
-        argv = [
-            "ab",
-            "--space",
-            str(path),
-            "--a",
-            "baseline",
-            "--b",
-            "sim-speed-factor=1.5",
-            "--rounds",
-            "2",
-            "--max-rounds",
-            "2",
-            "--runs",
-            str(tmp_path / "runs"),
-            "--study",
-            "busy",
-        ]
-        assert main(argv) == 0
-    finally:
-        burner.kill()
-        burner.wait()
+    monkeypatch.setattr(host, "sample", busy_host(0.5))
+    # Long enough (3 answers of 160 tokens at ~40 t/s of the model, at a fifth of its time: ~2.4 s) that every
+    # workload is measured over more than a second: shorter windows are not judged.
+    path = space(tmp_path, "workloads: [{class: code}]\nprobe: {repeats: 3, max_tokens: 160}\n", scale="0.2")
+    argv = ["ab", "--space", str(path), "--a", "baseline", "--b", "sim-speed-factor=1.5"]
+    argv += ["--rounds", "2", "--max-rounds", "2", "--runs", str(tmp_path / "runs"), "--study", "busy"]
+    assert main(argv) == 0
     out = capsys.readouterr().out
     assert "unreliable" in out and "host busy during" in out
     study = optuna.load_study(study_name="busy", storage=f"sqlite:///{tmp_path / 'runs/busy/study.db'}")
     hosts = [t.user_attrs["record"]["workloads"]["code"]["host"] for t in study.trials]
-    assert all(h["other_cpu"] > 0.15 for h in hosts)
+    assert all(h["other_cpu"] == 0.5 and h["cpus"] == 2 for h in hosts)
 
 
 @pytest.mark.server
