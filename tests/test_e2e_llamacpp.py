@@ -212,7 +212,9 @@ def test_report_json_has_a_recommendation_per_workload(
     # Which configurations the search measured decides whether its best keeps the baseline's text: on this CPU
     # some n-gram configurations change a greedy answer (the output check), and then speculation stays off; on
     # real text the best n-gram lookup may well be slower than none, and then speculation stays off too.
-    if tool["gain"] <= 0:
+    if busy:  # what the warnings name comes first: nothing from a busy host is acted on
+        assert tool["recommended_trial"] == 0 and tool["why"].startswith("unreliable")
+    elif tool["gain"] <= 0:
         assert tool["recommended_trial"] == 0 and tool["why"].startswith("the best measured was slower")
     else:
         assert "specsweep confirm" in tool["why"] or tool["why"].startswith(
