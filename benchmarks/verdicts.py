@@ -7,7 +7,7 @@ Launches are simulated in-process with the simulator's own code (`sweep.sim`: it
 drift, per-request pace and per-step noise, seeded anew per launch as a real server drifts), on the probe's real
 prompts; `--e2e N` also runs N `specsweep ab` A/B tests per effect against simulator servers, through HTTP.
 
-    .venv/bin/python benchmarks/verdicts.py [--replicates 400] [--drift 0.012] [--e2e 0]
+    .venv/bin/python benchmarks/verdicts.py [--replicates 400] [--drift 0.012] [--e2e 0 [--busy 2]]
 
 `--recommend N` runs instead N `specsweep run` studies per held-out profile (`search_vs_grid.py`'s PERTURBED)
 and workload class (code, tool, prose): the baseline against one configuration the simulator makes `--effect`
@@ -24,6 +24,7 @@ import dataclasses
 import json
 import math
 import random
+import re
 import statistics
 import subprocess
 import sys
@@ -31,6 +32,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import busy_suite
 from search_vs_grid import perturbed_profiles
 
 from sweep import stats
@@ -152,10 +154,11 @@ def winners_curse(
     return searched, found.gain, truth
 
 
-def e2e(effect: float, runs: int, drift: float) -> dict[str, int]:
+def e2e(effect: float, runs: int, drift: float) -> tuple[dict[str, int], list[float]]:
     """`specsweep ab` against simulator servers (B is the simulator told to run `effect` faster): the verdicts'
-    counts over `runs` A/B tests."""
+    counts over `runs` A/B tests, and each test's measured gain."""
     counts: dict[str, int] = {}
+    gains: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         profile = Path(tmp) / "profile.yaml"
         text = DEFAULT_PROFILE.read_text()
@@ -197,7 +200,9 @@ def e2e(effect: float, runs: int, drift: float) -> dict[str, int]:
             line = next(line for line in out.stdout.splitlines() if line.startswith("code: decode t/s"))
             verdict = line.split("  ")[-1].strip()
             counts[verdict] = counts.get(verdict, 0) + 1
-    return counts
+            if found := re.search(r"([+-]\d+(?:\.\d+)?)% \[", line):
+                gains.append(float(found.group(1)) / 100)
+    return counts, gains
 
 
 CLASSES = ("code", "tool", "prose")
@@ -264,6 +269,7 @@ def main() -> None:
     parser.add_argument(
         "--e2e", type=int, default=0, help="also run this many `specsweep ab` tests per effect"
     )
+    parser.add_argument("--busy", type=int, default=0, help="busy processes beside the --e2e A/B tests")
     parser.add_argument(
         "--recommend", type=int, default=0, help="instead: this many studies per held-out profile and class"
     )
@@ -293,9 +299,17 @@ def main() -> None:
                 f"{r['after: faster']:>13.1%}  {r['after: within noise']:>17.1%}  {r['after: unreliable']:>17.1%}  "
                 f"{r['launches']:>15.1f}"
             )
-    for effect in (0.0, 0.05, 0.10) if args.e2e else ():
-        counts = e2e(effect, args.e2e, profile.launch_drift)
-        print(f"specsweep ab through simulator servers, true effect {effect:+.0%}: {counts}")
+    load = busy_suite.burners(args.busy)  # beside the A/B tests only: the in-process rates are not timed
+    try:
+        for effect in (0.0, 0.05, 0.10) if args.e2e else ():
+            counts, gains = e2e(effect, args.e2e, profile.launch_drift)
+            spread = statistics.stdev(gains) / math.sqrt(len(gains)) if len(gains) > 1 else math.nan
+            print(
+                f"specsweep ab through simulator servers, true effect {effect:+.0%}, {args.busy} busy processes: "
+                f"{counts}; mean gain {statistics.fmean(gains):+.2%} (+/- {spread:.2%} standard error)"
+            )
+    finally:
+        busy_suite.stop(load)
     searched, confirmed, truth = zip(
         *(winners_curse(profile, 12, args.rounds, rng) for _ in range(40)), strict=True
     )

@@ -251,8 +251,13 @@ def test_a_spent_budget_adds_no_confirmation_round(tmp_path: Path) -> None:
     launches each cannot say within 3%), which would launch round after round up to `max_launches`; with the
     budget spent, the confirmation stops after the rounds the search reserved time for, and says so."""
     text = SPACE.replace("workloads: [{class: code}, {class: prose}]", "workloads: [{class: prose}]")
-    # The space's launcher (time scale, a profile that starts in a fraction of a second), not the fixture's.
-    quick = f'"0.005", --sim-profile, "{PROFILES / "small-draft-24gb.yaml"}"'
+    # The space's launcher (time scale, a profile that starts in a fraction of a second), not the fixture's. Each
+    # launch draws the next seed from a file: the same launches every time (with seeds drawn at random, two
+    # launches each now and then settle an A/A within 3%, and there is no round to refuse).
+    seeds = tmp_path / "seeds"
+    seeds.write_text("1000")
+    profile = PROFILES / "small-draft-24gb.yaml"
+    quick = f'"0.005", --sim-profile, "{profile}", --sim-seed-file, "{seeds}"'
     the_space = space(text.replace('"0.005"', quick))
     engine = build_engine(the_space)
     engine.prepare()
