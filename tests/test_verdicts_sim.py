@@ -81,7 +81,9 @@ seed: 2
     assert main(["report", "--study", "late", "--runs", runs, "--json"]) == 0
     report: dict[str, Any] = json.loads(capsys.readouterr().out)
     recs = {r["workload"]: r for r in report["recommendations"]}
-    assert all(r["confirmed"] and r["verdict"] == "faster" for r in recs.values())
+    assert all(r["confirmed"] and r["verdict"] == "faster" for r in recs.values()), [
+        (k, r["verdict"], r["why_verdict"]) for k, r in recs.items()
+    ]
     # Four streams at once: every request valid (the nonce leads the message, so the radix cache has nothing
     # to give but the chat template's header, the same in every request), and the aggregate is the sum of the
     # streams, not the survivors'.

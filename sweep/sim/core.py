@@ -291,20 +291,6 @@ class StopWatch:
         return self.text[before:]
 
 
-class RequestClock:
-    """A request's modelled time on the wall clock (`scale` wall seconds a modelled second): each wait ends when
-    the modelled time so far has passed since the request began, so a late wake-up (a busy host) is made up on
-    the next step instead of added to every one, and the request's latencies stay the model's."""
-
-    def __init__(self, scale: float) -> None:
-        self.scale, self.origin, self.modelled = scale, time.monotonic(), 0.0
-
-    def wait(self, seconds: float) -> None:
-        self.modelled += seconds
-        if self.scale > 0 and (delay := self.origin + self.modelled * self.scale - time.monotonic()) > 0:
-            time.sleep(delay)
-
-
 class Simulator:
     """The state a running simulated server shares between its HTTP threads."""
 
@@ -348,7 +334,11 @@ class Simulator:
             else None
         )
 
-    def prefill(self, seconds: float, clock: RequestClock) -> float:
+    def sleep(self, seconds: float) -> None:
+        if self.time_scale > 0:
+            time.sleep(seconds * self.time_scale)
+
+    def prefill(self, seconds: float) -> float:
         """Run a prefill of `seconds` (modelled) after those queued before it; the modelled time to the first
         token, the queued prefills' included."""
         if self.time_scale <= 0:
@@ -358,7 +348,7 @@ class Simulator:
             start = max(now, self.prefill_until)
             self.prefill_until = start + seconds * self.time_scale
         waited = (start - now) / self.time_scale
-        clock.wait(waited + seconds)
+        self.sleep(waited + seconds)
         return waited + seconds
 
     def prefills_waited(self) -> float:
@@ -423,8 +413,7 @@ class Simulator:
             pace = self.launch_pace * math.exp(rng.gauss(0, self.profile.request_noise))
             text = GreedyText(prompt, workload, self._diverge_after())
             try:
-                clock = RequestClock(self.time_scale)
-                ttft = self.prefill(model.prefill_seconds(len(tokens) - cached) * self.launch_pace, clock)
+                ttft = self.prefill(model.prefill_seconds(len(tokens) - cached) * self.launch_pace)
                 with self.lock:
                     self.cache.append(tokens)
                 produced, verify, correct, proposed, decode = 1, 0, 0, 0, 0.0
@@ -437,7 +426,7 @@ class Simulator:
                     if self.adaptive is not None:  # the depth this batch size runs at now
                         model = dataclasses.replace(model, steps_override=self.adaptive.steps_for(running))
                     step = self.prefills_waited() + model.step_seconds(running, rng, pace)
-                    clock.wait(step)
+                    self.sleep(step)
                     decode += step
                     accepted = (
                         model.accepted_drafts(accept_rng)
