@@ -199,14 +199,16 @@ def run_recommended(profile: str, launches: int, seed: int) -> tuple[dict[str, A
             f'launcher: ["{{python}}", -m, sweep.sim, --sim-time-scale, "0.05", --sim-profile, "{profile}"]',
         )
         runs, wall = sweep_on_sim(text.replace("trials: 24", f"trials: {launches}\nseed: {seed}"), Path(tmp))
-        report = subprocess.run(
-            [sys.executable, "-m", "sweep", "report", *runs, "--json"],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        found: dict[str, Any] = json.loads(report.stdout)
-        return found, wall
+        return report_json(runs), wall
+
+
+def report_json(runs: list[str]) -> dict[str, Any]:
+    """`specsweep report --json` on the study `runs` names (`sweep_on_sim`'s study options)."""
+    report = subprocess.run(
+        [sys.executable, "-m", "sweep", "report", *runs, "--json"], capture_output=True, text=True, check=True
+    )
+    found: dict[str, Any] = json.loads(report.stdout)
+    return found
 
 
 def score_recommendations(profiles: list[str], seeds: int, launches: int) -> None:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import math
 import random
 import re
@@ -33,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import busy_suite
-from search_vs_grid import perturbed_profiles
+from search_vs_grid import perturbed_profiles, report_json, sweep_on_sim
 
 from sweep import stats
 from sweep.probes.client import prompt_nonce, unique_content
@@ -212,7 +211,7 @@ def recommended(folder: Path, profile: str, workload: str, effect: float, seed: 
     """A `specsweep run` study on the simulator: the baseline and one configuration the simulator runs `effect`
     faster, confirmed; the report's recommendation for the workload (`report --json`)."""
     factor = 1 + effect
-    (folder / "space.yaml").write_text(
+    text = (
         "engine: sglang\n"
         f'server: {{launcher: ["{sys.executable}", -m, sweep.sim, --sim-time-scale, "0.002", '
         f'--sim-profile, "{profile}"], model: /m}}\n'
@@ -222,13 +221,8 @@ def recommended(folder: Path, profile: str, workload: str, effect: float, seed: 
         f"probe: {{repeats: {REPEATS}, max_tokens: {MAX_TOKENS}}}\n"
         f"trials: 2\nseed: {seed}\n"
     )
-    runs = ["--study", f"r{seed}", "--runs", str(folder / "runs")]
-    space = ["--space", str(folder / "space.yaml")]
-    subprocess.run([sys.executable, "-m", "sweep", "run", *space, *runs], capture_output=True, check=True)
-    report = subprocess.run(
-        [sys.executable, "-m", "sweep", "report", *runs, "--json"], capture_output=True, text=True, check=True
-    )
-    found: dict[str, Any] = json.loads(report.stdout)["recommendations"][0]
+    runs, _ = sweep_on_sim(text, folder)
+    found: dict[str, Any] = report_json(runs)["recommendations"][0]
     return found
 
 
@@ -299,7 +293,8 @@ def main() -> None:
                 f"{r['after: faster']:>13.1%}  {r['after: within noise']:>17.1%}  {r['after: unreliable']:>17.1%}  "
                 f"{r['launches']:>15.1f}"
             )
-    load = busy_suite.burners(args.busy)  # beside the A/B tests only: the in-process rates are not timed
+    # Beside the A/B tests only: the in-process rates are not timed.
+    load = busy_suite.burners(args.busy if args.e2e else 0)
     try:
         for effect in (0.0, 0.05, 0.10) if args.e2e else ():
             counts, gains = e2e(effect, args.e2e, profile.launch_drift)

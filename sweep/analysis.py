@@ -760,7 +760,8 @@ def overall_recommendation(study: Study, warnings: StudyWarnings) -> OverallReco
         if keys and all(comparisons.values()):
             done = {k: c for k, c in comparisons.items() if c is not None}
             compared.append((by_label[label], done))
-            if not (all(c.verdict == Verdict.FASTER for c in done.values()) or not confirmed):
+            sure = all(c.verdict == Verdict.FASTER for c in done.values()) or not confirmed
+            if not sure:
                 continue
             worst = min(c.gain for c in done.values())
             veto = next((v for k in keys if (v := _workload_veto(study, evidence, label, k))), None)

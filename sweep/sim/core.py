@@ -83,7 +83,6 @@ CODE_WORDS = re.compile(
 # quotes the prompt's longest paragraph, then never stops (it starts the request's pattern again).
 QUOTE_REQUEST = re.compile(r"\b(?:quote|quoting|verbatim|word for word)\b", re.I)
 QUOTE_MIN_WORDS = 8
-CHAT_MARKERS = re.compile(r"<\|im_start\|>\w*|<\|im_end\|>")
 TEXT_PIECE = re.compile(r"\s*\S+")
 
 
@@ -187,7 +186,8 @@ def quote_of(prompt: str) -> list[str]:
     """What a base model writes for a quoting request, piece by piece (nothing for other prompts): the prompt's
     longest paragraph word for word, then a blank line and the request's instruction again, the prompt's pattern
     started over (a model that never stops)."""
-    content = CHAT_MARKERS.sub("", prompt)
+    opening, closing = CHAT_TEMPLATE.split("{content}")
+    content = prompt.removeprefix(opening).removesuffix(closing)  # a chat prompt's message (text: as it is)
     asked = next((line.strip() for line in content.splitlines() if QUOTE_REQUEST.search(line)), "")
     paragraphs = [p.strip() for p in re.split(r"\n\s*\n", content) if asked and asked not in p]
     passage = max(paragraphs, key=len, default="")
