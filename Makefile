@@ -77,8 +77,10 @@ test-services:
 docs: setup
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
+# One pytest worker per core (pytest-xdist): a module's tests on one worker, one real llama-server at a time
+# (tests/conftest.py). About 9 minutes on 2 cores, where one worker took 14.
 test: lint docs test-services
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q -n auto --dist loadfile
 
 # The suite on a machine that is not quiet: `make test` three times in a row, each beside one busy process per
 # core (benchmarks/busy_suite.py prints each run's result and time).

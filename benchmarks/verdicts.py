@@ -15,6 +15,11 @@ faster, confirmed; it prints how often the report calls the gain faster and how 
 withheld gain with its veto).
 
     .venv/bin/python benchmarks/verdicts.py --recommend 2 [--effect 0.05]
+
+`--studies N` runs instead N studies of the three classes on the default profile, A/A (the baseline against
+itself) and a true +5%: verdicts, recommendations and each gain (`--busy K`: beside K busy processes).
+
+    .venv/bin/python benchmarks/verdicts.py --studies 3 [--busy 2]
 """
 
 from __future__ import annotations
@@ -207,23 +212,27 @@ def e2e(effect: float, runs: int, drift: float) -> tuple[dict[str, int], list[fl
 CLASSES = ("code", "tool", "prose")
 
 
-def recommended(folder: Path, profile: str, workload: str, effect: float, seed: int) -> dict[str, Any]:
+def recommendations(
+    folder: Path, profile: Path | str, classes: tuple[str, ...], effect: float, seed: int
+) -> list[dict[str, Any]]:
     """A `specsweep run` study on the simulator: the baseline and one configuration the simulator runs `effect`
-    faster, confirmed; the report's recommendation for the workload (`report --json`)."""
+    faster (0: the same configuration, an A/A test), confirmed; the report's recommendation per workload
+    (`report --json`), in `classes`' order."""
     factor = 1 + effect
+    workloads = ", ".join(f"{{class: {c}}}" for c in classes)
     text = (
         "engine: sglang\n"
         f'server: {{launcher: ["{sys.executable}", -m, sweep.sim, --sim-time-scale, "0.002", '
         f'--sim-profile, "{profile}"], model: /m}}\n'
         f"params: {{sim-speed-factor: {{choices: [{factor}]}}}}\n"
         f"enqueue: [{{sim-speed-factor: {factor}}}]\n"
-        f"workloads: [{{class: {workload}}}]\n"
+        f"workloads: [{workloads}]\n"
         f"probe: {{repeats: {REPEATS}, max_tokens: {MAX_TOKENS}}}\n"
         f"trials: 2\nseed: {seed}\n"
     )
     runs, _ = sweep_on_sim(text, folder)
-    found: dict[str, Any] = report_json(runs)["recommendations"][0]
-    return found
+    found = {r["workload"]: r for r in report_json(runs)["recommendations"]}
+    return [found[c] for c in classes]
 
 
 def score_recommendations(studies: int, effect: float) -> None:
@@ -240,7 +249,7 @@ def score_recommendations(studies: int, effect: float) -> None:
                 vetoes: list[str] = []
                 for seed in range(studies):
                     with tempfile.TemporaryDirectory() as folder:
-                        rec = recommended(Path(folder), profile, workload, effect, seed)
+                        (rec,) = recommendations(Path(folder), profile, (workload,), effect, seed)
                     faster += rec["verdict"] == "faster"
                     run += rec["recommended_trial"] == 1
                     if rec.get("withheld"):
@@ -251,6 +260,32 @@ def score_recommendations(studies: int, effect: float) -> None:
                     f"| {Path(profile).stem} | {workload} | {faster}/{studies} | {run}/{studies} "
                     f"| {'; '.join(vetoes) or '-'} |"
                 )
+
+
+def score_studies(studies: int, busy: int) -> None:
+    """A/A and a true +5% in `studies` studies of the three classes each on the default profile, beside `busy`
+    busy processes: how many of the verdicts say faster, how many recommend the candidate, the gains."""
+    load = busy_suite.burners(busy)
+    try:
+        for effect in (0.0, 0.05):
+            recs = []
+            for seed in range(studies):
+                with tempfile.TemporaryDirectory() as folder:
+                    recs += recommendations(Path(folder), DEFAULT_PROFILE, CLASSES, effect, seed)
+            gains = [r["gain"] for r in recs if r["gain"] is not None]
+            counts: dict[str, int] = {}
+            for r in recs:
+                counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
+            recommended = sum(r["recommended_trial"] == 1 for r in recs)
+            spread = statistics.stdev(gains) / math.sqrt(len(gains)) if len(gains) > 1 else math.nan
+            print(
+                f"true effect {effect:+.0%}, {studies} studies x {len(CLASSES)} classes, {busy} busy processes: "
+                f"{counts}; candidate recommended {recommended}/{len(recs)}; mean gain "
+                f"{statistics.fmean(gains) if gains else math.nan:+.2%} (+/- {spread:.2%} standard error), "
+                f"gains {' '.join(f'{g:+.1%}' for g in gains)}"
+            )
+    finally:
+        busy_suite.stop(load)
 
 
 def main() -> None:
@@ -268,9 +303,18 @@ def main() -> None:
         "--recommend", type=int, default=0, help="instead: this many studies per held-out profile and class"
     )
     parser.add_argument("--effect", type=float, default=0.05, help="--recommend's true effect")
+    parser.add_argument(
+        "--studies",
+        type=int,
+        default=0,
+        help="instead: this many studies of the three classes, A/A and a true +5%% (with --busy K beside them)",
+    )
     args = parser.parse_args()
     if args.recommend:
         score_recommendations(args.recommend, args.effect)
+        return
+    if args.studies:
+        score_studies(args.studies, args.busy)
         return
     profile = Profile.load(DEFAULT_PROFILE)
     if args.drift is not None:

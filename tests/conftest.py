@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from sweep import host
 from sweep.embedded import gemma_model, llama_server_binary
 from sweep.server import free_port
 
@@ -26,6 +30,24 @@ def llama_server() -> Path:
 @pytest.fixture(scope="session")
 def gemma() -> Path:
     return gemma_model()
+
+
+def host_readings(share: float) -> Callable[..., host.HostSample]:
+    """Host readings (in place of /proc) of a machine whose other processes use `share` of its 2 CPUs, at any
+    moment: the load the test names, whatever else this machine runs (other tests, under xdist)."""
+
+    def sample(server_pgid: int | None, *_: object, **__: object) -> host.HostSample:
+        elapsed = 2 * time.monotonic()
+        return host.HostSample(elapsed, share * elapsed, 0.0, 0.0, 2.0, 2)
+
+    return sample
+
+
+@pytest.fixture
+def quiet_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test that asserts a verdict on the simulator's modelled times reads a quiet host: the verdict is the
+    statistics' on those times, not what the machine's other work (another test) makes of them."""
+    monkeypatch.setattr(host, "sample", host_readings(0.0))
 
 
 def specsweep_argv(*args: str) -> list[str]:
@@ -104,10 +126,37 @@ def postgres_url() -> Iterator[str]:
 STARTED = pytest.StashKey[list[str]]()
 
 
+# `make test` runs the suite on one worker per core (pytest-xdist, --dist loadfile: a module's tests on one
+# worker, so its module fixtures start once). A test that runs the real llama-server waits for its turn, from
+# its setup to its teardown, on a lock the workers share: two llama-servers on two cores each would spin on each
+# other's cores.
+@contextlib.contextmanager
+def llama_server_turn(item: pytest.Item) -> Iterator[None]:
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    llama = "llama" in item.nodeid or {"llama_server", "gemma"} & set(getattr(item, "fixturenames", ()))
+    if run is None or not llama:
+        yield
+        return
+    with llama_server_lock(run).open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def llama_server_lock(run: str) -> Path:
+    return Path(tempfile.gettempdir()) / f"specsweep-tests-{run}-llama-server.lock"
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    # A worker done with its tests takes no more turns; the lock file goes with the last of them.
+    if run := os.environ.get("PYTEST_XDIST_TESTRUNUID"):
+        llama_server_lock(run).unlink(missing_ok=True)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> object:
     if any(item.get_closest_marker(mark) is not None for mark in ("server", "release")):
-        return (yield)
+        with llama_server_turn(item):
+            return (yield)
     started = item.stash.setdefault(STARTED, [])
     allowed = subprocess.Popen.__init__
 

@@ -4,8 +4,6 @@ true effect, a confirmation after the fact, multi-stream aggregates, broken outp
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +13,7 @@ import pytest
 from sweep import host
 from sweep.cli import main
 from sweep.sim.profile import DEFAULT_PROFILE
+from tests.conftest import host_readings
 
 SIM = '["{python}", -m, sweep.sim, --sim-time-scale, "0.002"'
 
@@ -44,20 +43,23 @@ def ab(tmp_path: Path, capsys: pytest.CaptureFixture[str], b: str, *extra: str) 
 
 
 @pytest.mark.server
+@pytest.mark.usefixtures("quiet_host")
 def test_ab_finds_a_true_gain(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rows = ab(tmp_path, capsys, "sim-speed-factor=1.25")
     assert rows["code: decode t/s"] == "faster"
 
 
 @pytest.mark.server
+@pytest.mark.usefixtures("quiet_host")
 def test_ab_of_a_configuration_against_itself_claims_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     rows = ab(tmp_path, capsys, "baseline", "--max-rounds", "6")
-    assert rows["code: decode t/s"] in ("within noise", "unreliable")
+    assert rows["code: decode t/s"] == "within noise"
 
 
 @pytest.mark.server
+@pytest.mark.usefixtures("quiet_host")
 def test_confirm_after_the_fact_and_multi_stream_aggregates(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -100,10 +102,11 @@ seed: 2
     assert rows and all(r["status"] == "ok" and r["cached_tokens"] <= header for r in rows)
     assert any(r["cached_tokens"] == header for r in rows if r["workload"] == "tool/4streams")
     one = next(t for t in report["trials"] if t["role"] == "baseline")["record"]["workloads"]["tool"]
-    # Survivors alone would be one or two streams' worth; the streams' own paces differ (each request its own
-    # slowness, its own steps), so the window that ends with the slowest holds about 0.85 of their sum.
-    assert four["aggregate_tps"]["median"] > 2.5 * one["decode_tps"]["median"]
-    assert four["aggregate_tps"]["median"] == pytest.approx(four["sum_stream_tps"]["median"], rel=0.25)
+    # Survivors alone would be one or two streams' worth. The streams are prefilled in one batch and step
+    # together, so the window that ends with the last of them holds nearly their sum: what it lacks is how
+    # unevenly their drafts were accepted (benchmarks/streams.py: 0.93-0.97 of it at 4 streams).
+    assert four["aggregate_tps"]["median"] > 3 * one["decode_tps"]["median"]
+    assert four["aggregate_tps"]["median"] == pytest.approx(four["sum_stream_tps"]["median"], rel=0.15)
     # A/B of two of its trials, by reference.
     path = space(tmp_path, body)
     argv = [
@@ -165,22 +168,11 @@ seed: 1
     assert cli.out.strip().endswith("--port 30000") and cli.err.startswith("# unconfirmed")
 
 
-def busy_host(share: float) -> Callable[..., host.HostSample]:
-    """Host readings (in place of /proc) of a machine whose other processes use `share` of its 2 CPUs, at any
-    moment: the load the test names, whatever else this machine runs."""
-
-    def sample(server_pgid: int | None, *_: object, **__: object) -> host.HostSample:
-        elapsed = 2 * time.monotonic()
-        return host.HostSample(elapsed, share * elapsed, 0.0, 0.0, 2.0, 2)
-
-    return sample
-
-
 @pytest.mark.server
 def test_a_busy_host_is_named_and_its_verdicts_are_unreliable(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(host, "sample", busy_host(0.5))
+    monkeypatch.setattr(host, "sample", host_readings(0.5))
     # Long enough (3 answers of 160 tokens at ~40 t/s of the model, at a fifth of its time: ~2.4 s) that every
     # workload is measured over more than a second: shorter windows are not judged.
     path = space(tmp_path, "workloads: [{class: code}]\nprobe: {repeats: 3, max_tokens: 160}\n", scale="0.2")
@@ -259,6 +251,7 @@ seed: 1
 
 
 @pytest.mark.server
+@pytest.mark.usefixtures("quiet_host")
 def test_a_quoting_workload_that_runs_on_is_named_with_its_task_and_measured_alone_with_a_stop(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -291,6 +291,14 @@ class StopWatch:
         return self.text[before:]
 
 
+@dataclasses.dataclass
+class PrefillBatch:
+    """A prefill batch on the GPU: when it ends (monotonic wall clock) and the tokens it prefills."""
+
+    end: float
+    tokens: int
+
+
 class Simulator:
     """The state a running simulated server shares between its HTTP threads."""
 
@@ -310,9 +318,12 @@ class Simulator:
         self.lock = threading.Lock()
         self.slots = threading.BoundedSemaphore(max(1, plan.effective_max_running))
         self.running = 0
-        # When the GPU's last queued prefill ends (monotonic wall clock): a prefill runs alone, as the engines'
-        # schedulers run a prefill batch between decode steps, so arrivals stall the requests decoding.
-        self.prefill_until = 0.0
+        # The GPU's last prefill batch: a prefill runs alone, as the engines' schedulers run a prefill batch
+        # between decode steps, so arrivals stall the requests decoding.
+        self.prefill_batch: PrefillBatch | None = None
+        # The pace of the requests decoding now: a batch's requests step together, so they share one (drawn
+        # when a request finds the server idle).
+        self.batch_pace = self.launch_pace
         self.cache: list[list[int]] = []
         self.counters = {
             "prompt_tokens": 0,
@@ -338,25 +349,36 @@ class Simulator:
         if self.time_scale > 0:
             time.sleep(seconds * self.time_scale)
 
-    def prefill(self, seconds: float) -> float:
-        """Run a prefill of `seconds` (modelled) after those queued before it; the modelled time to the first
-        token, the queued prefills' included."""
+    def prefill(self, seconds: float, tokens: int) -> float:
+        """Run a prefill of `seconds` (modelled) over `tokens`: in the batch being prefilled when it arrives
+        (as a scheduler takes every waiting request into its next prefill batch, up to its chunk of tokens), else
+        in a batch of its own after those queued. The modelled time to the first token: its batch's end."""
         if self.time_scale <= 0:
             return seconds
+        arrived = time.monotonic()
         with self.lock:
-            now = time.monotonic()
-            start = max(now, self.prefill_until)
-            self.prefill_until = start + seconds * self.time_scale
-        waited = (start - now) / self.time_scale
-        self.sleep(waited + seconds)
-        return waited + seconds
+            batch = self.prefill_batch
+            if (
+                batch is not None
+                and arrived < batch.end
+                and batch.tokens + tokens <= self.resolved.chunked_prefill_size
+            ):
+                batch.end += seconds * self.time_scale
+                batch.tokens += tokens
+            else:
+                start = arrived if batch is None else max(arrived, batch.end)
+                batch = self.prefill_batch = PrefillBatch(start + seconds * self.time_scale, tokens)
+        while (left := batch.end - time.monotonic()) > 0:  # later arrivals may join the batch and lengthen it
+            time.sleep(left)
+        return (batch.end - arrived) / self.time_scale
 
     def prefills_waited(self) -> float:
-        """Modelled seconds a decode step waits for the prefills running now (0 when none is)."""
+        """Modelled seconds a decode step waits for the prefill running now (0 when none is)."""
         if self.time_scale <= 0:
             return 0.0
         with self.lock:
-            return max(0.0, self.prefill_until - time.monotonic()) / self.time_scale
+            end = self.prefill_batch.end if self.prefill_batch is not None else 0.0
+        return max(0.0, end - time.monotonic()) / self.time_scale
 
     def cached_prefix(self, tokens: list[int]) -> int:
         if self.args.disable_radix_cache:
@@ -400,20 +422,24 @@ class Simulator:
         arrived = time.monotonic()
         with self.slots:
             queued = (time.monotonic() - arrived) / self.time_scale if self.time_scale > 0 else 0.0
-            with self.lock:
-                cached = self.cached_prefix(tokens)
-                self.running += 1
             workload = classify(prompt, instruction)
             model = StepModel(self.profile, self.resolved, workload, len(tokens))
             with self.lock:
+                cached = self.cached_prefix(tokens)
                 rng = random.Random(self.rng.random())
+                # A request alone goes at its own pace; one that joins requests decoding steps with them.
+                if self.running == 0:
+                    self.batch_pace = self.launch_pace * math.exp(rng.gauss(0, self.profile.request_noise))
+                pace = self.batch_pace
+                self.running += 1
             # Greedy decoding drafts and verifies the same tokens for the same prompt on every launch: which
             # drafts are accepted depends on the prompt, not on the launch.
             accept_rng = random.Random(zlib.crc32(prompt.encode()))
-            pace = self.launch_pace * math.exp(rng.gauss(0, self.profile.request_noise))
             text = GreedyText(prompt, workload, self._diverge_after())
             try:
-                ttft = self.prefill(model.prefill_seconds(len(tokens) - cached) * self.launch_pace)
+                ttft = self.prefill(
+                    model.prefill_seconds(len(tokens) - cached) * self.launch_pace, len(tokens) - cached
+                )
                 with self.lock:
                     self.cache.append(tokens)
                 produced, verify, correct, proposed, decode = 1, 0, 0, 0, 0.0
