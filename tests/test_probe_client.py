@@ -7,6 +7,7 @@ import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from statistics import median
 from typing import Any
 
 import httpx
@@ -222,12 +223,18 @@ def test_an_open_loop_sends_each_request_on_its_arrival_clock() -> None:
     summary = result.summaries["tool/20rps"]
     assert summary.status == "ok" and summary.requests == 16 and len(set(server.contents)) == 16
     assert (summary.rate, summary.arrivals) == (20.0, "constant")
+    offered, goodput = [], []
     for repeat in range(2):
-        sent = [r.sent_s for r in result.requests if r.repeat == repeat]
-        assert sent == pytest.approx(workload.send_offsets(repeat), abs=0.02)
-    assert summary.offered_rps is not None and summary.offered_rps.median == pytest.approx(20.0, rel=0.1)
-    # No limit set: every answered request counts, over the time from the first sent to the last answered.
-    assert summary.goodput_rps is not None and summary.goodput_rps.median == pytest.approx(8 / 0.35, rel=0.2)
+        rows = [r for r in result.requests if r.repeat == repeat]
+        sent = [r.sent_s for r in rows]
+        # Each goes out at its arrival time, never before it (a busy machine may send it late), in order.
+        offsets = workload.send_offsets(repeat)
+        assert all(s >= o - 1e-3 for s, o in zip(sent, offsets, strict=True)) and sent == sorted(sent)
+        offered.append((len(rows) - 1) / (sent[-1] - sent[0]))
+        # No limit set: every answered request counts, over the time from the first sent to the last answered.
+        goodput.append(len(rows) / (max(r.sent_s + r.wall_s for r in rows) - sent[0]))
+    assert summary.offered_rps is not None and summary.offered_rps.median == pytest.approx(median(offered))
+    assert summary.goodput_rps is not None and summary.goodput_rps.median == pytest.approx(median(goodput))
     assert summary.batch is not None and summary.batch.median < 2  # answered at once: they never overlap
 
 

@@ -73,7 +73,9 @@ confirm: {top: 1, launches: 2, max_launches: 3}
 trials: 3
 seed: 2
 """
-    path = space(tmp_path, body)
+    # At a tenth of the model's time a batch decodes for about 70 ms: four requests sent together overlap on
+    # the server however late a busy machine sends them (at 0.002 they would decode one after another).
+    path = space(tmp_path, body, scale="0.1")
     runs = str(tmp_path / "runs")
     assert main(["run", "--space", str(path), "--study", "late", "--runs", runs, "--no-confirm"]) == 0
     assert "verdicts are unconfirmed" in capsys.readouterr().out
@@ -87,7 +89,8 @@ seed: 2
         (k, r["verdict"], r["why_verdict"]) for k, r in recs.items()
     ]
     # Four streams at once: every request valid (the nonce leads the message, so the radix cache has nothing
-    # to give but the chat template's header, the same in every request), and the aggregate is the sum of the
+    # to give but the chat template's header, the same in every request, where one was prefilled before another
+    # arrived), and the aggregate is the sum of the
     # streams, not the survivors'.
     rows = [
         json.loads(line)
@@ -100,7 +103,6 @@ seed: 2
     header = four["template_tokens"]
     assert four["form"] == "chat" and 0 < header < 10
     assert rows and all(r["status"] == "ok" and r["cached_tokens"] <= header for r in rows)
-    assert any(r["cached_tokens"] == header for r in rows if r["workload"] == "tool/4streams")
     one = next(t for t in report["trials"] if t["role"] == "baseline")["record"]["workloads"]["tool"]
     # Survivors alone would be one or two streams' worth. The streams are prefilled in one batch and step
     # together, so the window that ends with the last of them holds nearly their sum: what it lacks is how
