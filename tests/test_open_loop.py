@@ -106,8 +106,9 @@ def test_the_real_llama_server_queues_what_arrives_faster_than_its_slots(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Two slots, four requests: arriving together two decode at once and two wait for a slot, which their time
-    to first token shows; arriving four seconds apart they overlap less (on a quiet machine, not at all: on a
-    busy one an answer may outlast the gap, so only the order is asserted)."""
+    to first token shows; arriving four seconds apart none waits for a slot. How much answers sent apart
+    overlap is the machine's speed (none on a quiet machine; on a busy one an answer outlasts the gap, and
+    they overlap as much as those sent together did), so it is held only to the slots."""
     path = tmp_path / "space.yaml"
     path.write_text(LLAMA)
     runs = str(tmp_path / "runs")
@@ -118,7 +119,7 @@ def test_the_real_llama_server_queues_what_arrives_faster_than_its_slots(
     for trial in report["trials"]:
         slow, fast = trial["record"]["workloads"]["tool/0.25rps"], trial["record"]["workloads"]["tool/20rps"]
         assert slow["status"] == fast["status"] == "ok", (slow["reason"], fast["reason"])
-        assert slow["batch"]["median"] < fast["batch"]["median"] and 1.2 < fast["batch"]["median"] <= 2.05
+        assert 1.2 < fast["batch"]["median"] <= 2.05 and slow["batch"]["median"] <= 2.05
         assert fast["latency"]["ttft_s"]["p90"] > 1.5 * slow["latency"]["ttft_s"]["p90"]
         # What was sent and what came back, whatever the machine's speed (goodput itself is the machine's).
         assert fast["offered_rps"]["median"] > 10 * slow["offered_rps"]["median"]
