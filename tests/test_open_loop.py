@@ -38,6 +38,7 @@ def narrow_knee(tmp_path: Path, per_token_ms: float) -> Path:
 
 
 @pytest.mark.server
+@pytest.mark.usefixtures("quiet_host")
 def test_speculation_pays_less_as_arrivals_fill_the_batch(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -105,8 +106,8 @@ trials: 2
 def test_the_real_llama_server_queues_what_arrives_faster_than_its_slots(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Two slots, four requests: arriving together two decode at once and two wait for a slot, which their time
-    to first token shows; arriving four seconds apart none waits for a slot. How much answers sent apart
+    """Two slots, four requests: arriving together two decode at once and two wait for a slot, which their first
+    tokens show (the third comes after the first answer ends). How much answers sent apart
     overlap is the machine's speed (none on a quiet machine; on a busy one an answer outlasts the gap, and
     they overlap as much as those sent together did), so it is held only to the slots."""
     path = tmp_path / "space.yaml"
@@ -120,7 +121,6 @@ def test_the_real_llama_server_queues_what_arrives_faster_than_its_slots(
         slow, fast = trial["record"]["workloads"]["tool/0.25rps"], trial["record"]["workloads"]["tool/20rps"]
         assert slow["status"] == fast["status"] == "ok", (slow["reason"], fast["reason"])
         assert 1.2 < fast["batch"]["median"] <= 2.05 and slow["batch"]["median"] <= 2.05
-        assert fast["latency"]["ttft_s"]["p90"] > 1.5 * slow["latency"]["ttft_s"]["p90"]
         # What was sent and what came back, whatever the machine's speed (goodput itself is the machine's).
         assert fast["offered_rps"]["median"] > 10 * slow["offered_rps"]["median"]
         assert fast["goodput_rps"]["median"] > 0 and slow["goodput_rps"]["median"] > 0
@@ -130,6 +130,10 @@ def test_the_real_llama_server_queues_what_arrives_faster_than_its_slots(
     ]
     slow_sent = [r["sent_s"] for r in rows if r["workload"] == "tool/0.25rps"]
     assert slow_sent == pytest.approx([0.0, 4.0, 8.0, 12.0], abs=0.3)
+    # Sent together, two wait for a slot: the third first token comes after the first answer ends.
+    fast_rows = [r for r in rows if r["workload"] == "tool/20rps"]
+    firsts = sorted(r["sent_s"] + r["ttft_s"] for r in fast_rows)
+    assert firsts[2] >= min(r["sent_s"] + r["wall_s"] for r in fast_rows) - 0.05
     assert all(r["status"] == "ok" and r["cached_tokens"] == 0 for r in rows)
 
 
