@@ -437,9 +437,8 @@ class Simulator:
             accept_rng = random.Random(zlib.crc32(prompt.encode()))
             text = GreedyText(prompt, workload, self._diverge_after())
             try:
-                ttft = self.prefill(
-                    model.prefill_seconds(len(tokens) - cached) * self.launch_pace, len(tokens) - cached
-                )
+                fresh = len(tokens) - cached
+                ttft = self.prefill(model.prefill_seconds(fresh) * self.launch_pace, fresh)
                 with self.lock:
                     self.cache.append(tokens)
                 produced, verify, correct, proposed, decode = 1, 0, 0, 0, 0.0
