@@ -47,6 +47,7 @@ class RequestMeasurement:
     server_prefill_tps: float | None = None
     server_ttft_s: float | None = None
     server_e2e_s: float | None = None
+    server_received_s: float | None = None  # its arrival on the server's clock (epoch seconds), where it says
     draft_tokens: int = 0
     accepted_tokens: int = 0
     acceptance_rate: float | None = None

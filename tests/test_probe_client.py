@@ -4,6 +4,7 @@ llama-server does not take with our settings (a cache hit) or takes only at scal
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -198,6 +199,36 @@ def test_a_failed_cache_flush_fails_the_batch(monkeypatch: pytest.MonkeyPatch) -
     summary = result.summaries["code"]
     assert summary.status == "error" and summary.remeasured == 2
     assert "cache was not flushed: /flush_cache answered HTTP 400 (Cache not flushed" in summary.reason
+
+
+def test_a_batchs_decode_window_is_on_the_servers_clock_where_it_stamps_every_request() -> None:
+    """The real SGLang 0.5.17's four answers of one batch (H200): their window from the server's stamps alone,
+    whatever the client's clock says; the client's where a request lacks a stamp. Never the two added."""
+    from sweep.engines import SGLangEngine
+    from sweep.probes.runner import _window_rate
+    from sweep.results import RequestMeasurement
+
+    recorded = Path(__file__).parent / "recordings" / "sglang-0.5.17-h200" / "eagle-acc3-generate_batch4.json"
+    metas = json.loads(recorded.read_text())
+    engine = SGLangEngine(ServerSetup(launcher=["sglang"], model="/m"))
+    rows = []
+    for stream, meta in enumerate(metas):
+        report = engine.read_final({"meta_info": meta})
+        assert report is not None
+        rows.append(
+            RequestMeasurement(
+                "w", 0, stream, "n", "ok",
+                completion_tokens=report.completion_tokens,
+                ttft_s=0.01, decode_s=0.02, sent_s=100.0 * stream,  # a client clock far off the server's
+                server_ttft_s=report.ttft_s, server_e2e_s=report.e2e_s, server_received_s=report.received_s,
+            )
+        )  # fmt: skip
+    first = min(m["prefill_finished_time"] for m in metas)
+    last = max(m["request_finished_ts"] for m in metas)
+    tokens = sum(m["completion_tokens"] - 1 for m in metas)
+    assert _window_rate(rows) == pytest.approx(tokens / (last - first), rel=1e-3)
+    unstamped = [*rows[:3], dataclasses.replace(rows[3], server_received_s=None)]
+    assert _window_rate(unstamped) == pytest.approx(tokens / (300.03 - 0.01))  # the client's clock throughout
 
 
 def test_the_batch_is_how_many_requests_decoded_at_once() -> None:

@@ -480,3 +480,41 @@ def test_sim_chat_completions_stream(tmp_path: Path) -> None:
         too_long = {"messages": [{"role": "user", "content": "word " * 300_000}], "max_tokens": 8}
         error = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=too_long, timeout=30)
         assert error.status_code == 400 and error.json()["type"] == "BadRequestError"
+
+
+RECORDED = Path(__file__).parent / "recordings" / "sglang-0.5.17-h200"
+
+
+def recorded_final(name: str, index: int | None = None) -> dict[str, Any]:
+    """A final streamed chunk the real SGLang 0.5.17 server sent on the H200 (a batch file keeps meta_info)."""
+    data = json.loads((RECORDED / name).read_text())
+    if index is not None:
+        return {"text": "", "meta_info": data[index]}
+    chunk: dict[str, Any] = data["last"]
+    return chunk
+
+
+def test_a_real_0_5_17_answer_gives_its_first_token_time_from_the_servers_stamps() -> None:
+    chunk = recorded_final("eagle-acc3-generate_code.json")
+    meta = chunk["meta_info"]
+    assert "first_token_latency" not in meta  # 0.5.17 stamps instead
+    report = SGLangEngine(ServerSetup(launcher=SIM, model="/models/q")).read_final(chunk)
+    assert report is not None and report.ttft_s is not None and report.decode_tps is not None
+    assert report.ttft_s == pytest.approx(meta["prefill_finished_time"] - meta["request_received_ts"])
+    assert 0.05 < report.ttft_s < 0.1 and report.received_s == meta["request_received_ts"]
+    assert report.prefill_tps == pytest.approx(meta["prompt_tokens"] / report.ttft_s)
+    assert report.e2e_s == meta["e2e_latency"]
+    # The server's own rate and the one from its stamps agree on a request alone.
+    assert report.decode_tps == pytest.approx(meta["decode_throughput"], rel=0.01)
+
+
+def test_a_real_0_5_17_batch_reads_its_decode_rate_from_the_stamps_not_its_broken_throughput() -> None:
+    engine = SGLangEngine(ServerSetup(launcher=SIM, model="/models/q"))
+    for index in range(4):
+        chunk = recorded_final("eagle-acc3-generate_batch4.json", index)
+        meta = chunk["meta_info"]
+        report = engine.read_final(chunk)
+        assert report is not None and report.decode_tps is not None and report.ttft_s is not None
+        decode = meta["request_finished_ts"] - meta["prefill_finished_time"]
+        assert report.decode_tps == pytest.approx((meta["completion_tokens"] - 1) / decode)
+        assert report.decode_tps < 1000 < meta["decode_throughput"]  # 0.5.17 said 20 to 56 million t/s

@@ -382,6 +382,32 @@ def test_a_prefill_pauses_the_requests_decoding() -> None:
     assert paused - alone == pytest.approx(prefill, rel=0.25)
 
 
+def test_the_simulator_stamps_requests_as_its_release_does() -> None:
+    """0.5.23 says `first_token_latency`; 0.5.20 and 0.5.17 only stamp arrival and prefill's end (their
+    `req_time_stats.py`), on a clock the requests of a batch share. The engine reads the same time either way."""
+    import dataclasses
+
+    from sweep.engines import ServerSetup, SGLangEngine
+    from sweep.sim.sglang_server import in_process
+
+    engine = SGLangEngine(ServerSetup(launcher=["sglang"], model="/m"))
+    reports = {}
+    for version in ("0.5.23", "0.5.20"):
+        sim = in_process(dataclasses.replace(PROFILE, sglang_version=version), ["--sim-seed", "4"])
+        meta = list(sim.generate("Write a Python function that adds two numbers.", 32))[-1][1]
+        assert meta is not None and meta["request_received_ts"] > 1.7e9  # seconds since the epoch
+        assert ("first_token_latency" in meta) == (version == "0.5.23")
+        assert meta["request_finished_ts"] - meta["request_received_ts"] == pytest.approx(
+            meta["e2e_latency"], abs=1e-6
+        )
+        reports[version] = engine.read_final({"meta_info": meta | {"finish_reason": {"type": "length"}}})
+    new, old = reports["0.5.23"], reports["0.5.20"]
+    assert new is not None and old is not None and new.ttft_s is not None and old.ttft_s is not None
+    # Epoch stamps in doubles resolve 0.2 microseconds.
+    assert old.ttft_s == pytest.approx(new.ttft_s, rel=1e-4)
+    assert old.decode_tps == pytest.approx(new.decode_tps, rel=1e-4)
+
+
 @pytest.mark.parametrize("length", [1.0, 2.5, 3.4, 9.0])
 def test_sglang_s_forced_acceptance_length_is_honoured(
     length: float, monkeypatch: pytest.MonkeyPatch

@@ -205,6 +205,9 @@ class ServerReport:
     prefill_tps: float | None = None
     ttft_s: float | None = None
     e2e_s: float | None = None
+    # When the request arrived, on the server's clock (seconds since the epoch): the requests of a batch line
+    # up on it with no client clock in between.
+    received_s: float | None = None
     draft_tokens: int = 0
     accepted_tokens: int = 0
     acceptance_length: float | None = None

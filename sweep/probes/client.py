@@ -182,6 +182,7 @@ def _measurement(
         server_prefill_tps=report.prefill_tps,
         server_ttft_s=report.ttft_s,
         server_e2e_s=report.e2e_s,
+        server_received_s=report.received_s,
         draft_tokens=report.draft_tokens,
         accepted_tokens=report.accepted_tokens,
         acceptance_rate=report.accepted_tokens / report.draft_tokens if report.draft_tokens else None,

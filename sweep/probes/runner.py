@@ -400,32 +400,41 @@ REQUEST_MEASURES: dict[str, Callable[[RequestMeasurement, int], float | None]] =
 
 def _window_rate(rows: list[RequestMeasurement]) -> float | None:
     """Decode tokens of every request (the first token of each comes from prefill) over the decode window:
-    from the first stream's first token to the last stream's last token. The requests are sent together, so
-    each one's times from its arrival line up, shifted by when it was sent: the server's clock where it reports
-    first-token and end times (SGLang), the client's otherwise."""
-    if all(r.server_ttft_s is not None and r.server_e2e_s is not None for r in rows):
-        firsts = [r.sent_s + r.server_ttft_s for r in rows if r.server_ttft_s is not None]
-        lasts = [r.sent_s + r.server_e2e_s for r in rows if r.server_e2e_s is not None]
-    else:
-        firsts = [r.sent_s + r.ttft_s for r in rows if r.ttft_s is not None]
-        lasts = [
-            r.sent_s + r.ttft_s + r.decode_s for r in rows if r.ttft_s is not None and r.decode_s is not None
-        ]
+    from the first stream's first token to the last stream's last token, on one clock: the server's where it
+    stamps every request's arrival (SGLang), the client's otherwise (each request's times from when it was
+    sent). Never the two mixed: a simulator's modelled seconds and a client's wall seconds do not add."""
+    windows = _server_windows(rows) or _client_windows(rows)
     tokens = sum(max(0, r.completion_tokens - 1) for r in rows)
-    if not firsts or not lasts or max(lasts) <= min(firsts) or not tokens:
+    if not windows or not tokens:
         return None
-    return tokens / (max(lasts) - min(firsts))
+    first, last = min(start for start, _ in windows), max(end for _, end in windows)
+    return tokens / (last - first) if last > first else None
+
+
+def _server_windows(rows: list[RequestMeasurement]) -> list[tuple[float, float]] | None:
+    """Each request's first and last token on the server's clock; None unless the server stamped every one."""
+    windows = []
+    for r in rows:
+        if r.server_received_s is None or r.server_ttft_s is None or r.server_e2e_s is None:
+            return None
+        windows.append((r.server_received_s + r.server_ttft_s, r.server_received_s + r.server_e2e_s))
+    return windows
+
+
+def _client_windows(rows: list[RequestMeasurement]) -> list[tuple[float, float]]:
+    """Each request's first and last token as the client saw them, from its repeat's start."""
+    return [
+        (r.sent_s + r.ttft_s, r.sent_s + r.ttft_s + r.decode_s)
+        for r in rows
+        if r.ttft_s is not None and r.decode_s is not None
+    ]
 
 
 def _decode_batch(rows: list[RequestMeasurement]) -> float | None:
     """How many requests decoded at once, on average over each request's decode time: the overlap of every
     pair of decode windows (a window with itself included) over the windows' total length, each on the
     client's clock from when it was sent."""
-    windows = [
-        (r.sent_s + r.ttft_s, r.sent_s + r.ttft_s + r.decode_s)
-        for r in rows
-        if r.ttft_s is not None and r.decode_s is not None
-    ]
+    windows = _client_windows(rows)
     total = sum(end - start for start, end in windows)
     if len(windows) < len(rows) or total <= 0:
         return None

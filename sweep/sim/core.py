@@ -23,6 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from sweep.engines.sglang_release import version_tuple
 from sweep.sim.adaptive import AdaptiveSteps
 from sweep.sim.faults import Faults
 from sweep.sim.model import MemoryPlan, Resolved, StartupFailure, StepModel
@@ -259,6 +260,8 @@ def launch_seed(args: argparse.Namespace) -> int:
 
 
 SYNTHETIC_PIECE = " @"
+# The release whose meta_info first says `first_token_latency` (0.5.20's req_time_stats.py has no such key).
+FIRST_TOKEN_LATENCY_SINCE = (0, 5, 23)
 
 
 def forced_drafts(length: float, depth: int, rng: random.Random) -> int:
@@ -315,6 +318,9 @@ class Simulator:
         # Wall seconds per modelled second (--sim-time-scale); 0: no waiting at all (benchmarks that only want
         # the numbers), and no wall clock to model queues by.
         self.time_scale = float(args.sim_time_scale)
+        # The modelled clock the server stamps requests with (seconds since the epoch, as SGLang's realtime
+        # stamps): modelled seconds since the launch, so a batch's stamps line up with its modelled latencies.
+        self.epoch, self.started = time.time(), time.monotonic()
         self.lock = threading.Lock()
         self.slots = threading.BoundedSemaphore(max(1, plan.effective_max_running))
         self.running = 0
@@ -344,6 +350,11 @@ class Simulator:
             if resolved.adaptive_slots is not None
             else None
         )
+
+    def modelled_time(self, monotonic: float) -> float:
+        """A wall instant (time.monotonic()) on the modelled clock."""
+        elapsed = monotonic - self.started
+        return self.epoch + (elapsed / self.time_scale if self.time_scale > 0 else elapsed)
 
     def sleep(self, seconds: float) -> None:
         if self.time_scale > 0:
@@ -479,12 +490,19 @@ class Simulator:
             finally:
                 with self.lock:
                     self.running -= 1
+        received = self.modelled_time(arrived)
         times = {
+            "request_received_ts": received,
+            "forward_entry_time": received + queued,
             "queue_time": queued,
+            "prefill_finished_time": received + queued + ttft,
             "first_token_latency": queued + ttft,
+            "request_finished_ts": received + queued + ttft + decode,
             "e2e_latency": queued + ttft + decode,
             "decode_throughput": (produced - 1) / decode if decode else 0.0,
         }
+        if version_tuple(self.profile.sglang_version) < FIRST_TOKEN_LATENCY_SINCE:
+            del times["first_token_latency"]  # older releases stamp only when the prefill finished
         meta = self._meta(len(tokens), produced, cached, (verify, correct, proposed), times)
         if said.matched:
             meta["finish_reason"] = {"type": "stop", "matched": said.matched}
