@@ -785,6 +785,8 @@ def budget_findings(
     truth = g.token_bytes(kv_bytes, drafting)
     if facts is not None and facts.weight_gb:
         weights, source = facts.weight_gb, "the log's weight load"
+        if facts.draft_weight_gb:  # a draft model's weights load apart, and come out of the share too
+            weights, source = weights + facts.draft_weight_gb, "the log's weight loads, target and draft"
     elif g.weight_bytes is not None:
         weights, source = g.weight_bytes.value / GIB, "the files"
     else:

@@ -127,6 +127,16 @@ def model_identity(model: str) -> str:
     if path.is_dir():
         config = path / "config.json"
         digest = hashlib.sha256(config.read_bytes()).hexdigest()[:16] if config.is_file() else "none"
-        size = sum(f.stat().st_size for f in path.iterdir() if f.suffix in WEIGHT_SUFFIXES)
-        return f"config sha256 {digest}, weights {size} bytes"
+        return f"config sha256 {digest}, weights {weights_on_disk(model) or 0} bytes"
     return f"named {model}"
+
+
+def weights_on_disk(model: str) -> int | None:
+    """The bytes of a model's weights as stored: a file's size, a folder's weight files together; None for a
+    name the server resolves (a hub id) or a folder without weight files."""
+    path = Path(model)
+    if path.is_file():
+        return path.stat().st_size
+    if path.is_dir():
+        return sum(f.stat().st_size for f in path.iterdir() if f.suffix in WEIGHT_SUFFIXES) or None
+    return None

@@ -17,10 +17,72 @@ from sweep.search import Candidates, ModelSearch, candidates
 from sweep.space import Space
 from sweep.store import RECORD_ATTR, launched
 
-# Speeds to plan with before anything was measured: a mid-size model on one GPU (or a small one on a CPU).
+# Speeds to plan with where neither a study nor the hardware says: a mid-size model on one GPU (or a small one
+# on a CPU).
 ASSUMED_DECODE_TPS = 30.0
 ASSUMED_PREFILL_TPS = 1000.0
 PROMPT_TOKENS = 300  # a built-in prompt without a context length, about
+
+
+@dataclass(frozen=True)
+class GpuSpeed:
+    """A GPU's datasheet: memory bandwidth (GB/s) and dense bf16 compute (TFLOP/s)."""
+
+    name: str
+    bandwidth_gbs: float
+    bf16_tflops: float
+
+
+# Matched by substring of NVML's name, most specific first.
+GPU_SPEEDS = (
+    GpuSpeed("B200", 8000, 2250),
+    GpuSpeed("H200", 4800, 989),
+    GpuSpeed("H100 PCIe", 2000, 756),
+    GpuSpeed("H100", 3350, 989),
+    GpuSpeed("A100-SXM4-80GB", 2039, 312),
+    GpuSpeed("A100", 1555, 312),
+    GpuSpeed("L40S", 864, 362),
+    GpuSpeed("L40", 864, 181),
+    GpuSpeed("RTX 6000 Ada", 960, 364),
+    GpuSpeed("A6000", 768, 155),
+    GpuSpeed("RTX 5090", 1792, 210),
+    GpuSpeed("RTX 4090", 1008, 165),
+    GpuSpeed("RTX 3090", 936, 71),
+    GpuSpeed("A10", 600, 125),
+    GpuSpeed("L4", 300, 121),
+)
+# Shares of the datasheet a server reaches: decode streams the weights once a step, prefill is compute-bound.
+BANDWIDTH_SHARE, COMPUTE_SHARE = 0.6, 0.4
+# What a decode step costs besides reading the weights (scheduling, kernel launches): SGLang 0.5.17 on the H200
+# decoded a 4-layer model (0.13 GB) at 450-2150 t/s, 0.5-2 ms a step where its weights take 0.05 ms.
+STEP_OVERHEAD_S = 0.001
+BF16_BYTES = 2  # a parameter's bytes where the files do not say (quantized weights make prefill look faster)
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """What the machine and the model files say before anything runs: GPU names (NVML) and weight bytes."""
+
+    gpus: tuple[str, ...] = ()
+    weight_bytes: int | None = None
+
+    def gpu(self) -> GpuSpeed | None:
+        return next((g for name in self.gpus[:1] for g in GPU_SPEEDS if g.name in name), None)
+
+
+def estimated_speeds(hardware: Hardware) -> tuple[float, float, str] | None:
+    """Decode and prefill t/s of one request from the weights and the GPU's datasheet, and how; None where
+    either is unknown."""
+    gpu, weights = hardware.gpu(), hardware.weight_bytes
+    if gpu is None or not weights:
+        return None
+    decode = 1 / (weights / (gpu.bandwidth_gbs * 1e9 * BANDWIDTH_SHARE) + STEP_OVERHEAD_S)
+    prefill = gpu.bf16_tflops * 1e12 * COMPUTE_SHARE / (2 * weights / BF16_BYTES)
+    how = (
+        f"estimated: {weights / 1e9:.2f} GB of weights on the {gpu.name} ({gpu.bandwidth_gbs:.0f} GB/s, "
+        f"{gpu.bf16_tflops:.0f} TFLOP/s)"
+    )
+    return decode, prefill, how
 
 
 @dataclass(frozen=True)
@@ -36,11 +98,17 @@ class LaunchTime:
         return self.startup_s + self.probe_s
 
 
-def assumed_launch_time(space: Space, engine: Engine) -> LaunchTime:
+def assumed_launch_time(space: Space, engine: Engine, hardware: Hardware | None = None) -> LaunchTime:
+    estimate = estimated_speeds(hardware) if hardware is not None else None
+    decode_tps, prefill_tps, how = estimate or (
+        ASSUMED_DECODE_TPS,
+        ASSUMED_PREFILL_TPS,
+        f"assumed: decodes {ASSUMED_DECODE_TPS:.0f} t/s and prefills {ASSUMED_PREFILL_TPS:.0f} t/s",
+    )
     probe_s = 0.0
     for workload in space.workloads:
         prompt = workload.context_tokens or PROMPT_TOKENS
-        request_s = prompt / ASSUMED_PREFILL_TPS + space.probe.request.max_tokens / ASSUMED_DECODE_TPS
+        request_s = prompt / prefill_tps + space.probe.request.max_tokens / decode_tps
         probe_s += request_s if space.probe.warmup else 0.0
         if workload.capacity is not None:  # its runs, at most as long as one at the range's lowest rate
             probe_s += workload.capacity_probes * ((workload.requests - 1) / workload.capacity[0] + request_s)
@@ -51,8 +119,7 @@ def assumed_launch_time(space: Space, engine: Engine) -> LaunchTime:
     return LaunchTime(
         engine.typical_startup_s,
         probe_s,
-        f"assumed: {engine.name} starts in ~{engine.typical_startup_s:.0f} s, decodes {ASSUMED_DECODE_TPS:.0f} t/s "
-        f"and prefills {ASSUMED_PREFILL_TPS:.0f} t/s (run a study to measure them)",
+        f"{engine.name} starts in ~{engine.typical_startup_s:.0f} s; {how}; a study measures them",
     )
 
 
@@ -123,11 +190,12 @@ def make_plan(
     study: optuna.Study | None = None,
     budget_s: float | None = None,
     costs: CostProfile | None = None,
+    hardware: Hardware | None = None,
 ) -> Plan:
     pool = candidates(space, engine)
     methods = Counter(c.shape.method if c.shape else "none" for c in pool.items)
     target = trials or space.trials
-    launch = (measured_launch_time(study) if study else None) or assumed_launch_time(space, engine)
+    launch = (measured_launch_time(study) if study else None) or assumed_launch_time(space, engine, hardware)
     if budget_s is not None and trials is None:
         confirm_s = space.confirm_launches(predicted=costs is not None) * launch.seconds
         target = max(0, int((budget_s - confirm_s) // launch.seconds))

@@ -403,6 +403,8 @@ class LaunchFacts:
     free_after_pool_gb: float | None = None
     graph_capture_gb: float | None = None
     free_after_graphs_gb: float | None = None
+    draft_weight_gb: float | None = None  # a draft model's own weights and pool, where it logs them apart
+    draft_kv_cache_gb: float | None = None
     context_length: int | None = None
     max_running_requests: int | None = None
     # Lines in which the engine capped or reset a limit, each with its reason, in log order.
@@ -441,6 +443,8 @@ class LaunchFacts:
     state_slots: int | None = None
     max_concurrency: float | None = None
     graph_captures: list[GraphCapture] = field(default_factory=list)
+    # A capture that began and never ended: the start-up died in it (its memory 0, its free memory at begin).
+    unfinished_capture: GraphCapture | None = None
     capture_oom: CaptureOom | None = None
     # Written by the driver: the engine's constraints an infeasible trial broke (>0: broken), why part of the
     # server's log is missing, and the sizing doctor's findings on this launch.
@@ -461,6 +465,8 @@ class LaunchFacts:
         fields = {k: v for k, v in data.items() if k in names}
         # The nested records are typed before the facts are made, never stored as plain dicts.
         fields["graph_captures"] = [GraphCapture(**c) for c in data.get("graph_captures") or []]
+        unfinished = data.get("unfinished_capture")
+        fields["unfinished_capture"] = GraphCapture(**unfinished) if unfinished else None
         fields["capture_oom"] = CaptureOom(**data["capture_oom"]) if data.get("capture_oom") else None
         fields["sizing"] = [Finding(**f) for f in data.get("sizing") or []]
         return cls(**fields)

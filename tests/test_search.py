@@ -301,18 +301,40 @@ def test_plan_counts_the_space_after_the_engines_rules_and_prices_the_night(tmp_
         in before
     )
     assert "search (model): 10 launches" in before
-    assert "assumed: sglang starts in ~120 s" in before
+    assert "sglang starts in ~60 s; assumed: decodes 30 t/s and prefills 1000 t/s" in before
     assert not (tmp_path / "runs" / "s").exists()  # a dry run launches and writes nothing
     budget = subprocess.run(
         [*argv, "--budget", "1h"], capture_output=True, text=True, timeout=120, check=True
     )
-    # One launch is assumed at 120 s + 2 workloads x (2 repeats + warm-up) x (0.3 s + 32 / 30 s) = 128.2 s:
-    # 1 h holds 28 of them (no confirmation in this space).
-    assert "budget: 1h00m holds 28 search launches" in budget.stdout
+    # One launch is assumed at 60 s + 2 workloads x (2 repeats + warm-up) x (0.3 s + 32 / 30 s) = 68.2 s:
+    # 1 h holds 52 of them (no confirmation in this space).
+    assert "budget: 1h00m holds 52 search launches" in budget.stdout
     done = run(tmp_path, SPACE.replace("trials: 30", "trials: 3"), "--no-confirm")
     assert done.returncode == 0, done.stderr[-2000:]
     after = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=True).stdout
     assert "measured: median of 3 launches in study 's'" in after
+
+
+def test_plan_prices_a_launch_from_the_gpu_and_the_weights_where_nothing_was_measured() -> None:
+    """The real SGLang 0.5.17 run on the H200 (a 4-layer model, 0.13 GB): 3 trials and 2 confirmation launches
+    took about 5 minutes, launches 46-106 s and 450-2150 t/s; the plan once said 25 minutes (120 s a start-up
+    and 30 t/s: 135 s a launch). From the GPU's datasheet and the weights it now prices a launch within that."""
+    from sweep.plan import Hardware, estimated_speeds, make_plan
+
+    recorded = Path(__file__).parent / "recordings" / "sglang-0.5.17-h200" / "space-ngram.yaml"
+    data = yaml.safe_load(recorded.read_text().replace("MODEL_DIR", "/srv/models/tiny-llama"))
+    the_space = parse_space(data, recorded.parent)
+    engine = SGLangEngine(ServerSetup(launcher=["sglang"], model="/srv/models/tiny-llama"))
+    h200 = Hardware(("NVIDIA H200",), 130_000_000)
+    estimate = estimated_speeds(h200)
+    assert estimate is not None and 450 < estimate[0] < 2150 and "on the H200" in estimate[2]
+    plan = make_plan(the_space, engine, hardware=h200)
+    assert 46 < plan.launch.seconds < 106 and plan.search_launches == 3
+    assert "estimated: 0.13 GB of weights on the H200" in plan.launch.source
+    unknown = make_plan(the_space, engine, hardware=Hardware(("Some Future GPU",), 130_000_000))
+    assert "assumed: decodes 30 t/s" in unknown.launch.source  # no datasheet: said to be assumed
+    slower = make_plan(the_space, engine, hardware=Hardware(("NVIDIA H200",), 140_000_000_000))
+    assert slower.launch.probe_s > 10 * plan.launch.probe_s  # 140 GB of weights decode far slower
 
 
 @pytest.mark.server

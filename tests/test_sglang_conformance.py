@@ -23,11 +23,13 @@ from sweep.engines import sglang_rules as rules
 from sweep.engines.sglang_release import (
     PINNED,
     RELEASES,
+    load_table,
     parse_source,
     release_parser,
     source_root,
     source_strings,
 )
+from sweep.errors import UserError
 from sweep.server import reason_from_log
 from sweep.sim.flags import build_parser, normalize
 from sweep.sim.model import StartupFailure
@@ -188,9 +190,16 @@ def engine_patterns() -> Iterator[tuple[str, re.Pattern[str]]]:
         yield f"EXIT_REASONS[{index}]", pattern
 
 
-# Patterns for text SGLang does not write: torch's CUDA errors, argparse's, Python's own exceptions, and an
-# older release's limit line (0.5.23 says "per attention-DP worker").
-OTHERS_TEXT = ("CUDA (?:error", "error: (", "_handle_eagle_family", "(per dp worker)")
+# Patterns for text SGLang does not write: torch's CUDA errors, argparse's, Python's own exceptions (a module
+# missing), flashinfer's JIT build, and an older release's limit line (0.5.23 says "per attention-DP worker").
+OTHERS_TEXT = (
+    "CUDA (?:error",
+    "error: (",
+    "_handle_eagle_family",
+    "(per dp worker)",
+    "No module named",
+    "Ninja build failed",
+)
 
 
 def test_every_pattern_the_engine_reads_matches_a_line_the_release_prints() -> None:
@@ -261,8 +270,6 @@ def test_every_name_the_engine_reads_from_the_server_is_the_releases() -> None:
 
 
 def release_table() -> dict[str, Any]:
-    from sweep.engines.sglang_release import load_table
-
     return load_table(PINNED)
 
 
@@ -303,12 +310,18 @@ def test_auto_chosen_parameters_are_the_releases(version: str) -> None:
 
 @pytest.mark.parametrize("version", RELEASES)
 def test_both_releases_crash_on_steps_without_topk_and_start_adaptive_in_the_middle(version: str) -> None:
-    """The rules the engine's `derive` and the simulator follow are the same in 0.5.20: top-k compared unset
-    where steps are given, adaptive's starting steps the middle of every slot's candidates."""
-    eagle = ast.unparse(function(HOOK, "_handle_eagle_family", version))
+    """The rules the engine's `derive` and the simulator follow are the same in 0.5.17 and 0.5.20: top-k
+    compared unset where steps are given, adaptive's starting steps the middle of every slot's candidates.
+    0.5.17 writes `server_args.x = ...` where the later releases write `cfg` and keyword arguments."""
+
+    def source(name: str) -> str:
+        text = ast.unparse(function(HOOK, name, version)).replace("server_args.", "cfg.")
+        return re.sub(r" ?= ?", "=", text)
+
+    eagle = source("_handle_eagle_family")
     assert "if not cfg.speculative_adaptive and cfg.speculative_num_steps is None:" in eagle
-    assert "cfg.speculative_eagle_topk > 1" in eagle and "cfg.speculative_eagle_topk == 1" in eagle
-    start = ast.unparse(function(HOOK, "_init_adaptive_speculative_params", version))
+    assert "cfg.speculative_eagle_topk > 1" in eagle and "cfg.speculative_eagle_topk==1" in eagle
+    start = source("_init_adaptive_speculative_params")
     assert "speculative_num_steps=candidate_steps[len(candidate_steps) // 2]" in start
     assert "speculative_num_draft_tokens=cfg.speculative_num_steps + 1" in start
 
@@ -413,7 +426,16 @@ def test_every_launch_the_engine_builds_is_accepted_by_the_releases_parser(
     version: str, params: dict[str, Any]
 ) -> None:
     engine = SGLangEngine(ServerSetup(launcher=["sglang"], model="/models/q"))
+    # As `prepare` reads them from the installed release's --help.
+    engine.flags = {name.lstrip("-") for flag in load_table(version).values() for name in flag.names}
     derived = engine.derive(params)
+    lacking = [k for k in derived if k not in engine.flags and sglang.RENAMED.get(k) not in engine.flags]
+    if (
+        lacking
+    ):  # an older release (0.5.17 has no --speculative-draft-kv-cache-dtype): refused, never launched
+        with pytest.raises(UserError, match=f"has no flag --{lacking[0]}"):
+            engine.check_params(derived)
+        return
     engine.check_params(derived)
     argv = engine.argv(derived, port=30001)[1:]
     parsed = release_parser(version).parse_args(argv)

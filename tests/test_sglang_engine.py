@@ -151,8 +151,9 @@ def test_final_chunk_new_and_old_field_names() -> None:
         },
     }
     report = e.read_final(new)
+    # Tokens per verify step from the histogram where there is one: (1x2 + 2x3 + 4x5) / 10 steps.
     assert report is not None and (report.acceptance_length, report.accepted_tokens, report.decode_tps) == (
-        4.0,
+        2.8,
         30,
         80.0,
     )
@@ -504,6 +505,9 @@ def test_a_real_0_5_17_answer_gives_its_first_token_time_from_the_servers_stamps
     assert 0.05 < report.ttft_s < 0.1 and report.received_s == meta["request_received_ts"]
     assert report.prefill_tps == pytest.approx(meta["prompt_tokens"] / report.ttft_s)
     assert report.e2e_s == meta["e2e_latency"]
+    # Forced acceptance 3 (SGLANG_SIMULATE_ACC_LEN): every one of 43 verify steps accepted 2 drafts. The last
+    # step was cut by max_tokens, so counts give 2.953 ((128 - 1) / 43) and the server 2.977 (128 / 43).
+    assert meta["spec_correct_drafts_histogram"] == [0, 0, 43] and report.acceptance_length == 3.0
     # The server's own rate and the one from its stamps agree on a request alone.
     assert report.decode_tps == pytest.approx(meta["decode_throughput"], rel=0.01)
 
@@ -518,3 +522,19 @@ def test_a_real_0_5_17_batch_reads_its_decode_rate_from_the_stamps_not_its_broke
         decode = meta["request_finished_ts"] - meta["prefill_finished_time"]
         assert report.decode_tps == pytest.approx((meta["completion_tokens"] - 1) / decode)
         assert report.decode_tps < 1000 < meta["decode_throughput"]  # 0.5.17 said 20 to 56 million t/s
+
+
+def test_the_0_5_17_table_is_what_the_real_server_s_help_lists() -> None:
+    """The table read from 0.5.17's source against `launch_server --help` of the real 0.5.17 on the H200: every
+    flag in the help's option lines is in the table, and what specsweep always adds is in both."""
+    import re
+
+    from sweep.engines.sglang_release import load_table
+
+    table = load_table("0.5.17")
+    spelled = {name for flag in table.values() for name in flag.names}
+    help_text = (RECORDED / "launch_server-help.txt").read_text()
+    listed = set(re.findall(r"^  (--[a-z0-9][a-z0-9-]*)", help_text, re.MULTILINE))
+    assert len(listed) > 400 and listed <= spelled, sorted(listed - spelled)
+    for flag in ("--enable-metrics", "--enable-cache-report", "--decode-log-interval", "--cuda-graph-max-bs"):
+        assert flag in listed and flag in spelled

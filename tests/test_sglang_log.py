@@ -186,3 +186,65 @@ def test_typed_facts_survive_the_store_and_records_from_before_them_are_read() -
     )
     assert read.graph_captures == [GraphCapture("cuda", 0.5, 6.0, [1, 2])]
     assert read.sizing == [Finding("KV pool", True)]
+
+
+RECORDED = Path(__file__).parent / "recordings" / "sglang-0.5.17-h200"
+
+
+def test_a_real_0_5_17_draft_keeps_its_own_weights_and_pool() -> None:
+    """EAGLE on the H200: two `Load weight end` and two `Memory pool end` lines, target's first; free memory is
+    what the last pool left (12.41 GB), not the first (37.70 GB)."""
+    facts = sglang.facts_from_log((RECORDED / "eagle-acc3-nograph.server.log").read_text())
+    assert (facts.weight_gb, facts.draft_weight_gb) == (0.13, 0.05)
+    assert facts.kv_pool_tokens == facts.draft_kv_pool_tokens == 13255088
+    assert facts.kv_cache_gb == pytest.approx(101.12) and facts.draft_kv_cache_gb == pytest.approx(25.28)
+    assert facts.free_after_pool_gb == 12.41
+    assert facts.graph_captures == [] and facts.unfinished_capture is None  # --disable-cuda-graph
+
+
+def test_a_real_0_5_17_capture_lists_its_batch_sizes_on_the_begin_line() -> None:
+    facts = sglang.facts_from_log((RECORDED / "ngram-manual.server.log").read_text())
+    (capture,) = facts.graph_captures
+    assert (capture.graph, capture.gb, capture.free_after_gb) == ("target verify", 0.06, 11.50)
+    assert capture.sizes == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert facts.weight_gb == 0.13 and facts.draft_weight_gb is None and facts.free_after_pool_gb == 12.40
+
+
+def cut_at_capture(tail: str) -> str:
+    """The real NGRAM log up to its capture's begin line, then `tail`: a start-up that died capturing."""
+    log = (RECORDED / "ngram-manual.server.log").read_text().splitlines()
+    begin = next(i for i, line in enumerate(log) if "CUDA graph begin" in line)
+    return "\n".join([*log[: begin + 1], tail])
+
+
+@pytest.mark.parametrize(
+    ("tail", "reason"),
+    [
+        (
+            "ModuleNotFoundError: No module named 'deep_gemm'\n[2026-12-04] kill_process_tree called: pid=651",
+            "SGLang could not import a module it needs: No module named 'deep_gemm'",
+        ),
+        (
+            "Exception: Capture cuda graph failed: Ninja build failed. Ninja output: nvcc fatal\nPossible solutions:",
+            "CUDA-graph capture failed: a JIT kernel did not build: Ninja build failed. Ninja output: nvcc fatal",
+        ),
+        (
+            "Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate 2.00 GiB.",
+            "CUDA-graph capture ran out of memory: CUDA out of memory. Tried to allocate 2.00 GiB.",
+        ),
+        ("[2026-12-04] kill_process_tree called: pid=651", "SGLang exited with code 1; last log line:"),
+    ],
+)
+def test_a_capture_that_began_and_never_ended_is_named_with_the_engines_own_reason(
+    tail: str, reason: str
+) -> None:
+    log = cut_at_capture(tail)
+    facts = sglang.facts_from_log(log)
+    assert facts.graph_captures == [] and facts.unfinished_capture is not None
+    assert facts.unfinished_capture.graph == "target verify" and facts.unfinished_capture.sizes == [
+        *range(1, 9)
+    ]
+    said = SGLangEngine(ServerSetup(launcher=["sglang"], model="/m")).exit_reason(log, 1)
+    assert said.startswith(reason), said
+    assert said.endswith("(during the target verify CUDA-graph capture, begun with 11.56 GB free)")
+    assert "out of memory" not in said or "out of memory" in tail

@@ -10,7 +10,10 @@ import optuna
 
 from sweep.cli.shared import add_study_options, duration
 from sweep.costs import CostProfile, check_space
-from sweep.plan import Plan, make_plan
+from sweep.engines import Engine
+from sweep.gpu import ReadFailed, open_source
+from sweep.modelfiles import weights_on_disk
+from sweep.plan import Hardware, Plan, make_plan
 from sweep.preflight import build_engine, validate
 from sweep.space import load_space
 from sweep.store import StudyPaths, make_storage
@@ -45,9 +48,21 @@ def main(args: argparse.Namespace) -> int:
     if args.profile is not None:
         costs = CostProfile.load(args.profile)
         check_space(costs, args.profile, space, engine)
-    plan = make_plan(space, engine, args.trials, study, args.budget, costs)
+    plan = make_plan(space, engine, args.trials, study, args.budget, costs, hardware(engine))
     print("\n".join(lines(plan, space.search.value)))
     return 0
+
+
+def hardware(engine: Engine) -> Hardware:
+    """This machine's GPUs (the servers run here) and the model's weights, for a plan with nothing measured."""
+    source = open_source()
+    names: tuple[str, ...] = ()
+    if not isinstance(source, str):
+        try:
+            names = source.read().names
+        except ReadFailed:
+            names = ()
+    return Hardware(names, weights_on_disk(engine.setup.model))
 
 
 def lines(plan: Plan, search: str) -> list[str]:

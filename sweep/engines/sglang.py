@@ -86,7 +86,7 @@ MAMBA_CACHE = re.compile(r"max_mamba_cache_size: (\d+)")
 CAPTURE_OOM = re.compile(
     r"Capture cuda graph failed: .*?Tried to allocate ([\d.]+) GiB.*?of which ([\d.]+) GiB is free"
 )
-BATCH_SIZES = re.compile(r"bs=\[([^\]]*)\]")
+BATCH_SIZES = re.compile(r"(?:bs|num_tokens)=\[([^\]]*)\]")
 LIMIT_LINES = (
     re.compile(r"max_running_requests is capped to \d+ by the mamba state cache[^.]*\)"),
     re.compile(
@@ -103,7 +103,25 @@ LIMIT_LINES = (
 # (tests/test_sglang_conformance.py holds them against its source); the CUDA and argparse ones are torch's and
 # Python's.
 EXIT_REASONS: ExitPatterns = (
-    (re.compile(r"Capture cuda graph failed: (.*)"), "CUDA-graph capture ran out of memory: {0}"),
+    # A capture fails on more than memory (0.5.17 on an H200: a flashinfer kernel that would not build, a module
+    # missing): out of memory only where the error says so, else the engine's own words.
+    (
+        re.compile(
+            r"Capture (?:[\w -]+ )?(?i:cuda) graph failed: ([^\n]*(?:out of memory|OutOfMemory)[^\n]*)"
+        ),
+        "CUDA-graph capture ran out of memory: {0}",
+    ),
+    (
+        re.compile(
+            r"Capture (?:[\w -]+ )?(?i:cuda) graph failed: ([^\n]*(?:Ninja build failed|Error building)[^\n]*)"
+        ),
+        "CUDA-graph capture failed: a JIT kernel did not build: {0}",
+    ),
+    (re.compile(r"Capture (?:[\w -]+ )?(?i:cuda) graph failed: ([^\n]*)"), "CUDA-graph capture failed: {0}"),
+    (
+        re.compile(r"(?:ModuleNotFoundError|ImportError): (No module named '[^']+')"),
+        "SGLang could not import a module it needs: {0} (install it where the server runs)",
+    ),
     (re.compile(r"(?:torch\.\w+Error|RuntimeError): CUDA (?:error: )?out of memory"), "CUDA out of memory"),
     (re.compile(r"(Not enough memory\. Please try to increase --mem-fraction-static[^\n]*)"), "{0}"),
     (re.compile(r"(Not enough GPU memory for hybrid \(mamba/linear-attention\) state cache[^\n]*)"), "{0}"),
@@ -148,26 +166,29 @@ def facts_from_log(log: str) -> LaunchFacts:
         facts.kv_cache_gb = float(kv_gb) if kv_gb else (float(k_gb) + float(v_gb) if k_gb else None)
         # A second unprefixed pool is the draft's; SWA models log Full + SWA pools for the target itself.
         drafts = [p for p in pools[1:] if not p[0]]
-        facts.draft_kv_pool_tokens = int(drafts[0][1]) if drafts else None
+        if drafts:
+            _, tokens, k_gb, v_gb, kv_gb = drafts[0]
+            facts.draft_kv_pool_tokens = int(tokens)
+            facts.draft_kv_cache_gb = float(kv_gb) if kv_gb else (float(k_gb) + float(v_gb) if k_gb else None)
     elif post := POST_CAPTURE_KV.search(log):
         facts.kv_pool_tokens, facts.kv_cache_gb = int(post.group(1)), float(post.group(2))
         facts.free_after_pool_gb = float(post.group(3))
-    if weight := WEIGHT_END.search(log):
-        facts.weight_gb = float(weight.group(1))
-    if pool_end := POOL_END.search(log):
-        facts.free_after_pool_gb = float(pool_end.group(1))
+    # With a draft model, the target's weights and pool come first, then the draft's (0.5.17 on an H200: free
+    # memory 37.70 GB after the target's pool, 12.41 GB after the draft's).
+    weights = [float(w) for w in WEIGHT_END.findall(log)]
+    if weights:
+        facts.weight_gb = weights[0]
+        facts.draft_weight_gb = weights[1] if len(weights) > 1 else None
+    if pools_end := POOL_END.findall(log):
+        facts.free_after_pool_gb = float(pools_end[-1])
     if scheduler := SCHEDULER.search(log):
         facts.token_capacity = int(scheduler.group(1))
         facts.prefill_chunk_tokens = int(scheduler.group(2))
         facts.max_running_requests, facts.context_length = int(scheduler.group(4)), int(scheduler.group(5))
-    captures = [
-        (m.group(1) or "", float(m.group(2)), float(m.group(3)), _batch_sizes(m.group(0)))
-        for m in CAPTURE_END.finditer(log)
-    ]
-    if captures:
-        facts.graph_capture_gb = round(sum(c[1] for c in captures), 3)
-        facts.free_after_graphs_gb = captures[-1][2]
-        facts.graph_captures = [GraphCapture(c[0] or "cuda", c[1], c[2], c[3]) for c in captures]
+    facts.graph_captures, facts.unfinished_capture = graph_captures(log)
+    if facts.graph_captures:
+        facts.graph_capture_gb = round(sum(c.gb for c in facts.graph_captures), 3)
+        facts.free_after_graphs_gb = facts.graph_captures[-1].free_after_gb
     if mamba := MAMBA_CACHE.search(log):
         facts.state_slots = int(mamba.group(1))
     if oom := CAPTURE_OOM.search(log):
@@ -178,8 +199,28 @@ def facts_from_log(log: str) -> LaunchFacts:
     return facts
 
 
+def graph_captures(log: str) -> tuple[list[GraphCapture], GraphCapture | None]:
+    """Every CUDA-graph capture that ended, and one that began and never ended (the start-up died in it). The
+    sizes are on the begin line or the end line, by release and graph (0.5.17 and 0.5.20: `bs=` on the begin
+    line; 0.5.23: on the end line of the target's graph, the begin line of the draft's; a prefill graph's
+    `num_tokens=` on its begin line)."""
+    done: list[GraphCapture] = []
+    pending: GraphCapture | None = None  # begun, not yet ended: captures run one after another
+    for line in log.splitlines():
+        if begin := CAPTURE_BEGIN.search(line):
+            pending = GraphCapture(begin.group(1) or "cuda", 0.0, float(begin.group(2)), _batch_sizes(line))
+        elif end := CAPTURE_END.search(line):
+            name = end.group(1) or "cuda"
+            begun = pending.sizes if pending is not None and pending.graph == name else []
+            done.append(
+                GraphCapture(name, float(end.group(2)), float(end.group(3)), _batch_sizes(line) or begun)
+            )
+            pending = None
+    return done, pending
+
+
 def _batch_sizes(line: str) -> list[int]:
-    """The batch sizes a capture line lists (`bs=[1, 2, 4]`; `num_tokens=4096` for a prefill graph)."""
+    """The batch sizes a capture line lists (`bs=[1, 2, 4]`; `num_tokens=[4096]` for a prefill graph)."""
     if found := BATCH_SIZES.search(line):
         return [int(s) for s in re.findall(r"\d+", found.group(1))]
     return []
@@ -281,6 +322,17 @@ def request_times(meta: Mapping[str, Any]) -> tuple[float | None, float | None, 
     return received, ttft, e2e
 
 
+def acceptance_length(histogram: Any, completion: int, verify: int) -> float | None:
+    """Tokens per verify step, the bonus included: from the per-request histogram of verify steps by correct
+    drafts where the server gives one (a step that accepted k drafts gave k + 1 tokens, even where max_tokens
+    cut the last one short: forced acceptance 3 reads exactly 3.0), else (completion - 1) / verify steps (the
+    first token comes from prefill, not a verify step)."""
+    counts = [int(c) for c in histogram] if isinstance(histogram, list) else []
+    if (steps := sum(counts)) > 0:
+        return sum((accepted + 1) * count for accepted, count in enumerate(counts)) / steps
+    return (completion - 1) / verify if verify else None
+
+
 def decode_rate(completion: int, ttft: float | None, e2e: float | None) -> float | None:
     """Decode tokens per second from the server's own times. Not its `decode_throughput`: 0.5.17 says 43,508,287
     t/s for one request of a batch of four (recorded on an H200), whose stamps give 153."""
@@ -306,7 +358,9 @@ class SGLangEngine(Engine):
     exit_patterns = EXIT_REASONS
     server_label = "SGLang"
     ready_marker = "The server is fired up and ready to roll"
-    typical_startup_s = 120.0  # weights, KV pool and CUDA-graph capture: one to a few minutes on one GPU
+    # Weights, KV pool and CUDA-graph capture: 0.5.17 on the H200 relaunched in 46-67 s, 100-117 s the first
+    # time on a machine (its kernels compiled and cached).
+    typical_startup_s = 60.0
 
     @classmethod
     def ran(cls, argv: list[str]) -> bool:
@@ -680,6 +734,13 @@ class SGLangEngine(Engine):
     def facts_from_log(cls, log: str) -> LaunchFacts:
         return facts_from_log(log)
 
+    def exit_reason(self, log: str, returncode: int) -> str:
+        reason = super().exit_reason(log, returncode)
+        _, unfinished = graph_captures(log)
+        if unfinished is None:
+            return reason
+        return f"{reason} (during the {unfinished.graph} CUDA-graph capture, begun with {unfinished.free_after_gb:.2f} GB free)"
+
     def inspect_running(self, client: httpx.Client, facts: LaunchFacts, params: Params, log: str) -> None:
         info = client.get("/server_info").json()
         models = client.get("/v1/models").json()
@@ -799,8 +860,9 @@ class SGLangEngine(Engine):
             received_s=received,
             draft_tokens=proposed,
             accepted_tokens=correct,
-            # Tokens per verify step, bonus included; the first token comes from prefill, not a verify step.
-            acceptance_length=(completion - 1) / verify if verify else None,
+            acceptance_length=acceptance_length(
+                meta.get("spec_correct_drafts_histogram"), completion, verify
+            ),
             # 0.5.23: verify steps by how many drafts they accepted, per request.
             position_acceptance=positions_from_histogram(meta.get("spec_correct_drafts_histogram") or []),
         )
@@ -816,7 +878,8 @@ class SGLangEngine(Engine):
         return "error", f"HTTP {status_code}: {message}"
 
     async def acceptance_gauge(self, client: httpx.AsyncClient) -> float | None:
-        # `sglang:spec_accept_length` (--enable-metrics): accepted tokens per forward of the last logged interval.
+        # `sglang:spec_accept_length` (--enable-metrics): accepted tokens per forward of the last logged interval,
+        # one decode step with specsweep's --decode-log-interval 1 (metrics_reporter.py): a label, not a measure.
         try:
             response = await client.get("/metrics")
         except httpx.HTTPError:

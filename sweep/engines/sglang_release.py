@@ -34,7 +34,8 @@ from typing import Any, Literal
 from sweep.errors import UserError
 
 PINNED = "0.5.23"  # the release the adapter and the simulator follow
-RELEASES = ("0.5.20", "0.5.23")  # releases with a committed table (report 004 ran 0.5.20)
+# Releases with a committed table: report 004 ran 0.5.20; 0.5.17 is the newest that runs on the lent H200's torch.
+RELEASES = ("0.5.17", "0.5.20", "0.5.23")
 TABLES = Path(__file__).parent / "releases"
 CACHE = Path.home() / ".cache" / "specsweep" / "sglang"
 FIELDS = Path("sglang/srt/arg_groups/fields")
@@ -108,6 +109,11 @@ class _Computed:
     def __getitem__(self, key: Any) -> _Computed:
         return self
 
+    def __add__(self, other: Any) -> _Computed:  # `CHOICES + ["nv_cutedsl"]` (0.5.17)
+        return self
+
+    __radd__ = __add__
+
     def __iter__(self) -> Iterator[Any]:  # never iterated by __getitem__ (0, 1, 2, ... without end)
         return iter(())
 
@@ -170,11 +176,19 @@ def _imported(root: Path, path: Path, names: _Names) -> _Names:
     return scope
 
 
+class _Namespace:
+    """`NS("model")` in a 0.5.17 field: which config namespace it belongs to, nothing the command line sees."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+
 def _namespace() -> _Names:
     """What a field declaration may name without importing it (its typing and `arg_utils` helpers)."""
     return _Names(
         A=typing.Annotated,
         Arg=_Arg,
+        NS=_Namespace,  # 0.5.17's ServerArgs names each field's namespace beside its Arg
         Optional=typing.Optional,
         Union=typing.Union,
         List=list,
@@ -269,10 +283,14 @@ def _field_flag(name: str, hint: Any, meta: dict[str, Any], default: Any, missin
 
 
 def _fields(root: Path, base: _Names) -> Iterator[ReleaseFlag]:
-    for path in sorted((root / FIELDS).glob("*.py")):
+    """The annotated fields: in `arg_groups/fields/*.py` (0.5.20 on), else in `ServerArgs` itself (0.5.17)."""
+    paths = sorted((root / FIELDS).glob("*.py")) or [root / SERVER_ARGS]
+    for path in paths:
         names = _imported(root, path, base)
         for cls in parse_source(path).body:
-            if not isinstance(cls, ast.ClassDef):
+            if not isinstance(cls, ast.ClassDef) or (
+                path.name == SERVER_ARGS.name and cls.name != "ServerArgs"
+            ):
                 continue
             for node in cls.body:
                 if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):

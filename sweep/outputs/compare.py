@@ -18,7 +18,11 @@ class Column:
 def _memory_gb(record: TrialRecord) -> float | None:
     f = record.facts
     kv = f.kv_cache_gb if f.kv_cache_gb is not None else (f.kv_cache_mib / 1024 if f.kv_cache_mib else None)
-    parts = [p for p in (kv, record.facts.weight_gb, f.graph_capture_gb) if p is not None]
+    parts = [
+        p
+        for p in (kv, f.weight_gb, f.draft_weight_gb, f.draft_kv_cache_gb, f.graph_capture_gb)
+        if p is not None
+    ]
     return sum(parts) if parts else None
 
 

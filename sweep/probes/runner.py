@@ -179,7 +179,8 @@ class Batch:
     batch: float | None = None  # requests decoding at once, as their decode windows overlap
     attempts: int = 1
     discarded: list[RequestMeasurement] = field(default_factory=list)  # earlier attempts' rows, not counted
-    acceptance_gauge: float | None = None  # the server's own acceptance length after the batch
+    # The server's acceptance gauge read after the batch: its last logged decode step's, not the batch's.
+    acceptance_gauge: float | None = None
     offered_rps: float | None = None  # open loop: requests over the time from the first sent to the last
     goodput_rps: float | None = None  # open loop: requests within every latency limit per second
 

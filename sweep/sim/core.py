@@ -341,6 +341,9 @@ class Simulator:
         # Acceptance forced to this mean length (tokens a verify step, the bonus included) by the engine's
         # benchmarking switch, as each front end reads it; None: drafts are accepted as the text allows.
         self.synthetic_length: float | None = None
+        # Tokens the last verify step gave (accepted drafts and the bonus): SGLang's `spec_accept_length` gauge
+        # covers the last log interval, and specsweep has it log every step.
+        self.last_verify_tokens = 0
         self.accepted_at: list[int] = []  # verify steps that accepted the draft at each position (vLLM's)
         self.accept_window: list[
             tuple[int, int]
@@ -475,6 +478,7 @@ class Simulator:
                         for line in self.adaptive.on_verify(accepted, running):
                             self.notice(line)
                     if self.resolved.speculative:
+                        self.last_verify_tokens = accepted + 1
                         verify, correct = verify + 1, correct + accepted
                         histogram += [0] * (accepted + 1 - len(histogram))
                         histogram[accepted] += 1

@@ -18,6 +18,7 @@ from datetime import datetime
 from http.server import ThreadingHTTPServer
 from typing import Any
 
+from sweep.engines.sglang_release import version_tuple
 from sweep.sim.core import (
     NO_TEMPLATE,
     Handler,
@@ -95,8 +96,8 @@ class SGLangSimulator(Simulator):
                 f"sglang:{name}_total{{{labels}}} {float(value)}" for name, value in self.counters.items()
             ]
         lines.append(f"sglang:max_total_num_tokens{{{labels}}} {float(self.plan.pool_tokens)}")
-        if self.resolved.speculative:  # gauges of the most recent batches: tokens per verify, accepted share
-            length = self.accept_length() or 0.0
+        if self.resolved.speculative:  # gauges of the last logged decode step (--decode-log-interval 1)
+            length = float(self.last_verify_tokens)
             lines.append(f"sglang:spec_accept_length{{{labels}}} {length}")
             budget = max(1, self.resolved.draft_tokens - 1)
             lines.append(f"sglang:spec_accept_rate{{{labels}}} {max(0.0, length - 1) / budget}")
@@ -309,6 +310,15 @@ def start_up(args: argparse.Namespace, profile: Profile) -> SGLangSimulator:
         f"{profile.gpu.memory_gb - 0.5 - m.weight_gb:.2f} GB, mem usage={m.weight_gb:.2f} GB.",
         scheduler=True,
     )
+    drafting = resolved.algorithm in EAGLE_FAMILY
+    if drafting:  # the draft model loads after the target, and logs its own line (0.5.17 on an H200)
+        left = profile.gpu.memory_gb - 0.5 - m.weight_gb
+        log(f"Load weight begin. avail mem={left:.2f} GB", scheduler=True)
+        log(
+            f"Load weight end. elapsed=0.01 s, type={m.architecture}MTP, avail mem="
+            f"{left - m.vocab_draft_gb:.2f} GB, mem usage={m.vocab_draft_gb:.2f} GB.",
+            scheduler=True,
+        )
     plan = plan_memory(resolved, args, profile)
     dtype = "torch.float8_e4m3fn" if resolved.kv_bytes == 1 else "torch.bfloat16"
     half = plan.pool_gb / 2
@@ -320,8 +330,9 @@ def start_up(args: argparse.Namespace, profile: Profile) -> SGLangSimulator:
         f"KV Cache is allocated. dtype: {dtype}, #tokens: {plan.pool_tokens}, K size: {half:.2f} GB, V size: {half:.2f} GB",
         scheduler=True,
     )
-    if resolved.algorithm in EAGLE_FAMILY:
+    if drafting:  # a pool per model, each followed by what it left free
         draft_half = plan.pool_tokens * plan.cell_bytes / max(1, m.kv_layers) / 1024**3 / 2
+        log(f"Memory pool end. avail mem={plan.free_after_pool_gb + 2 * draft_half:.2f} GB", scheduler=True)
         log(
             f"KV Cache is allocated. dtype: {dtype}, #tokens: {plan.pool_tokens}, K size: {draft_half:.2f} GB, V size: {draft_half:.2f} GB",
             scheduler=True,
@@ -342,14 +353,23 @@ def start_up(args: argparse.Namespace, profile: Profile) -> SGLangSimulator:
 def _capture_graphs(r: Resolved, plan: MemoryPlan, profile: Profile, args: argparse.Namespace) -> None:
     free = plan.free_after_pool_gb
     role = "target verify" if r.speculative else "target decode"
+    # Where the batch sizes go (cuda_graph_setup.py): 0.5.17 and 0.5.20 list them on the begin line, 0.5.23 on
+    # the end line; a prefill graph lists its token counts on the begin line.
+    sizes_at_end = version_tuple(profile.sglang_version) >= (0, 5, 23)
+    decode = f"num_tokens_per_req={max(1, r.draft_tokens)}"
     steps = [
-        (role, f"num_tokens_per_req={max(1, r.draft_tokens)}", plan.decode_graph_gb, plan.decode_buckets)
+        (
+            role,
+            decode if sizes_at_end else f"{decode}, bs={plan.decode_buckets}",
+            plan.decode_graph_gb,
+            plan.decode_buckets,
+            sizes_at_end,
+        )
     ]
     if plan.prefill_graph_gb:
-        steps.append(
-            ("target prefill", f"num_tokens={r.max_bs_prefill}", plan.prefill_graph_gb, [r.max_bs_prefill])
-        )
-    for name, what, gb, sizes in steps:
+        prefill = [r.max_bs_prefill]
+        steps.append(("target prefill", f"num_tokens={prefill}", plan.prefill_graph_gb, prefill, False))
+    for name, what, gb, sizes, listed_at_end in steps:
         if not sizes:
             continue
         log(f"Capture {name} CUDA graph begin. backend=full, {what}, avail mem={free:.2f} GB", scheduler=True)
@@ -366,7 +386,7 @@ def _capture_graphs(r: Resolved, plan: MemoryPlan, profile: Profile, args: argpa
             )
         free -= gb
         log(
-            f"Capture {name} CUDA graph end. bs={sizes}, elapsed={0.05 * len(sizes):.2f} s, mem usage={gb:.2f} GB, avail mem={free:.2f} GB.",
+            f"Capture {name} CUDA graph end. {f'bs={sizes}, ' if listed_at_end else ''}elapsed={0.05 * len(sizes):.2f} s, mem usage={gb:.2f} GB, avail mem={free:.2f} GB.",
             scheduler=True,
         )
 
