@@ -67,7 +67,19 @@ WORDS = [
     "we",
     "can",
 ]
-TOOL_WORDS = re.compile(r"\b(copy|copying|extract|exactly|unchanged|same json|rewrite)\b", re.I)
+# What an extraction or a tool call asks for: its answer copies or restructures what the prompt holds.
+TOOL_WORDS = re.compile(
+    r"\b(copy|copying|extract|extraction|exactly|unchanged|same json|rewrite|parse|pull out|fill in|transcribe|"
+    r"tool call|function call|arguments|entities|the fields)\b|\b(?:use|call) the \w+ tool\b"
+    r"|\bcall (?:the )?\w+_\w+\b|\bfrom (?:the|this) (?:text|passage|message|email|document|article|invoice)\b",
+    re.I,
+)
+# A structured answer format: extraction where nothing asks for code (a handler may return JSON too).
+TOOL_FORMAT = re.compile(
+    r"\b(?:as|to|into|in) (?:a |an )?(?:json|yaml|csv|xml|table|markdown table|structured format)\b"
+    r"|\bjson (?:object|array)\b|\bstructured\b|\bkey: ?value\b|\bkey-value\b",
+    re.I,
+)
 TAIL_BLOCKS = 2  # a continuation's kind shows in its last paragraphs (context filling puts other text first)
 # A base model's extraction prompt ends in the opening of a structured copy of the document above it.
 EXTRACTION = re.compile(r"\bas (?:a )?(?:json|yaml|csv|table)\b[^\n]*:\n", re.I)
@@ -78,7 +90,12 @@ CODE_LINE = re.compile(
     re.M,
 )
 CODE_WORDS = re.compile(
-    r"\b(function|class|struct|schema|sql|handler|python|typescript|go|def|code|query)\b", re.I
+    r"\b(function|class|struct|schema|sql|handler|python|typescript|go|def|code|query|implement|implementation|"
+    r"program|compile|bug|debug|refactor|algorithm|method|variable|loop|regex|unit tests?|api|endpoint|"
+    r"component|snippet|library|recursion|array|rust|java|javascript|node\.js|c\+\+|c#|ruby|php|kotlin|swift|"
+    r"bash|shell script|html|css|react|comprehension|dockerfile|makefile|flask|django|numpy|pandas|decorator|"
+    r"linked list|github actions)(?!\w)|\bin C\b|```",
+    re.I,
 )
 # A request to repeat a passage of the prompt word for word; the simulated model is a base model there: it
 # quotes the prompt's longest paragraph, then never stops (it starts the request's pattern again).
@@ -240,7 +257,9 @@ def classify(prompt: str, instruction: bool = True) -> str:
     task = prompt.rsplit("Task:", 1)[-1]
     if TOOL_WORDS.search(task) or task.count("{") >= 3:
         return "tool"
-    return "code" if CODE_WORDS.search(task) else "prose"
+    if CODE_WORDS.search(task) or CODE_LINE.search(task):
+        return "code"
+    return "tool" if TOOL_FORMAT.search(task) else "prose"
 
 
 def launch_seed(args: argparse.Namespace) -> int:
