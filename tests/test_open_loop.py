@@ -15,8 +15,9 @@ from sweep.cli import main
 from sweep.sim.profile import DEFAULT_PROFILE
 from tests.test_verdicts_sim import space
 
-# At this time scale a simulated request of 64 tokens takes tens of milliseconds on the wall clock, which the
-# arrivals are timed on: 4 requests a second arrive one at a time, 400 arrive nearly together.
+# At a time scale of 0.1 a simulated request of 64 tokens takes about 60 ms on the wall clock, which the arrivals
+# are timed on: 4 requests a second arrive one at a time, 400 (eight in 18 ms) decode together however late a
+# busy client sends a few of them (at 0.02 a request took 12 ms, and a busy run's late sends decoded apart).
 BODY = """fixed: {kv-cache-dtype: fp8_e4m3}
 params:
   speculative-algorithm: {choices: [NEXTN]}
@@ -45,7 +46,7 @@ def test_speculation_pays_less_as_arrivals_fill_the_batch(
     # A GPU whose forward stops being memory-bound at 8 tokens and costs 2 ms a token past it (the default
     # profile's knee is 32 tokens): eight 5-token verify forwards at once go well past it, eight plain
     # decode tokens do not.
-    path = space(tmp_path, BODY, narrow_knee(tmp_path, 2.0), scale="0.02")
+    path = space(tmp_path, BODY, narrow_knee(tmp_path, 2.0), scale="0.1")
     runs = str(tmp_path / "runs")
     assert main(["run", "--space", str(path), "--study", "load", "--runs", runs, "--no-confirm"]) == 0
     text = capsys.readouterr().out
