@@ -39,11 +39,17 @@ def run_once(command: list[str], busy: int, log: Path) -> tuple[int, str, float]
     """The command's exit status, its pytest summary line and its wall time, with `busy` cores kept busy."""
     load = burners(busy)
     started = time.monotonic()
+    with log.open("w") as out:
+        suite = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        with log.open("w") as out:
-            status = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, check=False).returncode
-    finally:
-        stop(load)
+        status = suite.wait()
+    finally:  # stopped early too (SIGTERM, Ctrl-C): the suite's group first asked to clean up its servers
+        if suite.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(suite.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                suite.wait(timeout=30)
+        stop([suite, *load])
     wall = time.monotonic() - started
     found = SUMMARY.findall(log.read_text(errors="replace"))
     return status, (found[-1].strip("= ") if found else "no pytest summary"), wall
@@ -59,6 +65,7 @@ def main() -> int:
     parser.add_argument("command", nargs="*", default=["make", "test"], help="default: make test")
     args = parser.parse_args()
     args.logs.mkdir(parents=True, exist_ok=True)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwinds through run_once's cleanup
     print(
         f"{' '.join(args.command)} beside {args.busy} busy processes ({os.cpu_count()} cores), {args.runs} runs"
     )
