@@ -392,7 +392,7 @@ def test_the_simulator_stamps_requests_as_its_release_does() -> None:
 
     engine = SGLangEngine(ServerSetup(launcher=["sglang"], model="/m"))
     reports = {}
-    for version in ("0.5.23", "0.5.20"):
+    for version in ("0.5.23", "0.5.20", "0.5.17"):
         sim = in_process(dataclasses.replace(PROFILE, sglang_version=version), ["--sim-seed", "4"])
         meta = list(sim.generate("Write a Python function that adds two numbers.", 32))[-1][1]
         assert meta is not None and meta["request_received_ts"] > 1.7e9  # seconds since the epoch
@@ -401,11 +401,39 @@ def test_the_simulator_stamps_requests_as_its_release_does() -> None:
             meta["e2e_latency"], abs=1e-6
         )
         reports[version] = engine.read_final({"meta_info": meta | {"finish_reason": {"type": "length"}}})
-    new, old = reports["0.5.23"], reports["0.5.20"]
-    assert new is not None and old is not None and new.ttft_s is not None and old.ttft_s is not None
-    # Epoch stamps in doubles resolve 0.2 microseconds.
-    assert old.ttft_s == pytest.approx(new.ttft_s, rel=1e-4)
-    assert old.decode_tps == pytest.approx(new.decode_tps, rel=1e-4)
+    new = reports["0.5.23"]
+    assert new is not None and new.ttft_s is not None
+    for old in (reports["0.5.20"], reports["0.5.17"]):
+        assert old is not None and old.ttft_s is not None
+        # Epoch stamps in doubles resolve 0.2 microseconds.
+        assert old.ttft_s == pytest.approx(new.ttft_s, rel=1e-4)
+        assert old.decode_tps == pytest.approx(new.decode_tps, rel=1e-4)
+
+
+@pytest.mark.parametrize("version", ["0.5.23", "0.5.20", "0.5.17"])
+def test_the_simulator_logs_a_capture_and_a_draft_as_its_release_does(
+    version: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Batch sizes on the begin line (0.5.17, 0.5.20) or the end line (0.5.23); the draft's weights and pool
+    after the target's, each pool followed by what it left free. The engine reads them alike."""
+    import dataclasses
+
+    from sweep.engines import sglang
+    from sweep.sim.sglang_server import start_up
+
+    profile = dataclasses.replace(PROFILE, sglang_version=version)
+    argv = ["--model-path", "/m", "--sim-time-scale", "0", "--speculative-algorithm", "NEXTN"]
+    argv += ["--speculative-num-steps", "3", "--speculative-eagle-topk", "1"]
+    start_up(normalize(build_parser(version).parse_args(argv)), profile)
+    log = capsys.readouterr().err
+    begin = next(line for line in log.splitlines() if "target verify CUDA graph begin" in line)
+    assert ("bs=[" in begin) == (version != "0.5.23")
+    facts = sglang.facts_from_log(log)
+    assert facts.graph_captures and facts.graph_captures[0].sizes[:3] == [1, 2, 3]
+    assert facts.draft_weight_gb and facts.draft_kv_cache_gb and log.count("Memory pool end") == 2
+    assert facts.free_after_pool_gb == pytest.approx(
+        float(log.split("Memory pool end. avail mem=")[-1].split()[0])
+    )
 
 
 @pytest.mark.parametrize("length", [1.0, 2.5, 3.4, 9.0])

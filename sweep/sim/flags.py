@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from sweep.engines.sglang_release import release_parser
+from sweep.engines.sglang_release import PINNED, load_table, release_parser
 
 
 def build_parser(version: str) -> argparse.ArgumentParser:
@@ -74,7 +74,12 @@ def startup_scale(args: argparse.Namespace) -> float:
 
 
 def normalize(args: argparse.Namespace) -> argparse.Namespace:
-    """Fold the per-phase CUDA-graph switches into the two the model reads."""
+    """Fold the per-phase CUDA-graph switches into the two the model reads; a setting an older release has no
+    flag for takes the pinned release's default (0.5.17 has no --speculative-draft-kv-cache-dtype: the draft
+    keeps the target's KV dtype, as the default does)."""
+    for flag in load_table(PINNED).values():
+        if not hasattr(args, flag.dest):
+            setattr(args, flag.dest, flag.default)
     if getattr(args, "cuda_graph_backend_decode", None) == "disabled" or getattr(
         args, "disable_decode_cuda_graph", False
     ):
