@@ -131,42 +131,60 @@ class Recording:
         return meta | {"id": uuid.uuid4().hex}, text
 
 
+GET_ROUTES = {
+    "/health": "_health",
+    "/health_generate": "_health",
+    "/server_info": "_server_info",
+    "/get_server_info": "_server_info",
+    "/v1/models": "_models",
+    "/metrics": "_metrics",
+    "/flush_cache": "_flush",
+}
+POST_ROUTES = {
+    "/flush_cache": "_flush",
+    "/tokenize": "_tokenize",
+    "/v1/tokenize": "_tokenize",
+    "/generate": "_generate",
+}
+
+
 class ReplayHandler(Handler):
     recording: Recording
     ready = threading.Event()
 
     def do_GET(self) -> None:
-        path = self.path.split("?")[0]
-        if path in ("/health", "/health_generate"):
-            self._send(200 if self.ready.is_set() else 503, {})
-        elif path in ("/server_info", "/get_server_info"):
-            self._send(200, self.recording.server_info())
-        elif path == "/v1/models":
-            self._send(200, json.loads(self.recording.text("models.json")))
-        elif path == "/metrics":
-            self._send(200, self.recording.metrics(), "text/plain; version=0.0.4")
-        elif path == "/flush_cache":
-            self._flush()
-        else:
-            self._send(404, {"detail": "Not Found"})
+        self._route(GET_ROUTES, None)
 
     def do_POST(self) -> None:
-        path = self.path.split("?")[0]
-        body = self._body()
-        if body is None:
-            return
-        if path == "/flush_cache":
-            self._flush()
-        elif path in ("/tokenize", "/v1/tokenize"):
-            text = chat_prompt(body["messages"]) if "messages" in body else str(body.get("prompt", ""))
-            tokens = tokenize(text)
-            self._send(200, {"tokens": tokens, "count": len(tokens), "max_model_len": 8192})
-        elif path == "/generate":
-            self._generate(body)
-        else:
-            self._send(404, {"detail": "Not Found"})
+        if (body := self._body()) is not None:
+            self._route(POST_ROUTES, body)
 
-    def _flush(self) -> None:
+    def _route(self, routes: dict[str, str], body: dict[str, Any] | None) -> None:
+        """Each route a table names, answered by the method of that name (404 for the rest)."""
+        name = routes.get(self.path.split("?")[0])
+        if name is None:
+            self._send(404, {"detail": "Not Found"})
+        else:
+            getattr(self, name)(body)
+
+    def _health(self, _: Any) -> None:
+        self._send(200 if self.ready.is_set() else 503, {})
+
+    def _server_info(self, _: Any) -> None:
+        self._send(200, self.recording.server_info())
+
+    def _models(self, _: Any) -> None:
+        self._send(200, json.loads(self.recording.text("models.json")))
+
+    def _metrics(self, _: Any) -> None:
+        self._send(200, self.recording.metrics(), "text/plain; version=0.0.4")
+
+    def _tokenize(self, body: dict[str, Any]) -> None:
+        text = chat_prompt(body["messages"]) if "messages" in body else str(body.get("prompt", ""))
+        tokens = tokenize(text)
+        self._send(200, {"tokens": tokens, "count": len(tokens), "max_model_len": 8192})
+
+    def _flush(self, _: Any) -> None:
         self._send(
             200,
             "Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting "
