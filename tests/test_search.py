@@ -347,9 +347,14 @@ def test_plan_holds_the_confirmations_extra_rounds_to_the_budget(tmp_path: Path)
     unbounded = [sys.executable, "-m", "sweep", "plan", "--space", str(tmp_path / "space.yaml")]
     free = subprocess.run(unbounded, capture_output=True, text=True, timeout=120, check=True).stdout
     assert "confirmation: 18 launches, up to 60 where a verdict stays open\n" in free
+    # 68.2 s a launch (60 s start-up): the budget's hour holds 27 search launches, the first rounds (18) and
+    # 7 of the extra rounds' launches.
     hour = subprocess.run([*argv, "1h"], capture_output=True, text=True, timeout=120, check=True).stdout
-    assert "confirmation: 18 launches, up to 18 where a verdict stays open (as the budget holds)" in hour
-    assert "total 1h00m to 1h00m" in hour
+    assert "confirmation: 18 launches, up to 25 where a verdict stays open (as the budget holds)" in hour
+    assert "total 0h51m to 0h59m" in hour
+    tight = subprocess.run([*argv, "30m"], capture_output=True, text=True, timeout=120, check=True).stdout
+    assert "confirmation: 18 launches, up to 18 where a verdict stays open (as the budget holds)" in tight
+    assert "search (model): 8 launches" in tight and "total 0h30m to 0h30m" in tight
 
 
 def test_numeric_choices_are_a_coarse_range_to_the_model() -> None:
