@@ -79,8 +79,10 @@ docs: setup
 
 # One pytest worker per core (pytest-xdist): a module's tests on one worker, one real llama-server at a time
 # (tests/conftest.py). About 9 minutes on 2 cores, where one worker took 14.
+# Two pytest workers per core: half of a worker's time goes to waiting on the servers its tests start.
+WORKERS ?= $(shell echo $$(( $$(nproc) * 2 )))
 test: lint docs test-services
-	$(VENV)/bin/pytest -q -n auto --dist loadfile
+	$(VENV)/bin/pytest -q -n $(WORKERS) --dist loadfile
 
 # The suite on a machine that is not quiet: `make test` three times in a row, each beside one busy process per
 # core (benchmarks/busy_suite.py prints each run's result and time).
