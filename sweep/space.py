@@ -40,6 +40,7 @@ import yaml
 from sweep.engines.base import PromptForm, RequestSettings
 from sweep.errors import UserError
 from sweep.files import read_text
+from sweep.probes.datasets import SELECTION_KEYS, Selection, load_dataset
 from sweep.probes.runner import ProbeSettings
 from sweep.probes.workloads import (
     BUILTIN_CLASSES,
@@ -50,7 +51,6 @@ from sweep.probes.workloads import (
     DEFAULT_OPEN_REQUESTS,
     Arrivals,
     Workload,
-    load_prompts,
 )
 from sweep.results import LATENCY_LIMIT
 
@@ -441,10 +441,11 @@ def _workloads(raw: Any, base: Path, capacity_steps: int | None = None) -> tuple
                 "stops",
                 "stop",
                 "copies",
+                *SELECTION_KEYS,
             },
             where,
         )
-        name, prompts, named = _workload_prompts(item, base, where)
+        name, prompts, named, source = _workload_prompts(item, base, where)
         continued = tuple(BUILTIN_CONTINUATIONS[item["class"]]) if "class" in item else ()
         form = item.get("form", named)
         if named and form != named:
@@ -481,6 +482,7 @@ def _workloads(raw: Any, base: Path, capacity_steps: int | None = None) -> tuple
             stops=bool(item.get("stops", False)),
             stop=stop,
             copies=item.get("copies"),
+            source=source,
         )
         if not OPEN_LOOP_KEYS & item.keys():
             out += [shaped(ctx, n) for ctx in contexts for n in streams]
@@ -560,25 +562,47 @@ def _open_loads(item: dict[str, Any], where: str) -> list[tuple[float, Arrivals,
 
 def _workload_prompts(
     item: dict[str, Any], base: Path, where: str
-) -> tuple[str, tuple[str, ...], str | None]:
-    """The workload's name, its prompts, and the form its file names (None: none named)."""
+) -> tuple[str, tuple[str, ...], str | None, str]:
+    """The workload's name, its prompts, the form its file names (None: none named) and what its file held."""
     if "class" in item:
         cls = item["class"]
         if cls not in BUILTIN_CLASSES:
             raise _fail(
                 where, f"unknown workload class '{cls}'", f"built-in classes: {', '.join(BUILTIN_CLASSES)}"
             )
-        return str(item.get("name", cls)), tuple(BUILTIN_PROMPTS[cls]), None
+        return str(item.get("name", cls)), tuple(BUILTIN_PROMPTS[cls]), None, ""
     if "name" not in item:
         raise _fail(where, "a user workload needs a name", "add `name: ...` next to `file:` or `prompts:`")
     if "file" in item:
-        found = load_prompts((base / str(item["file"])).resolve())
-        return str(item["name"]), found.prompts, found.form.value if found.form else None
+        path = (base / str(item["file"])).resolve()
+        found = load_dataset(path, _selection(item, where))
+        return str(item["name"]), found.prompts, found.form.value if found.form else None, found.summary(path)
     prompts = item.get("prompts")
     if isinstance(prompts, list) and prompts and all(isinstance(p, str) for p in prompts):
-        return str(item["name"]), tuple(prompts), None
+        return str(item["name"]), tuple(prompts), None, ""
     raise _fail(
         where, "needs `class:`, `file:` or `prompts:`", f"built-in classes: {', '.join(BUILTIN_CLASSES)}"
+    )
+
+
+def _selection(item: dict[str, Any], where: str) -> Selection:
+    """Which records of its file a workload keeps: `sample`, `seed`, `min_chars`, `max_chars`, `category`,
+    `partial` (use the complete records of a file cut short)."""
+    numbers = {
+        key: _number(item[key], f"{where}.{key}", f"{key}: 100", 0, 1 << 40)
+        for key in ("sample", "seed", "min_chars", "max_chars")
+        if key in item
+    }
+    if not isinstance(item.get("partial", False), bool):
+        raise _fail(f"{where}.partial", f"{item['partial']!r} is not true or false", "e.g. `partial: true`")
+    category = item.get("category")
+    return Selection(
+        sample=numbers.get("sample"),
+        seed=numbers.get("seed", 0),
+        min_chars=numbers.get("min_chars"),
+        max_chars=numbers.get("max_chars"),
+        category=None if category is None else str(category),
+        partial=bool(item.get("partial", False)),
     )
 
 

@@ -49,7 +49,15 @@ def main(args: argparse.Namespace) -> int:
         costs = CostProfile.load(args.profile)
         check_space(costs, args.profile, space, engine)
     plan = make_plan(space, engine, args.trials, study, args.budget, costs, hardware(engine))
-    print("\n".join(lines(plan, space.search.value)))
+    read = {w.name: w.source for w in space.workloads if w.source}  # each file once, whatever its variants
+    print(
+        "\n".join(
+            [
+                *(f"workload {name}: {source}" for name, source in read.items()),
+                *lines(plan, space.search.value),
+            ]
+        )
+    )
     return 0
 
 

@@ -24,13 +24,8 @@ import json
 import random
 from dataclasses import dataclass
 from enum import StrEnum
-from pathlib import Path
-
-import yaml
 
 from sweep.engines.base import PromptForm
-from sweep.errors import UserError
-from sweep.files import read_text
 from sweep.probes import continuations
 
 _ORDERS = json.dumps(
@@ -243,6 +238,7 @@ class Workload:
     # Whether the task repeats its input (a quote, an edit, a reformatting): its answer holds the input's lines,
     # which is not an echo (`sweep/health.py`). None: read from each prompt's words.
     copies: bool | None = None
+    source: str = ""  # where a dataset file's prompts came from, in one line (`Dataset.summary`)
 
     @property
     def family(self) -> str:
@@ -328,54 +324,3 @@ class Workload:
         """A capacity search runs once a launch, whatever the repeats (its noise is the launches'), its rates on
         one slice of prompts and each run again near a limit on a slice of its own."""
         return (1 + CAPACITY_RECHECKS) * self.requests if self.capacity else repeats * self.per_repeat
-
-
-@dataclass(frozen=True)
-class PromptFile:
-    """A user's workload file: its prompts, and the form it names for them (None: the model's)."""
-
-    prompts: tuple[str, ...]
-    form: PromptForm | None = None
-
-
-FILE_SHAPES = (
-    "give a list of strings or of {prompt: ...}, or {form: chat|completion, prompts: [...]} (YAML), or one "
-    '{"prompt": ...} per line, each may say "form" (JSONL)'
-)
-
-
-def load_prompts(path: Path) -> PromptFile:
-    """Prompts from a YAML list (strings or {prompt: ...}) or mapping ({form: ..., prompts: [...]}), or a
-    JSONL file (one {"prompt": ...} per line, each may say "form": the same on every line that does)."""
-    if not path.is_file():
-        raise UserError(f"workload file {path} does not exist", "fix the path in the space file's workloads")
-    text = read_text(path, "workload file", "save it as UTF-8 text (YAML or JSONL)")
-    try:
-        if path.suffix == ".jsonl":
-            rows: list[object] = [json.loads(line) for line in text.splitlines() if line.strip()]
-            named = {row.get("form") for row in rows if isinstance(row, dict) and "form" in row}
-        else:
-            loaded = yaml.safe_load(text)
-            if isinstance(loaded, dict):
-                named = {loaded.get("form")} if "form" in loaded else set()
-                loaded = loaded.get("prompts")
-            else:
-                named = set()
-            rows = loaded if isinstance(loaded, list) else []
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise UserError(
-            f"workload file {path} cannot be parsed ({exc.__class__.__name__})", "fix its syntax"
-        ) from None
-    prompts = [
-        row if isinstance(row, str) else row.get("prompt") if isinstance(row, dict) else None for row in rows
-    ]
-    if not prompts or not all(isinstance(p, str) and p.strip() for p in prompts):
-        raise UserError(f"workload file {path} holds no prompts", FILE_SHAPES)
-    forms = {f.value for f in PromptForm}
-    if len(named) > 1 or not named <= forms:
-        raise UserError(
-            f"workload file {path} names the form {' and '.join(sorted(map(str, named)))}",
-            "name one form for the whole file: chat (instructions) or completion (text to continue)",
-        )
-    form = PromptForm(str(next(iter(named)))) if named else None
-    return PromptFile(tuple(p for p in prompts if isinstance(p, str)), form)

@@ -1,0 +1,130 @@
+"""Prompt files as people have them (ShareGPT, OpenAI chat, HumanEval/MBPP/Alpaca, MT-Bench), read by shape, gzip
+looked through, a file cut short named by its byte offset, and a workload's selection of records."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from sweep.errors import UserError
+from sweep.probes.datasets import Selection, load_dataset
+from tests.conftest import specsweep_argv
+
+
+def sharegpt(count: int) -> list[dict[str, object]]:
+    """ShareGPT's records: an id and the conversation; every fifth one opens with the model's reply."""
+    return [
+        {
+            "id": f"c{i}",
+            "conversations": [
+                {"from": "gpt" if i % 5 == 4 else "human", "value": f"Question number {i} about étoiles?"},
+                {"from": "gpt", "value": f"Answer {i}."},
+            ],
+        }
+        for i in range(count)
+    ]
+
+
+def test_sharegpt_gives_each_conversations_first_human_turn(tmp_path: Path) -> None:
+    path = tmp_path / "ShareGPT_V3_unfiltered_cleaned_split.json"
+    path.write_text(json.dumps(sharegpt(10), ensure_ascii=False, indent=1))
+    found = load_dataset(path)
+    assert found.shape == "ShareGPT" and (found.records, found.dropped) == (10, 2)
+    assert found.prompts[:2] == ("Question number 0 about étoiles?", "Question number 1 about étoiles?")
+    assert found.summary(path) == f"{path.name}: ShareGPT, 10 records, 2 dropped, 8 prompts kept"
+
+
+def test_a_file_cut_short_names_its_byte_offset_and_the_records_before_it(tmp_path: Path) -> None:
+    whole = json.dumps(sharegpt(10), ensure_ascii=False).encode()
+    cut_at = whole.index(b"Question number 7") + 5  # mid-string, as a partial download ends
+    path = tmp_path / "sharegpt.json"
+    path.write_bytes(whole[:cut_at])
+    with pytest.raises(UserError) as refused:
+        load_dataset(path)
+    message = str(refused.value)
+    record_seven = whole.index(b'{"id": "c7"')
+    offset = int(message.split("at byte ")[1].split()[0])
+    assert record_seven < offset <= cut_at and f"it holds {cut_at} bytes" in message, message
+    assert "after 7 complete records" in message and "partial: true" in refused.value.fix
+    kept = load_dataset(path, Selection(partial=True))
+    assert len(kept.prompts) == 6 and kept.records == 7  # record 4 opens with the reply
+
+
+def test_gzip_chat_jsonl_and_prompt_records_are_read_as_they_come(tmp_path: Path) -> None:
+    chat = tmp_path / "chat.jsonl.gz"
+    rows = [{"messages": [{"role": "user", "content": f"Hello {i}"}, {"role": "assistant", "content": "Hi"}]}
+            for i in range(3)]  # fmt: skip
+    chat.write_bytes(gzip.compress("\n".join(json.dumps(r) for r in rows).encode()))
+    assert load_dataset(chat).prompts == ("Hello 0", "Hello 1", "Hello 2")
+    assert load_dataset(chat).shape == "OpenAI chat"
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text(
+        "\n".join(
+            json.dumps(r)
+            for r in (
+                {"task_id": "HumanEval/0", "prompt": "def add(a, b):\n    "},
+                {"task_id": 2, "text": "Write a function to find the shared elements of two lists."},
+                {"instruction": "Translate to French.", "input": "Good morning"},
+                {"question": "What is 2 + 2?"},
+            )
+        )
+    )
+    assert load_dataset(mixed).prompts == (
+        "def add(a, b):\n    ",
+        "Write a function to find the shared elements of two lists.",
+        "Translate to French.\n\nGood morning",
+        "What is 2 + 2?",
+    )
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text('{"prompt": "a"}\n{"prompt": "b"\n')
+    with pytest.raises(UserError, match=r"cut off or malformed at byte 31 .* after 1 complete records"):
+        load_dataset(broken)
+
+
+def test_a_workload_keeps_a_category_a_sample_and_a_length(tmp_path: Path) -> None:
+    questions = tmp_path / "question.jsonl"
+    categories = ("writing", "coding", "math")
+    questions.write_text(
+        "\n".join(
+            json.dumps(
+                {"question_id": i, "category": categories[i % 3], "turns": [f"{'x' * i} turn", "next"]}
+            )
+            for i in range(30)
+        )
+    )
+    coding = load_dataset(questions, Selection(category="coding"))
+    assert coding.shape == "MT-Bench / Spec-Bench questions" and len(coding.prompts) == 10
+    sample = load_dataset(questions, Selection(sample=5, seed=3))
+    assert len(sample.prompts) == 5 and sample == load_dataset(questions, Selection(sample=5, seed=3))
+    assert sample != load_dataset(questions, Selection(sample=5, seed=4))
+    short = load_dataset(questions, Selection(max_chars=10))
+    assert short.prompts and all(len(p) <= 10 for p in short.prompts)
+    with pytest.raises(UserError, match="no prompt between min_chars and max_chars"):
+        load_dataset(questions, Selection(min_chars=1000))
+
+
+@pytest.mark.server
+def test_a_space_reads_a_dataset_and_refuses_a_cut_one_in_one_line(tmp_path: Path) -> None:
+    import sys
+
+    data = tmp_path / "sharegpt.json"
+    data.write_text(json.dumps(sharegpt(40)))
+    space = tmp_path / "space.yaml"
+    space.write_text(
+        "engine: sglang\n"
+        f'server: {{launcher: ["{sys.executable}", -m, sweep.sim], model: /models/q}}\n'
+        "params: {speculative-algorithm: {choices: [NGRAM]}}\n"
+        "workloads: [{name: chat, file: sharegpt.json, sample: 6, seed: 1}]\nprobe: {repeats: 2}\ntrials: 2\n"
+    )
+    argv = specsweep_argv("plan", "--space", str(space), "--runs", str(tmp_path / "runs"))
+    plan = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert plan.returncode == 0, plan.stderr
+    assert "workload chat: sharegpt.json: ShareGPT, 40 records, 8 dropped, 6 prompts kept" in plan.stdout
+    data.write_bytes(data.read_bytes()[:-40])
+    refused = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
+    assert "is cut off or malformed at byte" in refused.stderr and "complete records" in refused.stderr
