@@ -80,6 +80,13 @@ class RequestMeasurement:
         return self.decode_s / (self.completion_tokens - 1)
 
     @property
+    def server_tpot_s(self) -> float | None:
+        """Time per output token after the first by the server's own times, where it reports them."""
+        if self.server_ttft_s is None or self.server_e2e_s is None or self.completion_tokens <= 1:
+            return None
+        return (self.server_e2e_s - self.server_ttft_s) / (self.completion_tokens - 1)
+
+    @property
     def decode_tps(self) -> float | None:
         """The server's own decode rate where it reports one (it excludes HTTP and queueing), else the client's."""
         return self.server_decode_tps if self.server_decode_tps is not None else self.client_decode_tps

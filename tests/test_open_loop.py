@@ -144,7 +144,7 @@ params:
   speculative-num-steps: {choices: [4]}
 workloads: [{class: prose, rate: [4, 400], requests: 6, arrivals: constant}]
 objective: capacity
-latency_limits: {tpot_p90_s: 0.00175}
+latency_limits: {tpot_p90_s: 0.035}
 probe: {repeats: 2, max_tokens: 64}
 trials: 2
 """
@@ -154,8 +154,9 @@ trials: 2
 def test_a_capacity_search_finds_where_speculation_stops_paying(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Time per output token held to 35 ms of the modelled GPU (1.75 ms on the wall clock at this time
-    scale). Without speculation a token takes 24 ms however many requests run; a 4-step chain takes about a
+    """Time per output token held to 35 ms, judged on the simulated server's own (modelled) times, as on a real
+    SGLang server's: a busy client machine's scheduling does not fail it (on the client's wall clock it was
+    1.75 ms at this time scale, and a busy run failed the baseline at 4 req/s). Without speculation a token takes 24 ms however many requests run; a 4-step chain takes about a
     third of its 39 ms step alone, but six of them at once go far past the GPU's knee (here 8 tokens, 4 ms a
     token past it): speculation holds the limit only while few requests overlap, so its capacity is lower."""
     path = space(tmp_path, CAPACITY, narrow_knee(tmp_path, 4.0), scale="0.05")

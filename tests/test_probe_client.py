@@ -339,7 +339,9 @@ def test_a_capacity_search_bisects_to_the_highest_rate_within_the_limits() -> No
     assert {r.workload for r in result.requests} >= {"tool/2rps", "tool/200rps", "tool/20rps"}
 
 
-@pytest.mark.parametrize(("answer_s", "judged_on"), [(0.09, [12, 12]), (0.01, [6, 6])])
+# A limit of 1 s and answers of 0.9 s (near it) or 0.1 s: a busy machine's scheduling adds tens of milliseconds,
+# which a 0.1 s limit and 0.09 s answers could not absorb.
+@pytest.mark.parametrize(("answer_s", "judged_on"), [(0.9, [12, 12]), (0.1, [6, 6])])
 def test_a_capacity_run_near_a_limit_is_run_again_and_judged_on_both(
     answer_s: float, judged_on: list[int]
 ) -> None:
@@ -352,7 +354,7 @@ def test_a_capacity_run_near_a_limit_is_run_again_and_judged_on_both(
     workload = Workload(
         "tool", prompts(60), arrivals=Arrivals.CONSTANT, requests=6, capacity=(10.0, 20.0), capacity_steps=1
     )
-    result = capacity_search(workload, {"ttft_p90_s": 0.1}, answer)
+    result = capacity_search(workload, {"ttft_p90_s": 1.0}, answer)
     summary = result.summaries["tool/capacity"]
     assert [s.rate for s in summary.capacity_steps] == [10.0, 20.0]  # the top held: the search ends there
     assert [s.requests for s in summary.capacity_steps] == judged_on
