@@ -80,24 +80,7 @@ def load_dataset(path: Path, selection: Selection = Selection()) -> Dataset:
     """The prompts of a workload file, or a one-line refusal naming what is wrong with it and the fix."""
     if not path.is_file():
         raise UserError(f"workload file {path} does not exist", "fix the path in the space file's workloads")
-    text = _text(path)
-    rows: list[Any] = []
-    cut_short = False
-    try:
-        for row in _records(path, text):
-            rows.append(row)
-    except Cut as cut:
-        if not selection.partial:
-            raise UserError(
-                f"workload file {path} is cut off or malformed at byte {cut.offset} ({cut.reason}; it holds "
-                f"{len(text.encode())} bytes), after {cut.complete} complete records",
-                f"download it again, or set `partial: true` on the workload to use the {cut.complete} records",
-            ) from None
-        cut_short = True
-    except (yaml.YAMLError, json.JSONDecodeError) as exc:
-        raise UserError(
-            f"workload file {path} cannot be parsed ({exc.__class__.__name__})", "fix its syntax"
-        ) from None
+    rows, cut_short = _rows(path, _text(path), selection.partial)
     named: set[Any] = set()
     if len(rows) == 1 and isinstance(rows[0], dict) and "prompts" in rows[0]:  # {form: ..., prompts: [...]}
         top = rows[0]
@@ -118,6 +101,27 @@ def load_dataset(path: Path, selection: Selection = Selection()) -> Dataset:
         )
     dropped = sum(1 for p, _ in found if not p) + (1 if cut_short else 0)
     return Dataset(tuple(kept), form, shape, len(rows), dropped)
+
+
+def _rows(path: Path, text: str, partial: bool) -> tuple[list[Any], bool]:
+    """The file's records, and whether it was cut short (its complete records kept only where `partial`)."""
+    rows: list[Any] = []
+    try:
+        for row in _records(path, text):
+            rows.append(row)
+    except Cut as cut:
+        if not partial:
+            raise UserError(
+                f"workload file {path} is cut off or malformed at byte {cut.offset} ({cut.reason}; it holds "
+                f"{len(text.encode())} bytes), after {cut.complete} complete records",
+                f"download it again, or set `partial: true` on the workload to use the {cut.complete} records",
+            ) from None
+        return rows, True
+    except (yaml.YAMLError, json.JSONDecodeError) as exc:
+        raise UserError(
+            f"workload file {path} cannot be parsed ({exc.__class__.__name__})", "fix its syntax"
+        ) from None
+    return rows, False
 
 
 def _text(path: Path) -> str:
