@@ -39,12 +39,21 @@ def write_error(path: Path | str, reason: str) -> UserError:
 
 def read_text(path: Path, what: str, fix: str) -> str:
     """A text file the user wrote, or a one-line refusal when it is not UTF-8 text (or cannot be read)."""
+    return decode_text(read_bytes(path, what), path, what, fix)
+
+
+def read_bytes(path: Path, what: str = "workload file") -> bytes:
+    """A file's bytes, or a one-line refusal when it cannot be read."""
     try:
-        data = path.read_bytes()
+        return path.read_bytes()
     except OSError as exc:
         raise UserError(
             f"{what} {path} cannot be read ({exc.strerror})", "check the path and its permissions"
         ) from None
+
+
+def decode_text(data: bytes, path: Path, what: str, fix: str) -> str:
+    """The bytes of a file the user wrote as text, or a one-line refusal when they are not UTF-8 text."""
     if b"\0" in data:
         raise UserError(f"{what} {path} is a binary file, not text", fix)
     try:

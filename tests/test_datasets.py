@@ -56,8 +56,10 @@ def test_a_file_cut_short_names_its_byte_offset_and_the_records_before_it(tmp_pa
 
 def test_gzip_chat_jsonl_and_prompt_records_are_read_as_they_come(tmp_path: Path) -> None:
     chat = tmp_path / "chat.jsonl.gz"
-    rows = [{"messages": [{"role": "user", "content": f"Hello {i}"}, {"role": "assistant", "content": "Hi"}]}
-            for i in range(3)]  # fmt: skip
+    rows = [
+        {"messages": [{"role": "user", "content": f"Hello {i}"}, {"role": "assistant", "content": "Hi"}]}
+        for i in range(3)
+    ]
     chat.write_bytes(gzip.compress("\n".join(json.dumps(r) for r in rows).encode()))
     assert load_dataset(chat).prompts == ("Hello 0", "Hello 1", "Hello 2")
     assert load_dataset(chat).shape == "OpenAI chat"

@@ -217,12 +217,20 @@ def test_a_batchs_decode_window_is_on_the_servers_clock_where_it_stamps_every_re
         assert report is not None
         rows.append(
             RequestMeasurement(
-                "w", 0, stream, "n", "ok",
+                "w",
+                0,
+                stream,
+                "n",
+                "ok",
                 completion_tokens=report.completion_tokens,
-                ttft_s=0.01, decode_s=0.02, sent_s=100.0 * stream,  # a client clock far off the server's
-                server_ttft_s=report.ttft_s, server_e2e_s=report.e2e_s, server_received_s=report.received_s,
+                ttft_s=0.01,
+                decode_s=0.02,
+                sent_s=100.0 * stream,  # a client clock far off the server's
+                server_ttft_s=report.ttft_s,
+                server_e2e_s=report.e2e_s,
+                server_received_s=report.received_s,
             )
-        )  # fmt: skip
+        )
     first = min(m["prefill_finished_time"] for m in metas)
     last = max(m["request_finished_ts"] for m in metas)
     tokens = sum(m["completion_tokens"] - 1 for m in metas)

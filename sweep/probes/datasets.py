@@ -30,6 +30,7 @@ import yaml
 
 from sweep.engines.base import PromptForm
 from sweep.errors import UserError
+from sweep.files import decode_text, read_bytes
 
 GZIP_MAGIC = b"\x1f\x8b"
 FILE_SHAPES = (
@@ -125,10 +126,8 @@ def _rows(path: Path, text: str, partial: bool) -> tuple[list[Any], bool]:
 
 
 def _text(path: Path) -> str:
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise UserError(f"workload file {path} cannot be read ({exc.strerror})", "check the path") from None
+    """The file's text, a gzip file's looked through."""
+    data = read_bytes(path)
     if data.startswith(GZIP_MAGIC):
         try:
             data = gzip.decompress(data)
@@ -136,17 +135,7 @@ def _text(path: Path) -> str:
             raise UserError(
                 f"workload file {path} is a broken gzip file ({exc})", "download it again"
             ) from None
-    if b"\0" in data:
-        raise UserError(
-            f"workload file {path} is a binary file, not text", "save it as UTF-8 text (YAML or JSONL)"
-        )
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise UserError(
-            f"workload file {path} is not UTF-8 text (byte {exc.start})",
-            "save it as UTF-8 text (YAML or JSONL)",
-        ) from None
+    return decode_text(data, path, "workload file", "save it as UTF-8 text (YAML or JSONL)")
 
 
 def _records(path: Path, text: str) -> Iterator[Any]:
