@@ -40,8 +40,9 @@ import busy_suite
 from search_vs_grid import perturbed_profiles, report_json, sweep_on_sim
 
 from sweep import stats
+from sweep.engines.base import PromptForm
 from sweep.probes.client import prompt_nonce, unique_content
-from sweep.probes.workloads import BUILTIN_PROMPTS
+from sweep.probes.workloads import BUILTIN
 from sweep.sim.profile import DEFAULT_PROFILE, Profile
 from sweep.sim.sglang_server import in_process
 from sweep.stats import Launch, Verdict
@@ -111,7 +112,8 @@ def rates(
 ) -> dict[str, float]:
     """Shares of verdicts over `replicates` experiments with B truly `effect` faster than A."""
     prompts = [
-        unique_content(prompt_nonce("code", i, 0), p) for i, p in enumerate(BUILTIN_PROMPTS["code"][:REPEATS])
+        unique_content(prompt_nonce("code", i, 0), p)
+        for i, p in enumerate(BUILTIN["code"].prompts(PromptForm.CHAT)[:REPEATS])
     ]
     speed = ["--sim-speed-factor", str(1 + effect)]
     counts = {"before: faster": 0, "before: within noise": 0, **{f"after: {v}": 0 for v in Verdict}}
@@ -132,7 +134,8 @@ def winners_curse(
     """`configs` identical NEXTN configurations searched once each: the best's search gain, its confirmed gain,
     and the truth (all against the baseline)."""
     prompts = [
-        unique_content(prompt_nonce("code", i, 0), p) for i, p in enumerate(BUILTIN_PROMPTS["code"][:REPEATS])
+        unique_content(prompt_nonce("code", i, 0), p)
+        for i, p in enumerate(BUILTIN["code"].prompts(PromptForm.CHAT)[:REPEATS])
     ]
     nextn = [
         "--speculative-algorithm",

@@ -43,9 +43,8 @@ from sweep.files import read_text
 from sweep.probes.datasets import SELECTION_KEYS, Selection, load_dataset
 from sweep.probes.runner import ProbeSettings
 from sweep.probes.workloads import (
+    BUILTIN,
     BUILTIN_CLASSES,
-    BUILTIN_CONTINUATIONS,
-    BUILTIN_PROMPTS,
     CAPACITY_RECHECKS,
     DEFAULT_CAPACITY_STEPS,
     DEFAULT_OPEN_REQUESTS,
@@ -446,7 +445,7 @@ def _workloads(raw: Any, base: Path, capacity_steps: int | None = None) -> tuple
             where,
         )
         name, prompts, named, source = _workload_prompts(item, base, where)
-        continued = tuple(BUILTIN_CONTINUATIONS[item["class"]]) if "class" in item else ()
+        builtin = BUILTIN[item["class"]] if "class" in item else None
         form = item.get("form", named)
         if named and form != named:
             raise _fail(
@@ -477,11 +476,12 @@ def _workloads(raw: Any, base: Path, capacity_steps: int | None = None) -> tuple
             Workload,
             name,
             prompts,
-            continuations=continued,
+            continuations=builtin.prompts(PromptForm.COMPLETION) if builtin else (),
             form=PromptForm(form) if form else None,
-            stops=bool(item.get("stops", False)),
+            stops=bool(item.get("stops", builtin.stops if builtin else False)),
             stop=stop,
-            copies=item.get("copies"),
+            completion_stop=builtin.completion_stop if builtin else (),
+            copies=item.get("copies", builtin.copies if builtin else None),
             source=source,
         )
         if not OPEN_LOOP_KEYS & item.keys():
@@ -570,7 +570,7 @@ def _workload_prompts(
             raise _fail(
                 where, f"unknown workload class '{cls}'", f"built-in classes: {', '.join(BUILTIN_CLASSES)}"
             )
-        return str(item.get("name", cls)), tuple(BUILTIN_PROMPTS[cls]), None, ""
+        return str(item.get("name", cls)), BUILTIN[cls].prompts(PromptForm.CHAT), None, ""
     if "name" not in item:
         raise _fail(where, "a user workload needs a name", "add `name: ...` next to `file:` or `prompts:`")
     if "file" in item:

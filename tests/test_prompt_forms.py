@@ -15,7 +15,7 @@ from sweep.engines.base import PromptForm, ServerSetup
 from sweep.engines.llamacpp import LlamaCppEngine
 from sweep.errors import UserError
 from sweep.modelfiles import chat_template
-from sweep.probes.workloads import BUILTIN_CLASSES, BUILTIN_CONTINUATIONS, Workload, served_form
+from sweep.probes.workloads import BUILTIN, BUILTIN_CLASSES, Workload, served_form
 from sweep.sim.profile import DEFAULT_PROFILE
 from sweep.space import parse_space
 from tests.test_verdicts_sim import space
@@ -40,8 +40,10 @@ def workloads_of(runs: Path, study: str) -> dict[str, dict[str, Any]]:
 
 def test_every_builtin_class_has_both_forms_with_distinct_prompts() -> None:
     for cls in BUILTIN_CLASSES:
-        texts = BUILTIN_CONTINUATIONS[cls]
-        assert len(texts) >= 35 and len(set(texts)) == len(texts), cls
+        texts = BUILTIN[cls].prompts(PromptForm.COMPLETION)
+        # Enough for the default 3 repeats of several streams before a prompt comes twice.
+        assert len(texts) >= 28 and len(set(texts)) == len(texts), cls
+        assert len(set(BUILTIN[cls].prompts(PromptForm.CHAT))) >= 28, cls
         # No two continuations open alike: one request's text never feeds another's n-gram drafts.
         assert len({t[:60] for t in texts}) == len(texts), cls
 

@@ -10,6 +10,7 @@ import optuna
 import pytest
 import yaml
 
+from sweep.engines.base import PromptForm
 from sweep.errors import UserError
 from sweep.space import load_space, parse_space
 
@@ -263,3 +264,30 @@ def test_a_workload_names_its_stop_sequences_and_whether_it_copies(tmp_path: Pat
         data["workloads"] = [{"class": "tool", **bad}]
         with pytest.raises(UserError, match=message):
             parse_space(data, tmp_path)
+
+
+def test_the_copy_heavy_classes_end_with_their_task_and_a_workload_may_say_otherwise(tmp_path: Path) -> None:
+    data = yaml.safe_load(SPACE)
+    data["workloads"] = [
+        {"class": "edit"},
+        {"class": "summary"},
+        {"class": "quote", "stop": "</q>", "copies": False, "stops": False},
+        {"class": "prose"},
+    ]
+    edit, summary, quote, prose = parse_space(data, tmp_path).workloads[:4]
+    assert (edit.stops, edit.copies, edit.stop_in(PromptForm.COMPLETION)) == (True, True, ("```",))
+    assert edit.stop_in(PromptForm.CHAT) == ()  # an instruct model ends on its own; a fence opens its answer
+    assert (summary.stops, summary.copies) == (True, None)
+    assert (quote.stops, quote.copies) == (False, False)
+    assert quote.stop_in(PromptForm.CHAT) == ("</q>",) and quote.stop_in(PromptForm.COMPLETION) == (
+        "</q>",
+        "\n\n",
+    )
+    assert (prose.stops, prose.stop_in(PromptForm.COMPLETION)) == (
+        False,
+        (),
+    )  # free-form: no end to hold it to
+    # Each form is its own file: the completion form ends where the copy begins, the chat form asks for it.
+    assert edit.prompt(0, PromptForm.COMPLETION).endswith("```python\n")
+    assert "Rename the parameter" in edit.prompt(0, PromptForm.CHAT)
+    assert edit.prompt(0, PromptForm.CHAT) not in edit.continuations

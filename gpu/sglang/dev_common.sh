@@ -27,4 +27,9 @@ export PYTHONPATH=$W/site:$W/specsweep PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANS
 # flashinfer is carried only because http_server's import chain (layers/attention/vision.py) imports
 # flashinfer.prefill under is_cuda(); this keeps SGLang from choosing (and JIT-compiling) its kernels.
 export SGLANG_IS_FLASHINFER_AVAILABLE=false
-export MODEL=$W/models/tiny-llama DRAFT=$W/models/tiny-llama-eagle
+export MODEL=${MODEL:-$W/models/tiny-llama} DRAFT=${DRAFT:-$W/models/tiny-llama-eagle}
+# 3. EAGLE's draft CUDA graphs import deep_gemm (layers/attention/dsa_backend.py): carried as a wheel when present.
+if ls .s4/c/sgl_deep_gemm-*.whl >/dev/null 2>&1 && [ ! -d $W/site/deep_gemm ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --target $W/site .s4/c/sgl_deep_gemm-*.whl
+  echo "deep_gemm installed: $(ls -d $W/site/deep_gemm)"
+fi

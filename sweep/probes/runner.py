@@ -292,11 +292,8 @@ async def _batch(
         reason = f"the server's cache was not flushed: {failure}"
         return Batch([row(stream=s, nonce=n, status="error", reason=reason) for s, n in enumerate(nonces)])
     # The workload's stop sequences end each answer where its task does, so only the task is measured.
-    request = (
-        dataclasses.replace(probe_settings.request, stop=workload.stop)
-        if workload.stop
-        else probe_settings.request
-    )
+    stop = workload.stop_in(sending.form)
+    request = dataclasses.replace(probe_settings.request, stop=stop) if stop else probe_settings.request
     before = await engine.draft_counters(client)
     started = time.perf_counter()
 

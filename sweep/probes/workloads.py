@@ -2,10 +2,11 @@
 
 Built-in classes differ in how much of the answer is already in the prompt, which is what drafting feeds on:
 `tool` copies and extracts from a given document (high overlap), `code` writes new code (structured, partly
-predictable), `prose` is writing in English and Chinese (least predictable).
+predictable), `prose` is writing in English and Chinese (least predictable). `edit`, `quote`, `summary` and
+`reformat` answer by quoting their input (where n-gram drafting pays) and end with their task.
 
-Each class has two forms (`PromptForm`): instructions for a chat model, sent through its own chat template,
-and text a base model continues (`sweep/probes/continuations.py`), sent as it is. A base model under a chat
+Each class has two forms (`PromptForm`), two data files in `prompts/`: instructions for a chat model, sent
+through its own chat template, and text a base model continues, sent as it is. A base model under a chat
 template continues the template instead of answering: the form follows the model unless a workload names one.
 User workloads come from a YAML list or a JSONL file of prompts, used as they are in either form.
 
@@ -20,156 +21,51 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import random
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
 
 from sweep.engines.base import PromptForm
-from sweep.probes import continuations
+from sweep.probes.datasets import load_dataset
 
-_ORDERS = json.dumps(
-    {
-        "orders": [
-            {
-                "id": "A-1042",
-                "customer": "Lina Park",
-                "city": "Busan",
-                "items": ["usb-c cable", "charger"],
-                "total": 38.5,
-            },
-            {"id": "A-1043", "customer": "Tomas Novak", "city": "Brno", "items": ["keyboard"], "total": 74.0},
-            {
-                "id": "A-1044",
-                "customer": "Amara Obi",
-                "city": "Lagos",
-                "items": ["monitor", "hdmi cable"],
-                "total": 219.9,
-            },
-            {
-                "id": "A-1045",
-                "customer": "Kenji Sato",
-                "city": "Osaka",
-                "items": ["mouse", "mouse pad"],
-                "total": 31.2,
-            },
-        ]
-    },
-    indent=2,
-)
+PROMPTS = Path(__file__).with_name("prompts")
 
-_INVOICE = """INVOICE No. 2024-0917
-Seller: Nordlicht Components GmbH, Hafenstrasse 12, 20457 Hamburg, Germany, VAT DE 294 117 503
-Buyer: Meridian Robotics Ltd, 4 Canal Walk, Leeds LS1 4BN, United Kingdom
-Date of issue: 17 September 2024. Due date: 17 October 2024.
-Line 1: Stepper motor NEMA-17, quantity 40, unit price 18.20 EUR, amount 728.00 EUR
-Line 2: Motor driver board TMC2209, quantity 40, unit price 9.75 EUR, amount 390.00 EUR
-Line 3: Aluminium extrusion 2020, 1 m, quantity 120, unit price 4.10 EUR, amount 492.00 EUR
-Subtotal 1610.00 EUR, VAT 0 % (intra-community supply), total 1610.00 EUR.
-Payment by bank transfer to IBAN DE44 2005 0550 1234 5678 90, reference 2024-0917."""
 
-_SERVICE = """def handle_request(request, db, cache):
-    user = db.get_user(request.user_id)
-    if user is None:
-        return {"status": 404, "error": "unknown user"}
-    key = f"profile:{user.id}"
-    profile = cache.get(key)
-    if profile is None:
-        profile = db.load_profile(user.id)
-        cache.set(key, profile, ttl=300)
-    return {"status": 200, "profile": profile, "name": user.name}"""
+@dataclass(frozen=True)
+class BuiltinClass:
+    """A built-in workload class: its prompts in both forms (`prompts/NAME.chat.jsonl` and
+    `NAME.completion.jsonl`, read by the loader a user's dataset goes through), whether its answers repeat the
+    prompt's text, and the stop sequences that end the completion form's task (a base model runs on past it)."""
 
-BUILTIN_PROMPTS: dict[str, list[str]] = {
-    "code": [
-        "Write a Python function `merge_intervals(intervals)` that merges overlapping intervals, "
-        "with type hints, a docstring and three pytest tests.",
-        "Write a C function that reverses a singly linked list in place, with the struct definition "
-        "and a small main() that prints the list before and after.",
-        "Write a TypeScript class `LruCache<K, V>` with get, set and a capacity limit, using a Map, and "
-        "a short usage example.",
-        'Write a Go HTTP handler that accepts JSON {"a": int, "b": int}, returns their sum as JSON, and '
-        "rejects bad input with status 400.",
-        "Write a SQL schema for a library (books, members, loans) with foreign keys, then a query listing "
-        "overdue loans with the member's name.",
-    ],
-    "tool": [
-        "Here is a JSON document:\n" + _ORDERS + "\nReturn the same JSON with every order's `city` in upper "
-        "case. Output only the JSON.",
-        "Extract every field of this invoice into JSON with keys seller, buyer, date, due, lines "
-        "(description, quantity, unit_price, amount) and total. Copy the values exactly.\n\n" + _INVOICE,
-        "Here is a Python function:\n" + _SERVICE + "\nRewrite it with type hints added to the signature and "
-        "every other line unchanged. Output only the code.",
-        "Copy this JSON exactly, then add a field `count` with the number of items to each order:\n"
-        + _ORDERS,
-        "From this invoice, list each line as `description | quantity | amount`, one per line, copying the "
-        "text exactly:\n\n" + _INVOICE,
-    ],
-    "prose": [
-        "Write a short story about a lighthouse keeper who finds a message in a bottle written in her own "
-        "handwriting.",
-        "用中文写一篇短篇小说：一位老人在雨夜的火车站等待一个多年未见的朋友。",
-        "Write a poem-like paragraph about the smell of rain on hot stone in a mountain village.",
-        "请用中文写一段散文，描写秋天傍晚城市里的一条老街和街上的人们。",
-        "Write the opening of a fantasy novel in which the moon has stopped rising and a baker is the first "
-        "to notice.",
-    ],
+    name: str
+    copies: bool | None = None  # None: read from each prompt's words (`sweep/health.py`)
+    completion_stop: tuple[str, ...] = ()
+
+    @property
+    def stops(self) -> bool:
+        """Whether an answer should end before max_tokens: a task with an end (an edit, a quote, a table)."""
+        return bool(self.completion_stop)
+
+    def prompts(self, form: PromptForm) -> tuple[str, ...]:
+        return load_dataset(PROMPTS / f"{self.name}.{form.value}.jsonl").prompts
+
+
+# code writes new code, tool extracts and copies from a given document, prose writes; the four copy-heavy
+# classes quote their input (`sweep/probes/make_prompts.py` made them from the project's own code and docs).
+BUILTIN = {
+    c.name: c
+    for c in (
+        BuiltinClass("code"),
+        BuiltinClass("tool"),
+        BuiltinClass("prose"),
+        BuiltinClass("edit", copies=True, completion_stop=("```",)),
+        BuiltinClass("quote", copies=True, completion_stop=("\n\n",)),
+        BuiltinClass("summary", completion_stop=("\n\n",)),
+        BuiltinClass("reformat", copies=True, completion_stop=("\n\n",)),
+    )
 }
-
-# More prompts per class, made from parts, so that repeats x streams x variants of one class rarely need a
-# prompt twice on one server (each composed prompt has text of its own: its own document, task or subject).
-_LANGUAGES = ("Python", "Rust", "Go", "Java", "C++", "Kotlin")
-_CODE_TASKS = (
-    "parses an ISO-8601 date string and returns the day of the week",
-    "counts word frequencies in a text file and prints the ten most common words",
-    "implements a thread-safe bounded queue with put and get",
-    "validates an IPv4 address without using regular expressions",
-    "computes the shortest path in a weighted graph with Dijkstra's algorithm",
-    "flattens an arbitrarily nested list of integers",
-)
-_TOOL_TASKS = (
-    "Return the same JSON with every `city` in upper case. Output only the JSON.",
-    "Copy this JSON exactly, then add a field `count` with the number of items to each order.",
-    "List each order as `id | customer | total`, one per line, copying the values exactly.",
-    "Extract every customer name and city into a JSON list of {name, city}. Copy the values exactly.",
-)
-_SUBJECTS = (
-    "a clockmaker who repairs a clock that runs backwards",
-    "two strangers sharing an umbrella at a bus stop",
-    "a city where it has not rained for a hundred years",
-    "a child who teaches a robot to whistle",
-    "the last ferry of the season crossing a grey lake",
-    "an old map that shows a street nobody can find",
-)
-_FORMS = (
-    "Write a short story about",
-    "Write a letter, in the voice of a grandmother, about",
-    "用中文写一段故事，主题是",
-    "Write a fable with a moral about",
-    "Describe, as a travel writer would,",
-)
-
-
-def _orders(seed: int) -> str:
-    return json.dumps({"orders": continuations.orders(seed, 3)}, indent=2)
-
-
-BUILTIN_PROMPTS["code"] += [
-    f"Write a {lang} function that {task}, with a short usage example."
-    for task in _CODE_TASKS
-    for lang in _LANGUAGES
-]
-BUILTIN_PROMPTS["tool"] += [
-    f"Here is a JSON document:\n{_orders(seed)}\n{_TOOL_TASKS[seed % len(_TOOL_TASKS)]}"
-    for seed in range(1, 31)
-]
-BUILTIN_PROMPTS["prose"] += [f"{form} {subject}." for subject in _SUBJECTS for form in _FORMS]
-BUILTIN_CLASSES = tuple(BUILTIN_PROMPTS)
-# The same classes as text a base model continues (the completion form).
-BUILTIN_CONTINUATIONS: dict[str, list[str]] = {
-    "code": continuations.CODE,
-    "tool": continuations.TOOL,
-    "prose": continuations.PROSE,
-}
+BUILTIN_CLASSES = tuple(BUILTIN)
 
 
 def served_form(
@@ -235,6 +131,7 @@ class Workload:
     form: PromptForm | None = None  # None: the form the served model takes
     stops: bool = False  # answers should end before max_tokens (one that runs to it is a symptom)
     stop: tuple[str, ...] = ()  # stop sequences: where the task ends, so that only the task is measured
+    completion_stop: tuple[str, ...] = ()  # more of them in the completion form (a built-in class's)
     # Whether the task repeats its input (a quote, an edit, a reformatting): its answer holds the input's lines,
     # which is not an echo (`sweep/health.py`). None: read from each prompt's words.
     copies: bool | None = None
@@ -305,6 +202,10 @@ class Workload:
             offsets.append(at)  # the first request opens the repeat; the gaps after it are exponential
             at += draw.expovariate(1.0) / self.rate  # one unit-rate pattern, scaled
         return offsets
+
+    def stop_in(self, form: PromptForm) -> tuple[str, ...]:
+        """The stop sequences of the form the requests are sent in."""
+        return self.stop + (self.completion_stop if form is PromptForm.COMPLETION else ())
 
     def texts(self, form: PromptForm) -> tuple[str, ...]:
         """The prompts of one form."""
