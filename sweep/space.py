@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import optuna
 import yaml
@@ -417,7 +417,9 @@ def _stop_sequences(raw: Any, where: str) -> tuple[str, ...]:
     return tuple(found)
 
 
-def _workloads(raw: Any, base: Path, capacity_steps: int | None = None) -> tuple[Workload, ...]:
+def _workloads(
+    raw: Any, base: Path, probe_tokens: int, capacity_steps: int | None = None
+) -> tuple[Workload, ...]:
     if not isinstance(raw, list) or not raw:
         raise _fail(
             "workloads", "must be a non-empty list", "e.g. `workloads: [{class: code}, {class: tool}]`"
@@ -440,11 +442,18 @@ def _workloads(raw: Any, base: Path, capacity_steps: int | None = None) -> tuple
                 "stops",
                 "stop",
                 "copies",
+                "max_tokens",
                 *SELECTION_KEYS,
             },
             where,
         )
-        name, prompts, named, source = _workload_prompts(item, base, where)
+        name, prompts, named, source, replies = _workload_prompts(item, base, where)
+        if item.get("max_tokens") == "reply" and not replies:
+            raise _fail(
+                f"{where}.max_tokens",
+                "is `reply`, but the workload's prompts hold no recorded replies",
+                "use a ShareGPT or OpenAI chat file (a reply after the first turn), or give a number",
+            )
         builtin = BUILTIN[item["class"]] if "class" in item else None
         form = item.get("form", named)
         if named and form != named:
@@ -483,6 +492,9 @@ def _workloads(raw: Any, base: Path, capacity_steps: int | None = None) -> tuple
             completion_stop=builtin.completion_stop if builtin else (),
             copies=item.get("copies", builtin.copies if builtin else None),
             source=source,
+            max_tokens=_task_tokens(item, probe_tokens, where),
+            replies=replies,
+            reply_tokens=item.get("max_tokens") == "reply",
         )
         if not OPEN_LOOP_KEYS & item.keys():
             out += [shaped(ctx, n) for ctx in contexts for n in streams]
@@ -519,6 +531,23 @@ def _workloads(raw: Any, base: Path, capacity_steps: int | None = None) -> tuple
 
 
 OPEN_LOOP_KEYS = {"rate", "arrivals", "requests", "duration"}  # a workload that names one arrives open loop
+
+
+def _probe_tokens(probe: dict[str, Any]) -> int:
+    """The probe's max_tokens: every request's, the most a workload's own may be."""
+    return int(
+        _number(probe.get("max_tokens", 128), "probe.max_tokens", "max_tokens: 128", 1, MAX_TOKENS_LIMIT)
+    )
+
+
+def _task_tokens(item: dict[str, Any], probe_tokens: int, where: str) -> int | None:
+    """A workload's own max_tokens (a task's length), or None: the probe's; `reply` keeps the probe's as the cap.
+    Never more than the probe's, whose deadlines every request is held to."""
+    value = item.get("max_tokens")
+    if value is None or value == "reply":
+        return None
+    example = f"max_tokens: {min(probe_tokens, 128)}, or max_tokens: reply (a dataset's recorded replies)"
+    return int(_number(value, f"{where}.max_tokens", example, 1, probe_tokens))
 
 
 def _open_loads(item: dict[str, Any], where: str) -> list[tuple[float, Arrivals, int]]:
@@ -560,26 +589,35 @@ def _open_loads(item: dict[str, Any], where: str) -> list[tuple[float, Arrivals,
     return [(rate, Arrivals(arrivals), n) for rate, n in zip(rates, counts, strict=True)]
 
 
-def _workload_prompts(
-    item: dict[str, Any], base: Path, where: str
-) -> tuple[str, tuple[str, ...], str | None, str]:
-    """The workload's name, its prompts, the form its file names (None: none named) and what its file held."""
+class _Prompts(NamedTuple):
+    """A workload's name, its prompts, the form its file names (None: none named), what its file held and the
+    prompts' recorded replies (a dataset's, where it has them)."""
+
+    name: str
+    prompts: tuple[str, ...]
+    form: str | None = None
+    source: str = ""
+    replies: tuple[str, ...] = ()
+
+
+def _workload_prompts(item: dict[str, Any], base: Path, where: str) -> _Prompts:
     if "class" in item:
         cls = item["class"]
         if cls not in BUILTIN_CLASSES:
             raise _fail(
                 where, f"unknown workload class '{cls}'", f"built-in classes: {', '.join(BUILTIN_CLASSES)}"
             )
-        return str(item.get("name", cls)), BUILTIN[cls].prompts(PromptForm.CHAT), None, ""
+        return _Prompts(str(item.get("name", cls)), BUILTIN[cls].prompts(PromptForm.CHAT))
     if "name" not in item:
         raise _fail(where, "a user workload needs a name", "add `name: ...` next to `file:` or `prompts:`")
     if "file" in item:
         path = (base / str(item["file"])).resolve()
         found = load_dataset(path, _selection(item, where))
-        return str(item["name"]), found.prompts, found.form.value if found.form else None, found.summary(path)
+        form = found.form.value if found.form else None
+        return _Prompts(str(item["name"]), found.prompts, form, found.summary(path), found.replies)
     prompts = item.get("prompts")
     if isinstance(prompts, list) and prompts and all(isinstance(p, str) for p in prompts):
-        return str(item["name"]), tuple(prompts), None, ""
+        return _Prompts(str(item["name"]), tuple(prompts))
     raise _fail(
         where, "needs `class:`, `file:` or `prompts:`", f"built-in classes: {', '.join(BUILTIN_CLASSES)}"
     )
@@ -650,7 +688,7 @@ def parse_space(data: Any, base: Path, source: Path | None = None) -> Space:
     _unknown_keys(probe, PROBE_KEYS, "probe")
     objective = data.get("objective", "per-workload")
     capacity_steps = _capacity_steps(objective)
-    workloads = _workloads(data.get("workloads"), base, capacity_steps)
+    workloads = _workloads(data.get("workloads"), base, _probe_tokens(probe), capacity_steps)
     objective_workload = None
     if capacity_steps is not None:
         if not any(w.capacity for w in workloads):
@@ -702,9 +740,7 @@ def parse_space(data: Any, base: Path, source: Path | None = None) -> Space:
             "e.g. `confirm: {top: 2, launches: 3, max_launches: 10, min_gain: 0.03}`",
         )
     repeats = _number(probe.get("repeats", 3), "probe.repeats", "repeats: 3", 1, 1000)
-    max_tokens = _number(
-        probe.get("max_tokens", 128), "probe.max_tokens", "max_tokens: 128", 1, MAX_TOKENS_LIMIT
-    )
+    max_tokens = _probe_tokens(probe)
     timeouts = {
         key: _number(probe[key], f"probe.{key}", f"{key}: 300", 1, WEEK_S, integer=False)
         for key in ("stall_timeout_s", "request_timeout_s", "trial_timeout_s")

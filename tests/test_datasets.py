@@ -38,6 +38,25 @@ def test_sharegpt_gives_each_conversations_first_human_turn(tmp_path: Path) -> N
     assert found.summary(path) == f"{path.name}: ShareGPT, 10 records, 2 dropped, 8 prompts kept"
 
 
+def test_the_recorded_replies_stay_with_their_prompts_through_a_sample(tmp_path: Path) -> None:
+    path = tmp_path / "sharegpt.json"
+    path.write_text(json.dumps(sharegpt(30)))
+    found = load_dataset(path, Selection(sample=7, seed=3))
+    assert len(found.replies) == 7
+    for prompt, reply in zip(found.prompts, found.replies, strict=True):
+        assert reply == f"Answer {prompt.split()[2]}."  # "Question number 12 ..." answered by "Answer 12."
+    chat = tmp_path / "chat.jsonl"
+    rows = [
+        [{"role": "user", "content": "Hello"}, {"role": "assistant", "content": "Hi there"}],
+        [{"role": "user", "content": "Bye"}],
+    ]
+    chat.write_text("\n".join(json.dumps({"messages": m}) for m in rows))
+    assert load_dataset(chat).replies == ("Hi there", "")  # a conversation with no reply yet has none
+    plain = tmp_path / "HumanEval.jsonl"
+    plain.write_text(json.dumps({"task_id": "t/0", "prompt": "def f():\n"}))
+    assert load_dataset(plain).replies == ()
+
+
 def test_a_file_cut_short_names_its_byte_offset_and_the_records_before_it(tmp_path: Path) -> None:
     whole = json.dumps(sharegpt(10), ensure_ascii=False).encode()
     cut_at = whole.index(b"Question number 7") + 5  # mid-string, as a partial download ends
@@ -130,3 +149,33 @@ def test_a_space_reads_a_dataset_and_refuses_a_cut_one_in_one_line(tmp_path: Pat
     refused = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
     assert "is cut off or malformed at byte" in refused.stderr and "complete records" in refused.stderr
+
+
+@pytest.mark.server
+def test_each_request_is_held_to_its_recorded_replys_length_in_the_servers_tokens(tmp_path: Path) -> None:
+    """`max_tokens: reply`, as vLLM's ShareGPT benchmark sends: a request's limit is its prompt's recorded reply,
+    counted by the served model's tokenizer (the simulator's /tokenize), no more than the probe's max_tokens."""
+    import sys
+
+    from sweep.sim.core import tokenize
+
+    replies = [" ".join(["word"] * n) for n in (3, 9, 20, 400)]
+    rows = [
+        {"conversations": [{"from": "human", "value": f"Tell me thing {i}."}, {"from": "gpt", "value": r}]}
+        for i, r in enumerate(replies)
+    ]
+    (tmp_path / "share.json").write_text(json.dumps(rows))
+    space = tmp_path / "space.yaml"
+    space.write_text(
+        "engine: sglang\n"
+        f'server: {{launcher: ["{sys.executable}", -m, sweep.sim, --sim-time-scale, "0.002"], model: /models/q}}\n'
+        "params: {speculative-algorithm: {choices: [NGRAM]}}\n"
+        "workloads: [{name: chat, file: share.json, max_tokens: reply}]\n"
+        "probe: {repeats: 4, max_tokens: 64, ignore_eos: true}\ntrials: 1\nconfirm: {launches: 0}\n"
+    )
+    argv = specsweep_argv("run", "--space", str(space), "--runs", str(tmp_path / "runs"), "--study", "r")
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    lines = (tmp_path / "runs" / "r" / "trials" / "0" / "requests.jsonl").read_text().splitlines()
+    sent = sorted(json.loads(line)["completion_tokens"] for line in lines)
+    assert sent == sorted(min(64, len(tokenize(r))) for r in replies)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import statistics
 from pathlib import Path
 
@@ -291,3 +292,30 @@ def test_the_copy_heavy_classes_end_with_their_task_and_a_workload_may_say_other
     assert edit.prompt(0, PromptForm.COMPLETION).endswith("```python\n")
     assert "Rename the parameter" in edit.prompt(0, PromptForm.CHAT)
     assert edit.prompt(0, PromptForm.CHAT) not in edit.continuations
+
+
+def test_a_workload_sets_its_task_length_or_takes_each_recorded_replys(tmp_path: Path) -> None:
+    data = yaml.safe_load(SPACE)
+    data["probe"] = {"max_tokens": 256}
+    share = [
+        {"conversations": [{"from": "human", "value": f"Ask {i}"}, {"from": "gpt", "value": f"Reply {i}"}]}
+        for i in range(4)
+    ]
+    (tmp_path / "share.json").write_text(json.dumps(share))
+    data["workloads"] = [
+        {"name": "chat", "file": "share.json", "max_tokens": "reply"},
+        {"class": "edit", "max_tokens": 200},
+        {"class": "code"},
+    ]
+    chat, edit, code = parse_space(data, tmp_path).workloads[:3]
+    assert chat.reply_tokens and chat.reply(1) == "Reply 1" and chat.max_tokens is None
+    assert (edit.max_tokens, edit.reply_tokens, code.max_tokens) == (200, False, None)
+    (tmp_path / "plain.jsonl").write_text(json.dumps({"prompt": "def f():"}))
+    for bad, message in (
+        ({"class": "edit", "max_tokens": 300}, r"workloads\[0\]\.max_tokens: .*300"),
+        ({"class": "edit", "max_tokens": "reply"}, r"workloads\[0\]\.max_tokens: is `reply`, but"),
+        ({"name": "p", "file": "plain.jsonl", "max_tokens": "reply"}, r"hold no recorded replies"),
+    ):
+        data["workloads"] = [bad]
+        with pytest.raises(UserError, match=message):
+            parse_space(data, tmp_path)

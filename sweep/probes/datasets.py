@@ -63,6 +63,7 @@ class Dataset:
     shape: str
     records: int
     dropped: int
+    replies: tuple[str, ...] = ()  # each prompt's recorded reply ("" where none), where the file holds any
 
     def summary(self, path: Path) -> str:
         dropped = f", {self.dropped} dropped" if self.dropped else ""
@@ -89,19 +90,20 @@ def load_dataset(path: Path, selection: Selection = Selection()) -> Dataset:
         rows = top["prompts"] if isinstance(top["prompts"], list) else []
     named |= {row["form"] for row in rows if isinstance(row, dict) and "form" in row}
     shape = _shape(rows)
-    found = [(_prompt(row), _category(row)) for row in rows]
-    prompts = [p for p, c in found if p and (selection.category is None or c == selection.category)]
-    if not prompts:
+    found = [(_prompt(row), _category(row), _reply(row)) for row in rows]
+    pairs = [(p, r) for p, c, r in found if p and (selection.category is None or c == selection.category)]
+    if not pairs:
         raise UserError(f"workload file {path} holds no prompts", FILE_SHAPES)
     form = _form(path, named)
-    kept = _select(prompts, selection)
+    kept = _select(pairs, selection)
     if not kept:
         raise UserError(
             f"workload file {path} has no prompt between min_chars and max_chars",
             "widen or drop min_chars / max_chars",
         )
-    dropped = sum(1 for p, _ in found if not p) + (1 if cut_short else 0)
-    return Dataset(tuple(kept), form, shape, len(rows), dropped)
+    dropped = sum(1 for p, _, _ in found if not p) + (1 if cut_short else 0)
+    replies = tuple(r for _, r in kept) if any(r for _, r in kept) else ()
+    return Dataset(tuple(p for p, _ in kept), form, shape, len(rows), dropped, replies)
 
 
 def _rows(path: Path, text: str, partial: bool) -> tuple[list[Any], bool]:
@@ -232,6 +234,22 @@ def _prompt(row: Any) -> str | None:
     return None
 
 
+def _reply(row: Any) -> str:
+    """The recorded answer to a conversation's first turn (ShareGPT's gpt turn, OpenAI chat's assistant
+    message), "" where the record holds none."""
+    if not isinstance(row, dict):
+        return ""
+    for key, who, answering, said in (
+        ("conversations", "from", ("gpt", "assistant", "chatgpt", "bard"), "value"),
+        ("messages", "role", ("assistant",), "content"),
+    ):
+        turns = row.get(key)
+        if isinstance(turns, list) and len(turns) > 1 and isinstance(second := turns[1], dict):
+            text = second.get(said)
+            return text if second.get(who) in answering and isinstance(text, str) else ""
+    return ""
+
+
 def _first(turns: list[Any], who: str, asking: tuple[str, ...], said: str) -> str | None:
     """The first turn that asks (the human's, the user's), where the conversation opens with one."""
     first = turns[0] if turns else None
@@ -254,9 +272,10 @@ def _form(path: Path, named: set[Any]) -> PromptForm | None:
     return PromptForm(str(next(iter(named)))) if named else None
 
 
-def _select(prompts: list[str], selection: Selection) -> list[str]:
+def _select(pairs: list[tuple[str, str]], selection: Selection) -> list[tuple[str, str]]:
+    """The (prompt, reply) pairs kept: by the prompt's length, then a seeded sample."""
     low, high = selection.min_chars or 0, selection.max_chars
-    kept = [p for p in prompts if len(p) >= low and (high is None or len(p) <= high)]
+    kept = [(p, r) for p, r in pairs if len(p) >= low and (high is None or len(p) <= high)]
     if selection.sample is not None and selection.sample < len(kept):
         kept = random.Random(selection.seed).sample(kept, selection.sample)
     return kept

@@ -297,13 +297,15 @@ async def _batch(
     before = await engine.draft_counters(client)
     started = time.perf_counter()
 
+    limits = [await _token_limit(client, engine, workload, index, request.max_tokens) for index in indexes]
+
     async def sent_at(offset: float, stream: int, content: str, nonce: str) -> RequestMeasurement:
         await asyncio.sleep(max(0.0, started + offset - time.perf_counter()))
         return await measure_request(
             client,
             engine,
             content,
-            request,
+            dataclasses.replace(request, max_tokens=limits[stream]),
             workload=workload.key,
             repeat=repeat,
             stream=stream,
@@ -340,6 +342,16 @@ async def _batch(
         offered_rps=_offered_rate(rows) if workload.open_loop else None,
         goodput_rps=_goodput(rows, probe_settings.latency_limits) if workload.open_loop else None,
     )
+
+
+async def _token_limit(
+    client: httpx.AsyncClient, engine: Engine, workload: Workload, index: int, cap: int
+) -> int:
+    """A request's max_tokens: the workload's (never more than the probe's), or where it asks, its prompt's
+    recorded reply's length in the served model's own tokens, no more than that."""
+    limit = min(workload.max_tokens or cap, cap)
+    reply = workload.reply(index) if workload.reply_tokens else ""
+    return max(1, min(limit, await engine.count_tokens(client, reply))) if reply else limit
 
 
 def prompt_id(content: str, form: PromptForm) -> str:

@@ -136,6 +136,11 @@ class Workload:
     # which is not an echo (`sweep/health.py`). None: read from each prompt's words.
     copies: bool | None = None
     source: str = ""  # where a dataset file's prompts came from, in one line (`Dataset.summary`)
+    max_tokens: int | None = None  # a task's length (None: the probe's max_tokens, never more than it)
+    # Each prompt's recorded reply, and whether a request's max_tokens is that reply's length in the served
+    # model's tokens (as vLLM's and SGLang's ShareGPT benchmarks send), no more than `max_tokens`.
+    replies: tuple[str, ...] = ()
+    reply_tokens: bool = False
 
     @property
     def family(self) -> str:
@@ -202,6 +207,10 @@ class Workload:
             offsets.append(at)  # the first request opens the repeat; the gaps after it are exponential
             at += draw.expovariate(1.0) / self.rate  # one unit-rate pattern, scaled
         return offsets
+
+    def reply(self, index: int) -> str:
+        """The recorded reply to prompt `index` ("" where there is none)."""
+        return self.replies[index % len(self.replies)] if self.replies else ""
 
     def stop_in(self, form: PromptForm) -> tuple[str, ...]:
         """The stop sequences of the form the requests are sent in."""
