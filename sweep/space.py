@@ -37,7 +37,7 @@ from typing import Any, NamedTuple
 import optuna
 import yaml
 
-from sweep.engines.base import PromptForm, RequestSettings
+from sweep.engines.base import PromptForm, RequestSettings, Turn
 from sweep.errors import UserError
 from sweep.files import read_text
 from sweep.probes.datasets import SELECTION_KEYS, Selection, load_dataset
@@ -447,7 +447,7 @@ def _workloads(
             },
             where,
         )
-        name, prompts, named, source, replies = _workload_prompts(item, base, where)
+        name, prompts, named, source, replies, histories = _workload_prompts(item, base, where)
         if item.get("max_tokens") == "reply" and not replies:
             raise _fail(
                 f"{where}.max_tokens",
@@ -495,6 +495,7 @@ def _workloads(
             max_tokens=_task_tokens(item, probe_tokens, where),
             replies=replies,
             reply_tokens=item.get("max_tokens") == "reply",
+            histories=histories,
         )
         if not OPEN_LOOP_KEYS & item.keys():
             out += [shaped(ctx, n) for ctx in contexts for n in streams]
@@ -598,6 +599,7 @@ class _Prompts(NamedTuple):
     form: str | None = None
     source: str = ""
     replies: tuple[str, ...] = ()
+    histories: tuple[tuple[Turn, ...], ...] = ()
 
 
 def _workload_prompts(item: dict[str, Any], base: Path, where: str) -> _Prompts:
@@ -614,7 +616,9 @@ def _workload_prompts(item: dict[str, Any], base: Path, where: str) -> _Prompts:
         path = (base / str(item["file"])).resolve()
         found = load_dataset(path, _selection(item, where))
         form = found.form.value if found.form else None
-        return _Prompts(str(item["name"]), found.prompts, form, found.summary(path), found.replies)
+        return _Prompts(
+            str(item["name"]), found.prompts, form, found.summary(path), found.replies, found.histories
+        )
     prompts = item.get("prompts")
     if isinstance(prompts, list) and prompts and all(isinstance(p, str) for p in prompts):
         return _Prompts(str(item["name"]), tuple(prompts))
@@ -625,14 +629,16 @@ def _workload_prompts(item: dict[str, Any], base: Path, where: str) -> _Prompts:
 
 def _selection(item: dict[str, Any], where: str) -> Selection:
     """Which records of its file a workload keeps: `sample`, `seed`, `min_chars`, `max_chars`, `category`,
-    `partial` (use the complete records of a file cut short)."""
+    `partial` (use the complete records of a file cut short), `conversation` (each record's conversation up to
+    its last user turn)."""
     numbers = {
         key: _number(item[key], f"{where}.{key}", f"{key}: 100", 0, 1 << 40)
         for key in ("sample", "seed", "min_chars", "max_chars")
         if key in item
     }
-    if not isinstance(item.get("partial", False), bool):
-        raise _fail(f"{where}.partial", f"{item['partial']!r} is not true or false", "e.g. `partial: true`")
+    for flag in ("partial", "conversation"):
+        if not isinstance(item.get(flag, False), bool):
+            raise _fail(f"{where}.{flag}", f"{item[flag]!r} is not true or false", f"e.g. `{flag}: true`")
     category = item.get("category")
     return Selection(
         sample=numbers.get("sample"),
@@ -641,6 +647,7 @@ def _selection(item: dict[str, Any], where: str) -> Selection:
         max_chars=numbers.get("max_chars"),
         category=None if category is None else str(category),
         partial=bool(item.get("partial", False)),
+        conversation=bool(item.get("conversation", False)),
     )
 
 

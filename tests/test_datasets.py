@@ -35,7 +35,8 @@ def test_sharegpt_gives_each_conversations_first_human_turn(tmp_path: Path) -> N
     found = load_dataset(path)
     assert found.shape == "ShareGPT" and (found.records, found.dropped) == (10, 2)
     assert found.prompts[:2] == ("Question number 0 about étoiles?", "Question number 1 about étoiles?")
-    assert found.summary(path) == f"{path.name}: ShareGPT, 10 records, 2 dropped, 8 prompts kept"
+    summary = f"{path.name}: ShareGPT, 10 records, 2 dropped, 8 prompts kept, 8 with a recorded reply"
+    assert found.summary(path) == summary
 
 
 def test_the_recorded_replies_stay_with_their_prompts_through_a_sample(tmp_path: Path) -> None:
@@ -144,7 +145,10 @@ def test_a_space_reads_a_dataset_and_refuses_a_cut_one_in_one_line(tmp_path: Pat
     argv = specsweep_argv("plan", "--space", str(space), "--runs", str(tmp_path / "runs"))
     plan = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert plan.returncode == 0, plan.stderr
-    assert "workload chat: sharegpt.json: ShareGPT, 40 records, 8 dropped, 6 prompts kept" in plan.stdout
+    assert (
+        "workload chat: sharegpt.json: ShareGPT, 40 records, 8 dropped, 6 prompts kept, 6 with a"
+        in plan.stdout
+    )
     data.write_bytes(data.read_bytes()[:-40])
     refused = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
@@ -179,3 +183,70 @@ def test_each_request_is_held_to_its_recorded_replys_length_in_the_servers_token
     lines = (tmp_path / "runs" / "r" / "trials" / "0" / "requests.jsonl").read_text().splitlines()
     sent = sorted(json.loads(line)["completion_tokens"] for line in lines)
     assert sent == sorted(min(64, len(tokenize(r))) for r in replies)
+
+
+def test_a_conversation_up_to_its_last_user_turn_keeps_the_turns_before_it(tmp_path: Path) -> None:
+    talk = [
+        {"from": "human", "value": "What is a KV cache?"},
+        {"from": "gpt", "value": "Keys and values kept per token."},
+        {"from": "human", "value": "And why does it fill up?"},
+        {"from": "gpt", "value": "Every token of every running request holds a slot."},
+    ]
+    odd = [{"from": "human", "value": "Hi"}, {"from": "tool", "value": "?"}]  # a role no chat template knows
+    path = tmp_path / "share.json"
+    path.write_text(json.dumps([{"conversations": talk}, {"conversations": odd}]))
+    found = load_dataset(path, Selection(conversation=True))
+    assert found.prompts == ("And why does it fill up?",) and found.dropped == 1
+    assert [(t.role, t.content) for t in found.histories[0]] == [
+        ("user", "What is a KV cache?"),
+        ("assistant", "Keys and values kept per token."),
+    ]
+    assert found.replies == ("Every token of every running request holds a slot.",)
+    assert load_dataset(path).prompts == ("What is a KV cache?", "Hi")  # the first turn alone, by default
+    chat = tmp_path / "chat.jsonl"
+    system = {"role": "system", "content": "Be brief."}
+    chat.write_text(json.dumps({"messages": [system, {"role": "user", "content": "Why?"}]}))
+    again = load_dataset(chat, Selection(conversation=True))
+    assert again.prompts == ("Why?",) and again.histories[0][0].role == "system" and again.replies == ()
+
+
+@pytest.mark.server
+def test_a_conversation_reaches_the_server_as_its_turns_and_stays_uncached(tmp_path: Path) -> None:
+    """`conversation: true`: each request sends the turns before its prompt through the chat template, the
+    nonce opening the first turn, so the server counts the whole conversation and serves none of it cached."""
+    import sys
+
+    earlier = " ".join(["Tell me about the harbour, the boats and the weather there."] * 6)
+    rows = [
+        {
+            "conversations": [
+                {"from": "human", "value": f"{earlier} ({i})"},
+                {"from": "gpt", "value": "The harbour is busy in the morning."},
+                {"from": "human", "value": f"And in the evening {i}?"},
+            ]
+        }
+        for i in range(6)
+    ]
+    (tmp_path / "share.json").write_text(json.dumps(rows))
+    space = tmp_path / "space.yaml"
+    space.write_text(
+        "engine: sglang\n"
+        f'server: {{launcher: ["{sys.executable}", -m, sweep.sim, --sim-time-scale, "0.002"], model: /models/q}}\n'
+        "params: {speculative-algorithm: {choices: [NGRAM]}}\n"
+        "workloads: [{name: last, file: share.json}, {name: whole, file: share.json, conversation: true}]\n"
+        "probe: {repeats: 3, max_tokens: 16}\ntrials: 1\nconfirm: {launches: 0}\n"
+    )
+    argv = specsweep_argv("run", "--space", str(space), "--runs", str(tmp_path / "runs"), "--study", "c")
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    lines = (tmp_path / "runs" / "c" / "trials" / "0" / "requests.jsonl").read_text().splitlines()
+    rows_by = {"last": [], "whole": []}
+    for line in lines:
+        row = json.loads(line)
+        rows_by[row["workload"]].append(row)
+    assert all(r["status"] == "ok" for r in rows_by["whole"]), rows_by["whole"]
+    # The first turn alone (60 words) against the whole conversation (its 60 words and two turns more).
+    assert min(r["prompt_tokens"] for r in rows_by["whole"]) > max(
+        r["prompt_tokens"] for r in rows_by["last"]
+    )
+    assert all(not r["cached_tokens"] for r in rows_by["whole"])  # the simulator's template has no header

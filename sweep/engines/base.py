@@ -9,7 +9,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import httpx
 
@@ -57,8 +57,20 @@ def prometheus_by_label(text: str, name: str, label: str) -> dict[str, float]:
 TEMPLATE_PROBES = ("alpha", "omega")
 
 
-def _chat_tokenize(content: str) -> dict[str, Any]:
-    return {"messages": [{"role": "user", "content": content}]}
+class Turn(NamedTuple):
+    """An earlier turn of a conversation that a chat request continues (a dataset's, ShareGPT's)."""
+
+    role: str  # user, assistant or system, as chat templates name them
+    content: str
+
+
+def chat_messages(content: str, history: tuple[Turn, ...] = ()) -> list[dict[str, str]]:
+    """A chat request's messages: the conversation so far, then `content` as the user's turn."""
+    return [*({"role": t.role, "content": t.content} for t in history), {"role": "user", "content": content}]
+
+
+def _chat_tokenize(content: str, history: tuple[Turn, ...] = ()) -> dict[str, Any]:
+    return {"messages": chat_messages(content, history)}
 
 
 def first_line(response: httpx.Response, limit: int = 160) -> str:
@@ -79,10 +91,10 @@ def renders_chat(client: httpx.Client) -> tuple[bool, str]:
     )
 
 
-async def chat_tokens(client: httpx.AsyncClient, content: str) -> list[int]:
-    """The token ids of `content` as a user message rendered by the server's chat template (with the
-    assistant's turn opened, as a chat completion renders it)."""
-    response = await client.post("/tokenize", json=_chat_tokenize(content))
+async def chat_tokens(client: httpx.AsyncClient, content: str, history: tuple[Turn, ...] = ()) -> list[int]:
+    """The token ids of `content` as a user message after `history`, rendered by the server's chat template
+    (with the assistant's turn opened, as a chat completion renders it)."""
+    response = await client.post("/tokenize", json=_chat_tokenize(content, history))
     if response.status_code != 200:  # the server's reason, not only its status (no chat template, say)
         raise httpx.HTTPStatusError(
             f"the chat template could not render the prompt (/tokenize with messages: HTTP "
@@ -549,11 +561,16 @@ class Engine(ABC):
     # --- requests ------------------------------------------------------------------------------------------
     @abstractmethod
     async def request(
-        self, client: httpx.AsyncClient, content: str, form: PromptForm, settings: RequestSettings
+        self,
+        client: httpx.AsyncClient,
+        content: str,
+        form: PromptForm,
+        settings: RequestSettings,
+        history: tuple[Turn, ...] = (),
     ) -> tuple[str, dict[str, Any]]:
         """The path and streamed body of one measured request (prompt cache off, reports on, fixed sampling):
-        `content` as a user message through the model's chat template (CHAT), or as text to continue
-        (COMPLETION). Built before the request's clock starts."""
+        `content` as a user message through the model's chat template after the conversation's earlier turns
+        (CHAT), or as text to continue (COMPLETION, no history). Built before the request's clock starts."""
 
     async def template_tokens(self, client: httpx.AsyncClient) -> int:
         """Tokens the chat template puts before every user message (the same in every request, so a prefix

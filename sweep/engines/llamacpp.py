@@ -21,6 +21,8 @@ from sweep.engines.base import (
     RunningLimit,
     ServerReport,
     SyntheticAcceptance,
+    Turn,
+    chat_messages,
     parse_prometheus,
 )
 from sweep.errors import OffloadInactive, SpeculationInactive, UserError
@@ -411,7 +413,12 @@ class LlamaCppEngine(Engine):
         return found, source
 
     async def request(
-        self, client: httpx.AsyncClient, content: str, form: PromptForm, settings: RequestSettings
+        self,
+        client: httpx.AsyncClient,
+        content: str,
+        form: PromptForm,
+        settings: RequestSettings,
+        history: tuple[Turn, ...] = (),
     ) -> tuple[str, dict[str, Any]]:
         # cache_prompt false: every prompt token is processed (cache_n 0); timings come on the last chunk.
         body = {
@@ -426,7 +433,7 @@ class LlamaCppEngine(Engine):
         }
         if form is PromptForm.COMPLETION:
             return "/v1/completions", {"prompt": content, **body}
-        return "/v1/chat/completions", {"messages": [{"role": "user", "content": content}], **body}
+        return "/v1/chat/completions", {"messages": chat_messages(content, history), **body}
 
     def has_token(self, chunk: dict[str, Any]) -> bool:
         return bool(self.text_so_far(chunk, ""))

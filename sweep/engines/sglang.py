@@ -24,6 +24,7 @@ from sweep.engines.base import (
     ServerReport,
     ServerSetup,
     SyntheticAcceptance,
+    Turn,
     chat_tokens,
     first_line,
     flags_argv,
@@ -802,14 +803,19 @@ class SGLangEngine(Engine):
         return found
 
     async def request(
-        self, client: httpx.AsyncClient, content: str, form: PromptForm, settings: RequestSettings
+        self,
+        client: httpx.AsyncClient,
+        content: str,
+        form: PromptForm,
+        settings: RequestSettings,
+        history: tuple[Turn, ...] = (),
     ) -> tuple[str, dict[str, Any]]:
         # /generate, as SGLang's own bench_serving does: meta_info on the last chunk carries cached_tokens,
         # decode_throughput (with --enable-metrics) and the spec_* fields. A chat prompt is rendered by the
         # served chat template first (/tokenize with messages, as the chat endpoint renders it), then sent as
         # its token ids. The nonce is the first token after the template's header.
         prompt = (
-            {"input_ids": await chat_tokens(client, content)}
+            {"input_ids": await chat_tokens(client, content, history)}
             if form is PromptForm.CHAT
             else {"text": content}
         )

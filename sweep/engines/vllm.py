@@ -25,6 +25,8 @@ from sweep.engines.base import (
     ServerReport,
     ServerSetup,
     SyntheticAcceptance,
+    Turn,
+    chat_messages,
     flags_argv,
     help_flags,
     parse_prometheus,
@@ -379,7 +381,12 @@ class VLLMEngine(Engine):
 
     # --- requests ------------------------------------------------------------------------------------------
     async def request(
-        self, client: httpx.AsyncClient, content: str, form: PromptForm, settings: RequestSettings
+        self,
+        client: httpx.AsyncClient,
+        content: str,
+        form: PromptForm,
+        settings: RequestSettings,
+        history: tuple[Turn, ...] = (),
     ) -> tuple[str, dict[str, Any]]:
         # Usage on the last chunk, cached tokens in its details: the chat endpoint renders the model's template,
         # the completions endpoint takes the text as it is.
@@ -394,7 +401,7 @@ class VLLMEngine(Engine):
             "stream_options": {"include_usage": True},
         }
         if form is PromptForm.CHAT:
-            return "/v1/chat/completions", {"messages": [{"role": "user", "content": content}], **body}
+            return "/v1/chat/completions", {"messages": chat_messages(content, history), **body}
         return "/v1/completions", {"prompt": content, **body}
 
     async def template_tokens(self, client: httpx.AsyncClient) -> int:

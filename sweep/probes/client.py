@@ -12,7 +12,7 @@ import uuid
 
 import httpx
 
-from sweep.engines.base import Engine, PromptForm, RequestSettings, ServerReport
+from sweep.engines.base import Engine, PromptForm, RequestSettings, ServerReport, Turn
 from sweep.results import RequestMeasurement, RequestStatus
 
 
@@ -61,8 +61,9 @@ async def measure_request(
     template_tokens: int = 0,
     deadline_s: float | None = None,
     epoch: float | None = None,
+    history: tuple[Turn, ...] = (),
 ) -> RequestMeasurement:
-    """Send one streamed request in `form` and measure it. HTTP errors become a status, never an exception; a
+    """Send one streamed request in `form` (after a conversation's earlier turns, `history`) and measure it. HTTP errors become a status, never an exception; a
     server that stops sending (the client's read timeout) or a request past `deadline_s` is "stalled". Up to
     `template_tokens` cached tokens (the chat template's header, the same in every request) keep it cold.
     `epoch`: the repeat's start (`time.perf_counter`), from which the request's `sent_s` is counted."""
@@ -70,7 +71,9 @@ async def measure_request(
     started = time.perf_counter()
     try:
         async with asyncio.timeout(deadline_s):
-            return await _measure(client, engine, content, form, settings, row, template_tokens, epoch)
+            return await _measure(
+                client, engine, content, form, settings, row, template_tokens, epoch, history
+            )
     except TimeoutError:
         return row(
             status="stalled",
@@ -96,6 +99,7 @@ async def _measure(
     row: functools.partial[RequestMeasurement],
     template_tokens: int,
     epoch: float | None = None,
+    history: tuple[Turn, ...] = (),
 ) -> RequestMeasurement:
     first = last = None
     arrivals: list[float] = []
@@ -103,7 +107,7 @@ async def _measure(
     report: ServerReport | None = None
     started = time.perf_counter()
     try:
-        path, body = await engine.request(client, content, form, settings)
+        path, body = await engine.request(client, content, form, settings, history)
         started = time.perf_counter()  # the clock starts when the request is sent, not while it is built
         if epoch is not None:
             row = functools.partial(row, sent_s=round(started - epoch, 6))

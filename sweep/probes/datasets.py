@@ -28,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from sweep.engines.base import PromptForm
+from sweep.engines.base import PromptForm, Turn
 from sweep.errors import UserError
 from sweep.files import decode_text, read_bytes
 
@@ -39,7 +39,7 @@ FILE_SHAPES = (
 )
 
 
-SELECTION_KEYS = ("sample", "seed", "min_chars", "max_chars", "category", "partial")
+SELECTION_KEYS = ("sample", "seed", "min_chars", "max_chars", "category", "partial", "conversation")
 
 
 @dataclass(frozen=True)
@@ -52,6 +52,7 @@ class Selection:
     max_chars: int | None = None
     category: str | None = None
     partial: bool = False
+    conversation: bool = False  # a conversation up to its last user turn, not its first turn alone
 
 
 @dataclass(frozen=True)
@@ -64,10 +65,17 @@ class Dataset:
     records: int
     dropped: int
     replies: tuple[str, ...] = ()  # each prompt's recorded reply ("" where none), where the file holds any
+    histories: tuple[tuple[Turn, ...], ...] = ()  # each prompt's earlier turns, where `conversation` asks
 
     def summary(self, path: Path) -> str:
         dropped = f", {self.dropped} dropped" if self.dropped else ""
-        return f"{path.name}: {self.shape}, {self.records} records{dropped}, {len(self.prompts)} prompts kept"
+        turns = sum(1 for h in self.histories if h)
+        earlier = f" ({turns} after earlier turns of their conversation)" if turns else ""
+        replies = f", {sum(1 for r in self.replies if r)} with a recorded reply" if self.replies else ""
+        return (
+            f"{path.name}: {self.shape}, {self.records} records{dropped}, {len(self.prompts)} prompts kept"
+            f"{earlier}{replies}"
+        )
 
 
 class Cut(Exception):
@@ -90,8 +98,16 @@ def load_dataset(path: Path, selection: Selection = Selection()) -> Dataset:
         rows = top["prompts"] if isinstance(top["prompts"], list) else []
     named |= {row["form"] for row in rows if isinstance(row, dict) and "form" in row}
     shape = _shape(rows)
-    found = [(_prompt(row), _category(row), _reply(row)) for row in rows]
-    pairs = [(p, r) for p, c, r in found if p and (selection.category is None or c == selection.category)]
+    turns = [_turns(row) if selection.conversation else None for row in rows]
+    found = [
+        (t.turns[-1].content, _category(row), t.reply, t.turns[:-1])
+        if t
+        else (None if selection.conversation else _prompt(row), _category(row), _reply(row), ())
+        for row, t in zip(rows, turns, strict=True)
+    ]
+    pairs = [
+        (p, r, h) for p, c, r, h in found if p and (selection.category is None or c == selection.category)
+    ]
     if not pairs:
         raise UserError(f"workload file {path} holds no prompts", FILE_SHAPES)
     form = _form(path, named)
@@ -101,9 +117,10 @@ def load_dataset(path: Path, selection: Selection = Selection()) -> Dataset:
             f"workload file {path} has no prompt between min_chars and max_chars",
             "widen or drop min_chars / max_chars",
         )
-    dropped = sum(1 for p, _, _ in found if not p) + (1 if cut_short else 0)
-    replies = tuple(r for _, r in kept) if any(r for _, r in kept) else ()
-    return Dataset(tuple(p for p, _ in kept), form, shape, len(rows), dropped, replies)
+    dropped = sum(1 for p, *_ in found if not p) + (1 if cut_short else 0)
+    replies = tuple(r for _, r, _ in kept) if any(r for _, r, _ in kept) else ()
+    histories = tuple(h for *_, h in kept) if any(h for *_, h in kept) else ()
+    return Dataset(tuple(p for p, *_ in kept), form, shape, len(rows), dropped, replies, histories)
 
 
 def _rows(path: Path, text: str, partial: bool) -> tuple[list[Any], bool]:
@@ -234,6 +251,47 @@ def _prompt(row: Any) -> str | None:
     return None
 
 
+ROLES = {
+    "human": "user",
+    "user": "user",
+    "gpt": "assistant",
+    "assistant": "assistant",
+    "chatgpt": "assistant",
+}
+ROLES |= {"bard": "assistant", "system": "system"}
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """A conversation up to its last user turn, and the reply recorded after that turn ("" where none)."""
+
+    turns: tuple[Turn, ...]
+    reply: str = ""
+
+
+def _turns(row: Any) -> Conversation | None:
+    """A ShareGPT or OpenAI chat record as chat turns, up to its last user turn (None: not a conversation, or
+    one with a turn of a role chat templates do not know)."""
+    if not isinstance(row, dict):
+        return None
+    for key, who, said in (("conversations", "from", "value"), ("messages", "role", "content")):
+        if isinstance(raw := row.get(key), list):
+            turns = [
+                Turn(ROLES[t[who]], t[said])
+                for t in raw
+                if isinstance(t, dict) and t.get(who) in ROLES and isinstance(t.get(said), str)
+            ]
+            if len(turns) != len(raw):
+                return None
+            last = max((i for i, t in enumerate(turns) if t.role == "user"), default=None)
+            if last is None or not turns[last].content.strip():
+                return None
+            following = turns[last + 1] if last + 1 < len(turns) else None
+            reply = following.content if following and following.role == "assistant" else ""
+            return Conversation(tuple(turns[: last + 1]), reply)
+    return None
+
+
 def _reply(row: Any) -> str:
     """The recorded answer to a conversation's first turn (ShareGPT's gpt turn, OpenAI chat's assistant
     message), "" where the record holds none."""
@@ -272,10 +330,13 @@ def _form(path: Path, named: set[Any]) -> PromptForm | None:
     return PromptForm(str(next(iter(named)))) if named else None
 
 
-def _select(pairs: list[tuple[str, str]], selection: Selection) -> list[tuple[str, str]]:
-    """The (prompt, reply) pairs kept: by the prompt's length, then a seeded sample."""
+Kept = tuple[str, str, tuple[Turn, ...]]  # a prompt, its recorded reply, the turns before it
+
+
+def _select(pairs: list[Kept], selection: Selection) -> list[Kept]:
+    """The records kept: by the prompt's length, then a seeded sample."""
     low, high = selection.min_chars or 0, selection.max_chars
-    kept = [(p, r) for p, r in pairs if len(p) >= low and (high is None or len(p) <= high)]
+    kept = [k for k in pairs if len(k[0]) >= low and (high is None or len(k[0]) <= high)]
     if selection.sample is not None and selection.sample < len(kept):
         kept = random.Random(selection.seed).sample(kept, selection.sample)
     return kept

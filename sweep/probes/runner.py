@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from sweep.engines.base import DraftCounters, Engine, PromptForm, RequestSettings
+from sweep.engines.base import DraftCounters, Engine, PromptForm, RequestSettings, Turn
 from sweep.errors import ProbeError
 from sweep.health import OutputHealth, judge
 from sweep.probes.client import measure_request, new_nonce, probe_client, prompt_nonce, unique_content
@@ -270,6 +270,7 @@ async def _batch(
     once for streams, on the arrival clock for an open loop)."""
     workload, probe_settings = sending.workload, sending.settings
     contents, nonces, indexes = [], [], []
+    histories: list[tuple[Turn, ...]] = []
     first_tokens: set[int] = set()
     for stream in range(workload.per_repeat):
         index = workload.prompt_index(repeat, stream)
@@ -283,7 +284,11 @@ async def _batch(
                 sending.form,
             )
         nonce = await _distinct_nonce(client, engine, workload.key, index, attempt, first_tokens)
-        contents.append(unique_content(nonce, task))
+        history = workload.history(index, sending.form)
+        if history:  # the nonce opens the conversation: its first turn is what a prefix cache would match
+            history = (Turn(history[0].role, unique_content(nonce, history[0].content)), *history[1:])
+        contents.append(task if history else unique_content(nonce, task))
+        histories.append(history)
         nonces.append(nonce)
         indexes.append(index)
     row = functools.partial(RequestMeasurement, workload=workload.key, repeat=repeat)
@@ -314,6 +319,7 @@ async def _batch(
             template_tokens=sending.template_tokens,
             deadline_s=probe_settings.request_deadline_s,
             epoch=started,
+            history=histories[stream],
         )
 
     offsets = workload.send_offsets(repeat)
@@ -326,8 +332,10 @@ async def _batch(
         )
     )
     rows = [
-        _judged(dataclasses.replace(r, prompt_id=prompt_id(content, sending.form)), workload, content)
-        for r, content in zip(rows, contents, strict=True)
+        _judged(
+            dataclasses.replace(r, prompt_id=prompt_id(content, sending.form, history)), workload, content
+        )
+        for r, content, history in zip(rows, contents, histories, strict=True)
     ]
     rows = await _with_acceptance_length(client, engine, rows, before)
     gauge = await engine.acceptance_gauge(client) if any(r.draft_tokens for r in rows) else None
@@ -354,9 +362,11 @@ async def _token_limit(
     return max(1, min(limit, await engine.count_tokens(client, reply))) if reply else limit
 
 
-def prompt_id(content: str, form: PromptForm) -> str:
-    """The prompt as sent, digested: the same text in the same form is the same request to a greedy server."""
-    return hashlib.sha256(f"{form.value}\n{content}".encode()).hexdigest()[:16]
+def prompt_id(content: str, form: PromptForm, history: tuple[Turn, ...] = ()) -> str:
+    """The prompt as sent (after its conversation's turns), digested: the same text in the same form is the
+    same request to a greedy server."""
+    turns = "".join(f"{t.role}: {t.content}\n" for t in history)
+    return hashlib.sha256(f"{form.value}\n{turns}{content}".encode()).hexdigest()[:16]
 
 
 def _judged(row: RequestMeasurement, workload: Workload, content: str) -> RequestMeasurement:

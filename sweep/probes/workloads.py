@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
-from sweep.engines.base import PromptForm
+from sweep.engines.base import PromptForm, Turn
 from sweep.probes.datasets import load_dataset
 
 PROMPTS = Path(__file__).with_name("prompts")
@@ -141,6 +141,9 @@ class Workload:
     # model's tokens (as vLLM's and SGLang's ShareGPT benchmarks send), no more than `max_tokens`.
     replies: tuple[str, ...] = ()
     reply_tokens: bool = False
+    # Each prompt's earlier turns (a dataset's conversations, `conversation: true`): a chat request sends them
+    # before the prompt; the completion form has no turns and sends the prompt alone.
+    histories: tuple[tuple[Turn, ...], ...] = ()
 
     @property
     def family(self) -> str:
@@ -207,6 +210,12 @@ class Workload:
             offsets.append(at)  # the first request opens the repeat; the gaps after it are exponential
             at += draw.expovariate(1.0) / self.rate  # one unit-rate pattern, scaled
         return offsets
+
+    def history(self, index: int, form: PromptForm) -> tuple[Turn, ...]:
+        """The turns before prompt `index` in a chat request (none in the completion form)."""
+        if form is PromptForm.COMPLETION or not self.histories:
+            return ()
+        return self.histories[index % len(self.histories)]
 
     def reply(self, index: int) -> str:
         """The recorded reply to prompt `index` ("" where there is none)."""
