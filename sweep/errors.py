@@ -44,6 +44,10 @@ class SpeculationInactive(LaunchError):
     """The trial asked for speculation and the server came up without it."""
 
 
+class SpeculationUnasked(LaunchError):
+    """The trial asked for no speculation (a baseline) and the server speculates."""
+
+
 class OffloadInactive(LaunchError):
     """The trial asked for the model on a GPU and the server came up on the CPU."""
 

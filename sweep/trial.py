@@ -24,6 +24,7 @@ from sweep.errors import (
     LaunchError,
     ProbeError,
     SpeculationInactive,
+    SpeculationUnasked,
     UserError,
     interrupted_how,
 )
@@ -39,6 +40,14 @@ from sweep.store import RECORD_ATTR, StudyPaths
 EXIT_SETTLE_S = 0.3  # after the last measured answer, how long a server that is exiting has to show it
 
 Progress = Callable[[str], None]
+
+
+# A launch that asked for no speculation and got it anyway (a default that turned it on, a flag in extra_args):
+# its numbers would be a speculating baseline, every gain against it understated.
+UNASKED = (
+    "asked for no speculation, but the server speculates (a default of its release, or a speculative flag in "
+    "server.extra_args): "
+)
 
 
 @dataclass
@@ -207,7 +216,9 @@ class TrialRunner:
                 record.facts = facts  # filled in further by inspect_running, kept when it raises
             with httpx.Client(base_url=launch.url, timeout=30.0) as client:
                 self.engine.inspect_running(client, facts, launch.plan.params, server.log_text())
-        except SpeculationInactive as exc:
+            if facts.speculation_active and not facts.speculation_requested:
+                raise SpeculationUnasked(UNASKED + "the server says it speculates")
+        except (SpeculationInactive, SpeculationUnasked) as exc:
             record.failure, record.stage = str(exc), Stage.SPECULATION
             return None
         except LaunchError as exc:
@@ -255,6 +266,11 @@ class TrialRunner:
         measured.loads += [s.host for s in result.summaries.values() if s.host is not None]
         record.workloads.update(result.summaries)
         measured.rows += result.requests
+        drafted = sum(s.draft_tokens or 0 for s in result.summaries.values())
+        if drafted and not facts.speculation_requested:  # a baseline that speculates is no baseline
+            record.failure = UNASKED + f"the server drafted {drafted} tokens by its own counters"
+            record.stage = Stage.SPECULATION
+            return False
         # A server that dies on its last answer has not survived the trial: give an exit already under way its
         # moment to show (stop() records it), rather than racing it.
         launch.server.exited_within(EXIT_SETTLE_S)

@@ -6,6 +6,7 @@ and asserts what the study holds afterwards (states, reasons, values) and that n
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -422,3 +423,41 @@ def test_a_trial_past_its_deadline_fails_and_the_sweep_goes_on(
         assert_no_orphans(case)
     finally:
         _kill_everything(case)
+
+
+@pytest.mark.server
+@pytest.mark.parametrize(
+    ("engine", "launcher", "speculates"),
+    [
+        ("sglang", ["-m", "sweep.sim"], ["--speculative-algorithm", "NGRAM"]),
+        (
+            "vllm",
+            ["-m", "sweep.sim", "vllm"],
+            [
+                "--speculative-config",
+                '{"method": "ngram", "num_speculative_tokens": 3}',
+                "--max-model-len",
+                "8192",
+            ],
+        ),
+    ],
+)
+def test_a_baseline_whose_server_speculates_anyway_is_a_failed_trial_not_a_baseline(
+    tmp_path: Path, engine: str, launcher: list[str], speculates: list[str]
+) -> None:
+    """A flag in server.extra_args (or a release whose default drafts) turns speculation on under the baseline:
+    its numbers would understate every gain. The server's own word fails it before any request."""
+    space = tmp_path / "space.yaml"
+    space.write_text(
+        f"engine: {engine}\n"
+        f"server: {{launcher: {json.dumps([sys.executable, *launcher])}, model: /models/q, "
+        f"extra_args: {json.dumps([*speculates, '--sim-time-scale', '0.01'])}}}\n"
+        "params: {}\nworkloads: [{class: code}]\nprobe: {repeats: 1, max_tokens: 8}\ntrials: 1\n"
+        "confirm: {launches: 0}\n"
+    )
+    code = main(["run", "--space", str(space), "--study", "b", "--runs", str(tmp_path / "runs")])
+    study = optuna.load_study(study_name="b", storage=f"sqlite:///{tmp_path / 'runs' / 'b' / 'study.db'}")
+    record = study.trials[0].user_attrs["record"]
+    assert code != 0 or study.trials[0].state.name == "FAIL"
+    assert record["stage"] == "speculation" and record["workloads"] == {}
+    assert record["failure"].startswith("asked for no speculation, but the server speculates")
