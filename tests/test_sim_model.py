@@ -4,6 +4,7 @@ and SGLang's argument rules as the simulator applies them."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
 from pathlib import Path
 from typing import Any
@@ -512,3 +513,29 @@ def test_the_simulator_knows_a_workload_from_prompts_it_was_not_written_for(
     from sweep.sim.core import classify
 
     assert classify(prompt) == workload
+
+
+def test_vllms_adaptive_verification_drafts_deep_alone_and_shallow_in_a_full_batch() -> None:
+    """vLLM's controller admits the depth that maximises expected tokens per step cost: deep where verification
+    is nearly free (one request, text that drafts well), shallower where a full batch makes each verified token
+    cost (past the GPU's knee), nothing where drafts are rejected; and its estimate learns from verified steps."""
+    from sweep.sim.verify_budget import PRIOR, VerifyBudget
+
+    model = StepModel(PROFILE, resolve(args(*NEXTN, "7"), PROFILE), "code", 200)
+
+    def depth(budget: VerifyBudget, running: int) -> int:
+        return budget.steps_for(
+            running, lambda d: dataclasses.replace(model, steps_override=d).mean_step_seconds(running)
+        )
+
+    learned = VerifyBudget(7)
+    assert learned.estimate == pytest.approx(PRIOR)
+    for _ in range(200):  # drafts that hold: 6 of 7 accepted, step after step
+        learned.on_verify(6, 1, 7)
+    assert learned.estimate > 0.8
+    alone, full = depth(learned, 1), depth(learned, 512)
+    assert alone >= 5 and full < alone
+    rejected = VerifyBudget(7)
+    for _ in range(200):
+        rejected.on_verify(0, 1, 7)
+    assert depth(rejected, 1) <= 1

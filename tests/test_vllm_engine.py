@@ -281,3 +281,34 @@ def test_a_schedule_may_draft_nothing_at_large_batches_and_vllms_rules_hold(
     refused = ServerProcess(engine.argv(late, port), tmp_path / "late.log", engine.env(), engine.exit_reason)
     with refused, pytest.raises(LaunchError, match="first batch-size range must start at 1"):
         refused.wait_ready(f"http://127.0.0.1:{port}/health", timeout_s=60)
+
+
+@pytest.mark.server
+def test_vllms_adaptive_verification_is_an_arm_it_launches_and_refuses_without_full_graphs(
+    engine: VLLMEngine, tmp_path: Path
+) -> None:
+    """`enable_adaptive_verification` beside a bound k: the launch drafts, each step at the depth vLLM's
+    controller admits (at most k), its shape fitted apart from the static k; false is the default and no trial
+    differs only there; with enforce-eager vLLM refuses it, and so does the engine, before any launch."""
+    base = {
+        "max-model-len": 65536,
+        "kv-cache-dtype": "fp8",
+        SPEC + "method": "mtp",
+        SPEC + "num_speculative_tokens": 5,
+    }
+    adaptive = engine.plan(base | {SPEC + "enable_adaptive_verification": True}).params
+    assert engine.spec_shape(adaptive).variant == "adaptive verification"
+    static = engine.plan(base | {SPEC + "enable_adaptive_verification": False}).params
+    assert static == engine.plan(base).params and not engine.spec_shape(static).variant
+    assert 1 <= deepest_position(engine, adaptive, tmp_path) <= 4  # positions 0..k-1 at most
+    with pytest.raises(UserError, match="adaptive verification requires full CUDA graphs"):
+        engine.check_params(adaptive | {"enforce-eager": True})
+    port = free_port()
+    eager = adaptive | {"enforce-eager": True}
+    refused = ServerProcess(
+        engine.argv(eager, port), tmp_path / "eager.log", engine.env(), engine.exit_reason
+    )
+    with refused, pytest.raises(LaunchError, match="Adaptive verification requires full CUDA graphs"):
+        refused.wait_ready(f"http://127.0.0.1:{port}/health", timeout_s=60)
+    with pytest.raises(UserError, match="true or false"):
+        engine.check_params(base | {SPEC + "enable_adaptive_verification": "yes"})

@@ -53,7 +53,10 @@ SPEC_FIELDS: dict[str, tuple[type, float | None, float | None]] = {
     "quantization": (str, None, None),
     "kv_cache_dtype": (str, None, None),
     "enforce_eager": (bool, None, None),
+    # vLLM's own controller: each step admits the drafts (up to num_speculative_tokens) that pay best.
+    "enable_adaptive_verification": (bool, None, None),
 }
+ADAPTIVE = "enable_adaptive_verification"
 METHODS = ("ngram", "ngram_gpu", "draft_model", "suffix", "eagle", "eagle3", "mtp", "dflash", "dspark")
 LOOKUP_METHODS = ("ngram", "ngram_gpu", "suffix")  # drafts looked up in text: no draft forward
 DEFAULT_LOOKUP = 5  # prompt_lookup_min/max, both unset (one unset copies the other)
@@ -194,6 +197,8 @@ class VLLMEngine(Engine):
         if kind is int:
             assert low is not None and high is not None
             _check_number(SPEC + field, value, int, low, high)
+        if kind is bool and not isinstance(value, bool):
+            raise UserError(f"{SPEC}{field} cannot be {value!r}", f"give {SPEC}{field} true or false")
 
     def check_params(self, params: Params) -> None:
         super().check_params(params)
@@ -209,6 +214,11 @@ class VLLMEngine(Engine):
                 f"speculative method {chosen} needs num_speculative_tokens",
                 f"set or sweep {SPEC}num_speculative_tokens",
             )
+        if chosen and fields.get(ADAPTIVE) and params.get("enforce-eager"):  # VllmConfig's own refusal
+            raise UserError(
+                "vLLM's adaptive verification requires full CUDA graphs, which enforce-eager turns off",
+                f"drop enforce-eager, or set {SPEC}{ADAPTIVE}: false",
+            )
 
     def derive(self, params: dict[str, Any]) -> dict[str, Any]:
         """What vLLM would set anyway: no speculative fields without a method; n-gram lookup bounds filled as
@@ -216,6 +226,8 @@ class VLLMEngine(Engine):
         if method(params) is None:
             return {k: v for k, v in params.items() if not k.startswith(SPEC) or k == SPEC + "method"}
         out = dict(params)
+        if out.get(SPEC + ADAPTIVE) is False:  # the default: no trial differs only there
+            del out[SPEC + ADAPTIVE]
         if method(params) in ("ngram", "ngram_gpu"):
             low, high = out.get(SPEC + "prompt_lookup_min"), out.get(SPEC + "prompt_lookup_max")
             out[SPEC + "prompt_lookup_min"] = low or high or DEFAULT_LOOKUP
@@ -310,6 +322,8 @@ class VLLMEngine(Engine):
             variant = " ".join(
                 f"{SPEC}{f}={fields.get(f)}" for f in ("prompt_lookup_min", "prompt_lookup_max")
             )
+        if fields.get(ADAPTIVE):  # the controller drafts up to the depth, step by step: its acceptance apart
+            variant = f"{variant} adaptive verification".strip()
         return SpecShape(
             chosen,
             depth=depth,

@@ -15,11 +15,21 @@ from __future__ import annotations
 import bisect
 import json
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from sweep.engines.sglang_rules import DEFAULT_ADAPTIVE_CONFIG
+
+
+class DepthController(Protocol):
+    """What chooses a decode step's draft depth on the server: SGLang's adaptive steps by batch size, vLLM's
+    adaptive verification by expected tokens per step cost (`sim/verify_budget.py`)."""
+
+    def steps_for(self, batch: int, step_seconds: Callable[[int], float] | None = None) -> int: ...
+
+    def on_verify(self, correct: int, batch: int, depth: int = 0) -> list[str]: ...
 
 
 class AdaptiveConfigError(ValueError):
@@ -148,11 +158,12 @@ class AdaptiveSteps:
         key = self.keys[max(0, bisect.bisect_right(self.keys, batch) - 1)]
         return self.slots[key]
 
-    def steps_for(self, batch: int) -> int:
+    def steps_for(self, batch: int, step_seconds: Callable[[int], float] | None = None) -> int:
+        """The depth this batch size runs at now (its slot's; the step costs are not SGLang's to read)."""
         with self.lock:
             return self._slot(batch).current
 
-    def on_verify(self, correct: int, batch: int) -> list[str]:
+    def on_verify(self, correct: int, batch: int, depth: int = 0) -> list[str]:
         """Feed one verify's accepted drafts; returns the log lines of any change."""
         with self.lock:
             slot = self._slot(batch)

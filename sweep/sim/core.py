@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import fcntl
+import functools
 import json
 import math
 import os
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from sweep.engines.sglang_release import version_tuple
-from sweep.sim.adaptive import AdaptiveSteps
+from sweep.sim.adaptive import AdaptiveSteps, DepthController
 from sweep.sim.faults import Faults
 from sweep.sim.model import MemoryPlan, Resolved, StartupFailure, StepModel
 from sweep.sim.profile import DEFAULT_PROFILE, Profile
@@ -321,6 +322,12 @@ class PrefillBatch:
     tokens: int
 
 
+def _step_cost(model: StepModel, running: int, depth: int) -> float:
+    """A step's mean seconds at `depth` drafts for a batch of `running`: the cost curve an adaptive controller
+    profiles at start-up."""
+    return dataclasses.replace(model, steps_override=depth).mean_step_seconds(running)
+
+
 class Simulator:
     """The state a running simulated server shares between its HTTP threads."""
 
@@ -367,7 +374,7 @@ class Simulator:
         self.accept_window: list[
             tuple[int, int]
         ] = []  # (accepted+bonus tokens, verify steps) since the last flush
-        self.adaptive = (
+        self.adaptive: DepthController | None = (
             AdaptiveSteps(resolved.steps, resolved.adaptive_slots, plan.decode_buckets)
             if resolved.adaptive_slots is not None
             else None
@@ -478,11 +485,15 @@ class Simulator:
                 histogram: list[int] = []  # verify steps by accepted drafts (SGLang's per-request histogram)
                 said = StopWatch(stop)
                 yield said.cut(text.take(1)), None
+                plain = model  # the launch's own depth: an adaptive step's costs are priced from it
                 while produced < max_new and not said.matched:
                     with self.lock:
                         running = self.running
-                    if self.adaptive is not None:  # the depth this batch size runs at now
-                        model = dataclasses.replace(model, steps_override=self.adaptive.steps_for(running))
+                    if self.adaptive is not None:  # the depth this step runs at (its batch's, or the best)
+                        depth = self.adaptive.steps_for(
+                            running, functools.partial(_step_cost, plain, running)
+                        )
+                        model = dataclasses.replace(model, steps_override=depth)
                     step = self.prefills_waited() + model.step_seconds(running, rng, pace)
                     self.sleep(step)
                     decode += step
@@ -494,9 +505,9 @@ class Simulator:
                     emit = min(accepted + 1, max_new - produced)
                     produced += emit
                     if self.adaptive is not None:
-                        for line in self.adaptive.on_verify(accepted, running):
+                        for line in self.adaptive.on_verify(accepted, running, model.depth):
                             self.notice(line)
-                    if self.resolved.speculative:
+                    if self.resolved.speculative and model.speculative:  # a step at depth 0 drafts nothing
                         self.last_verify_tokens = accepted + 1
                         verify, correct = verify + 1, correct + accepted
                         histogram += [0] * (accepted + 1 - len(histogram))

@@ -43,6 +43,7 @@ class Resolved:
     notices: list[str] = field(default_factory=list)
     # Adaptive speculation: the per-batch-size slots of its config (None: a fixed depth).
     adaptive_slots: dict[int, dict[str, Any]] | None = None
+    verify_budget: bool = False  # vLLM's adaptive verification: each step admits the depth that pays best
     draft_kv_bytes: int = 2  # bytes per element of the draft's KV cache (--speculative-draft-kv-cache-dtype)
 
     @property

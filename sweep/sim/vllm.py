@@ -30,6 +30,7 @@ from datetime import datetime
 from http.server import ThreadingHTTPServer
 from typing import Any
 
+from sweep.sim.adaptive import AdaptiveSteps
 from sweep.sim.core import (
     NO_TEMPLATE,
     Handler,
@@ -44,6 +45,7 @@ from sweep.sim.core import (
 from sweep.sim.flags import add_sim_flags, startup_scale
 from sweep.sim.model import EAGLE_FAMILY, GIB, MemoryPlan, Resolved, StartupFailure
 from sweep.sim.profile import Profile
+from sweep.sim.verify_budget import VerifyBudget
 
 VERSION = "0.33.0"
 METHODS = {  # vLLM's method -> the performance model's algorithm
@@ -75,6 +77,7 @@ SPEC_FIELDS = {
     "draft_sample_method",
     "attention_backend",
     "moe_backend",
+    "enable_adaptive_verification",
 }
 DEFAULT_MAX_NUM_SEQS = 256  # modelled: the reference does not give 0.33's default
 DEFAULT_LOOKUP = 5
@@ -196,7 +199,7 @@ def resolve(args: argparse.Namespace, profile: Profile) -> Resolved:
         )
     seqs = args.max_num_seqs or DEFAULT_MAX_NUM_SEQS
     cap = args.max_cudagraph_capture_size or min(seqs * 2, 512)
-    algorithm, k, slots = None, 0, None
+    algorithm, k, slots, verify_budget = None, 0, None, False
     if args.speculative_config is not None:
         fields = speculative_fields(args.speculative_config)
         method = str(fields.get("method") or ("ngram" if fields.get("model") == "ngram" else "draft_model"))
@@ -217,6 +220,12 @@ def resolve(args: argparse.Namespace, profile: Profile) -> Resolved:
         algorithm = METHODS[method]
         if fields.get("num_speculative_tokens_per_batch_size") is not None:
             slots = _batch_schedule(fields["num_speculative_tokens_per_batch_size"], k)
+        verify_budget = bool(fields.get("enable_adaptive_verification"))
+        if verify_budget and args.enforce_eager:  # VllmConfig._validate_adaptive_verification
+            raise StartupFailure(
+                "ValueError: Adaptive verification requires full CUDA graphs. Use cudagraph mode FULL, "
+                "FULL_DECODE_ONLY, or FULL_AND_PIECEWISE, or disable adaptive verification."
+            )
     return Resolved(
         algorithm=algorithm,
         steps=k,
@@ -230,6 +239,7 @@ def resolve(args: argparse.Namespace, profile: Profile) -> Resolved:
         kv_bytes=1 if str(args.kv_cache_dtype).startswith("fp8") else 2,
         context_length=context,
         adaptive_slots=slots,
+        verify_budget=verify_budget,
     )
 
 
@@ -344,9 +354,10 @@ class VLLMSimulator(Simulator):
             self.synthetic_length = synthetic_length(
                 speculative_fields(args.speculative_config), resolved.steps
             )
-        if resolved.adaptive_slots is not None:  # vLLM picks k by the batch size itself, with no padding
-            assert self.adaptive is not None
+        if isinstance(self.adaptive, AdaptiveSteps):  # vLLM picks k by the batch size itself, with no padding
             self.adaptive.graph_batch_sizes = []
+        if resolved.verify_budget:
+            self.adaptive = VerifyBudget(resolved.steps)
         self.spec = {"num_drafts": 0, "num_draft_tokens": 0, "num_accepted_tokens": 0}
         self.prefix = {"queries": 0, "hits": 0}
 
