@@ -887,7 +887,7 @@ def confirmation_plan(
         if (number := (favoured or {}).get(key)) is not None:
             liked = [v for v in order[1:] if v.number == number]
             order = order[:1] + liked + [v for v in order[1:] if v not in liked]
-        for view in order[:top]:
+        for view in order[:top] + _best_of_each_kind(order):
             assert view.record is not None
             chosen.setdefault(view.label, (view.record.params, set()))[1].add(key)
     # The best worst case, where it gains on every workload; where nothing did in the search's single launches
@@ -905,6 +905,17 @@ def confirmation_plan(
         Candidate(label, params, tuple(sorted(ws, key=keys.index))) for label, (params, ws) in chosen.items()
     ]
     return plan
+
+
+def _best_of_each_kind(ranked: list[TrialView]) -> list[TrialView]:
+    """Where the search measured both the engine's own controller and tuned static configurations, the fastest
+    of each (`sweep/controllers.py` answers which to run from their confirmed launches); else none."""
+    firsts: dict[bool, TrialView] = {}
+    for view in ranked:
+        shape = view.record.shape if view.record else None
+        if shape is not None:
+            firsts.setdefault(bool(shape.controller), view)
+    return list(firsts.values()) if len(firsts) == 2 else []
 
 
 def plan_id(plan: list[Candidate], launches_each: int) -> str:

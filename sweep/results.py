@@ -529,6 +529,9 @@ class SpecShape:
     # What else decides which tokens are drafted, not how many (an n-gram's match length, a draft's minimum
     # probability), as "name=value" pairs: acceptance differs between variants and is fitted per variant.
     variant: str = ""
+    # The engine's own controller sizing each step within this shape (vLLM's adaptive verification, SGLang's
+    # adaptive steps); "" for a static configuration, whose every step drafts the same.
+    controller: str = ""
 
     @property
     def reach(self) -> int:

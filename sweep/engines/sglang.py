@@ -7,6 +7,7 @@ between releases (`Decode batch.` became `Decode batch,`, KV lines gained `dtype
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import re
 from collections.abc import Mapping
@@ -637,7 +638,14 @@ class SGLangEngine(Engine):
     def spec_shape(self, params: Params) -> SpecShape | None:
         """Steps x top-k with a draft-token budget (EAGLE family, SGLang's auto-chosen values for the model's
         architecture where unset); NGRAM drafts up to its draft tokens over `max_bfs_breadth` branches; DFLASH
-        and DSPARK draft a block in one step; the other methods a block of their draft tokens."""
+        and DSPARK draft a block in one step; the other methods a block of their draft tokens. Adaptive
+        speculation is SGLang's own controller over that shape."""
+        shape = self._static_shape(params)
+        if shape is not None and params.get("speculative-adaptive"):
+            return dataclasses.replace(shape, controller="SGLang adaptive steps")
+        return shape
+
+    def _static_shape(self, params: Params) -> SpecShape | None:
         algo = algorithm(params)
         if algo is None:
             return None

@@ -332,6 +332,7 @@ class VLLMEngine(Engine):
             budget_param=SPEC + "num_speculative_tokens",
             draft_model=chosen not in LOOKUP_METHODS,
             variant=variant,
+            controller="vLLM adaptive verification" if fields.get(ADAPTIVE) else "",
         )
 
     def synthetic_acceptance(self, length: float) -> SyntheticAcceptance:

@@ -6,8 +6,9 @@ import dataclasses
 from collections.abc import Sequence
 
 from sweep.analysis import ABRow, Recommendation, Verdicts
+from sweep.controllers import ControllerAnswer, controller_answers
 from sweep.results import Spread, Stage, WorkloadSummary
-from sweep.stats import Verdict
+from sweep.stats import Comparison, Verdict
 from sweep.store import Study
 
 
@@ -141,6 +142,7 @@ def report_text(study_name: str, study: Study, verdicts: Verdicts) -> str:
         ]
         if overall.withheld is not None:
             lines.append(f"  withheld {overall.withheld.label}: {params_text(overall.withheld.params)}")
+    lines += controller_lines(controller_answers(study, warnings))
     lines += load_lines(study, recs)
     lines += gpu_lines(study, recs)
     if warnings.messages:
@@ -155,6 +157,49 @@ def report_text(study_name: str, study: Study, verdicts: Verdicts) -> str:
             f"  launch {v.number} ({v.label}, round {v.round + 1}): {v.failure}" for v in failed_confirm
         ]
     return "\n".join(lines)
+
+
+def versus(c: Comparison | None) -> str:
+    return "-" if c is None else f"{c.gain:+.1%} [{c.interval}] {c.verdict}"
+
+
+def controller_lines(answers: list[ControllerAnswer]) -> list[str]:
+    """The engine's controller against the best tuned configuration and none, per workload and load."""
+    if not answers:
+        return []
+    rows = [
+        (
+            "workload",
+            "none t/s",
+            "best static",
+            "controller",
+            "static vs none",
+            "controller vs none",
+            "controller vs static",
+            "run",
+        )
+    ]
+    for a in answers:
+        none, static, adaptive = a.arms
+        rows.append(
+            (
+                a.workload,
+                f"{none.median:.1f}",
+                f"{static.label}: {static.median:.1f}",
+                f"{adaptive.label}: {adaptive.median:.1f}",
+                versus(a.static_vs_none),
+                versus(a.controller_vs_none),
+                versus(a.controller_vs_static),
+                a.run.value,
+            )
+        )
+    lines = [
+        "",
+        f"the engine's own controller ({answers[0].controller}) against a tuned static configuration:",
+    ]
+    lines += columns(rows)
+    lines += [f"  {a.workload}: run {a.run.value}: {a.why}" for a in answers]
+    return lines
 
 
 def ab_text(

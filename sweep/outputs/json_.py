@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from sweep.analysis import Verdicts
+from sweep.controllers import controller_answers
 from sweep.store import Study
 
 
@@ -31,6 +32,7 @@ def report_json(
             ],
             "recommendations": [r.to_dict() for r in recs],
             "overall": overall.to_dict() if overall else None,
+            "controllers": [a.to_dict() for a in controller_answers(study, warnings)],
             "warnings": warnings.messages,
             "min_gain": study.min_gain,
         },

@@ -1,0 +1,83 @@
+"""The engine's own controller against the best tuned static configuration and against none: which to run,
+from comparisons with the study's own noise, and a whole study on the simulator (SGLang's adaptive steps)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from sweep.cli import main
+from sweep.controllers import ArmKind, which_arm
+from sweep.stats import Comparison, Verdict
+
+
+def compared(gain: float, verdict: Verdict) -> Comparison:
+    return Comparison(gain, gain - 0.02, gain + 0.02, verdict, (2, 2), "")
+
+
+FASTER, NOISE, SLOWER = Verdict.FASTER, Verdict.WITHIN_NOISE, Verdict.SLOWER
+
+
+@pytest.mark.parametrize(
+    ("static", "controller", "between", "run"),
+    [
+        ((0.01, NOISE), (0.0, NOISE), (0.0, NOISE), ArmKind.NONE),  # neither pays: none, the simplest
+        ((0.30, FASTER), (0.45, FASTER), (0.12, FASTER), ArmKind.CONTROLLER),
+        ((0.30, FASTER), (0.20, FASTER), (-0.08, SLOWER), ArmKind.STATIC),  # a tuned k beats the controller
+        ((0.30, FASTER), (0.31, FASTER), (0.01, NOISE), ArmKind.CONTROLLER),  # within noise: nothing to tune
+        ((0.30, FASTER), (0.02, NOISE), (-0.2, SLOWER), ArmKind.STATIC),  # the controller does not pay here
+    ],
+)
+def test_which_arm_to_run(
+    static: tuple[float, Verdict],
+    controller: tuple[float, Verdict],
+    between: tuple[float, Verdict],
+    run: ArmKind,
+) -> None:
+    chosen, why = which_arm(compared(*static), compared(*controller), compared(*between))
+    assert chosen is run and why
+
+
+@pytest.mark.server
+def test_a_study_answers_static_against_the_controller_against_none_per_load(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Adaptive steps beside static depths on the simulator: the confirmation launches the best of each kind
+    again, and the report gives per workload and load the three arms with their intervals and which to run."""
+    space = tmp_path / "space.yaml"
+    space.write_text(
+        "engine: sglang\n"
+        f'server: {{launcher: ["{sys.executable}", -m, sweep.sim, --sim-time-scale, "0.01", --sim-seed, "3"], '
+        "model: /models/q}\n"
+        "params:\n  speculative-algorithm: {choices: [NEXTN]}\n  speculative-num-steps: {choices: [1, 3, 5]}\n"
+        "  speculative-adaptive: {choices: [false, true]}\n"
+        "enqueue:\n  - {speculative-algorithm: NEXTN, speculative-num-steps: 3, speculative-adaptive: true}\n"
+        "  - {speculative-algorithm: NEXTN, speculative-num-steps: 3, speculative-adaptive: false}\n"
+        "workloads: [{class: code, streams: [1, 4]}]\nprobe: {repeats: 4, max_tokens: 48}\ntrials: 4\n"
+        "confirm: {top: 1, launches: 2}\nseed: 1\n"
+    )
+    runs = str(tmp_path / "runs")
+    assert main(["run", "--space", str(space), "--study", "c", "--runs", runs]) == 0
+    capsys.readouterr()
+    assert main(["report", "--study", "c", "--runs", runs, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    answers = {a["workload"]: a for a in report["controllers"]}
+    assert set(answers) == {"code", "code/4streams"}
+    for answer in answers.values():
+        arms = answer["arms"]
+        assert answer["controller"] == "SGLang adaptive steps"
+        assert arms["controller"]["params"]["speculative-adaptive"] is True
+        assert not arms["static"]["params"].get("speculative-adaptive")
+        assert arms["none"]["configuration"] == "baseline"
+        # Confirmed: both kinds were launched again, so every comparison has an interval.
+        for name in ("static_vs_none", "controller_vs_none", "controller_vs_static"):
+            low, high = answer[name]["interval"]
+            assert low is not None and low <= answer[name]["gain"] <= high
+        assert answer["run"] in {"none", "static", "controller"} and answer["why"]
+    assert main(["report", "--study", "c", "--runs", runs]) == 0
+    text = capsys.readouterr().out
+    assert "the engine's own controller (SGLang adaptive steps) against a tuned static configuration:" in text
+    assert "code/4streams: run " in text
