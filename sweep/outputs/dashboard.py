@@ -33,6 +33,7 @@ from sweep.analysis import (
     StudyWarnings,
     Verdicts,
 )
+from sweep.controllers import ControllerAnswer, controller_answers
 from sweep.costs import CostProfile
 from sweep.outputs.compare import usable_context
 from sweep.outputs.console import gain_text, params_text, pct, speed_text, text_health
@@ -831,6 +832,41 @@ def memory_panel(views: list[TrialView]) -> Panel:
     return Panel(title, fig, note)
 
 
+def controller_panel(answers: list[ControllerAnswer]) -> Panel:
+    """Per workload and load, no speculation, the best tuned static configuration and the engine's controller
+    side by side (the loads of a workload in order along the axis: one stream, then more)."""
+    title = "The engine's controller against a tuned configuration"
+    if not answers:
+        return _message(
+            title,
+            "The space swept no engine controller (vLLM's adaptive verification, SGLang's adaptive steps) beside "
+            "static configurations.",
+        )
+    keys = [a.workload for a in answers]
+    fig = go.Figure()
+    for index, (name, color) in enumerate(
+        (("none", "lightgray"), ("best static", "steelblue"), (answers[0].controller, "darkorange"))
+    ):
+        arms = [a.arms[index] for a in answers]
+        fig.add_trace(
+            go.Bar(
+                x=keys,
+                y=[arm.median for arm in arms],
+                name=name,
+                marker_color=color,
+                text=[arm.label for arm in arms],
+                hovertemplate="%{x}: %{y:.1f} (%{text})<extra></extra>",
+            )
+        )
+    for answer in answers:
+        fig.add_annotation(
+            x=answer.workload, y=0, yshift=-30, showarrow=False, text=f"run {answer.run.value}"
+        )
+    fig.update_layout(barmode="group", yaxis_title="decode t/s (median)")
+    rows = [[a.workload, a.run.value, a.why] for a in answers]  # the template escapes every cell
+    return Panel(title, fig, table(["workload", "run", "why"], rows))
+
+
 def gpu_panel(views: list[TrialView]) -> Panel:
     """The server's GPU memory per trial as NVML read it (at ready and at its peak while probed), beside the
     engine's own buffers on the GPUs (model, KV, compute): what speculation costs in memory."""
@@ -1032,6 +1068,7 @@ def build(
         lambda: context_panel(frame, by_number, surface.curves),
         lambda: position_panel(views),
         lambda: load_panel(views, {r.trial for r in verdicts.recommendations}),
+        lambda: controller_panel(controller_answers(found, verdicts.warnings)),
         lambda: pareto_panel(views),
         lambda: memory_panel(views),
         lambda: gpu_panel(views),
