@@ -85,4 +85,6 @@ def test_a_study_answers_static_against_the_controller_against_none_per_load(
     assert main(["dashboard", "--study", "c", "--runs", runs, "-o", str(page)]) == 0
     shown = page.read_text()
     assert "The engine&#39;s controller against a tuned configuration" in shown
-    assert all(f"<td>{a['why']}</td>" in shown for a in answers.values())  # the table says which to run, and why
+    assert all(
+        f"<td>{a['why']}</td>" in shown for a in answers.values()
+    )  # the table says which to run, and why

@@ -159,3 +159,23 @@ def test_the_releases_parser_refuses_what_vllm_refuses() -> None:
 def test_the_table_is_read_without_importing_vllm() -> None:
     assert "vllm" not in sys.modules and "torch" not in sys.modules
     assert Path(source_root(PINNED) / "vllm" / "config" / "speculative.py").is_file()
+
+
+def test_the_simulators_vllm_takes_the_releases_flags_fields_and_methods() -> None:
+    """The simulator's vLLM front end says what the release says: every flag it parses is the release's (an
+    option the release takes as a value takes one here), every speculative field and method too."""
+    from sweep.sim import vllm as sim
+
+    table = load_table(PINNED)
+    spelled = {name: flag for flag in table.flags.values() for name in flag.names}
+    # A toggle is --x and --no-x, as argparse's BooleanOptionalAction spells it.
+    spelled |= {f"--no-{f.names[0][2:]}": f for f in table.flags.values() if f.kind == "toggle"}
+    for action in sim.build_parser()._actions:
+        for name in action.option_strings:
+            if name in ("--help", "-h") or name.startswith("--sim-"):
+                continue
+            assert name in spelled, name
+            takes_value = spelled[name].kind in ("value", "list", "optional")
+            assert takes_value == (action.nargs != 0), name
+    assert set(table.speculative) >= sim.SPEC_FIELDS, sorted(sim.SPEC_FIELDS - set(table.speculative))
+    assert set(sim.ALL_METHODS) - {"custom_class"} <= set(table.methods)

@@ -5,7 +5,7 @@ batch size 1; depth 0 turns speculation off for those batch sizes.
   --speculative-adaptive-config FILE`, a JSON object keyed by batch size ("1", "4", ...), each slot with its
   `candidate_steps`. A batch is padded to its CUDA-graph size and served by the slot with the largest key not above
   it; a slot with one candidate never moves, so one candidate per slot is a fixed schedule. Chains only (top-k 1).
-- vLLM (0.33, `SpeculativeConfig`): `num_speculative_tokens_per_batch_size`, a list of [low, high, k] batch-size
+- vLLM (0.34, `SpeculativeConfig`): `num_speculative_tokens_per_batch_size`, a list of [low, high, k] batch-size
   ranges inside `--speculative-config`, with `num_speculative_tokens` the largest k.
 - TensorRT-LLM (`DecodingBaseConfig.draft_len_schedule`): {batch size threshold: draft length}; it must hold
   batch size 1, whose length must equal `max_draft_len`, and no length may exceed it.

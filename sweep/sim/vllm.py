@@ -1,4 +1,4 @@
-"""The simulator's vLLM front end: `vllm serve MODEL [flags]` as vLLM 0.33 parses it, its start-up log lines, its
+"""The simulator's vLLM front end: `vllm serve MODEL [flags]` as vLLM 0.34 parses it, its start-up log lines, its
 OpenAI API (`/v1/completions` and `/v1/chat/completions` streaming with usage, `/tokenize` with a prompt or chat
 messages, `/v1/models`, `/version`, `/health`), `/metrics`
 with the speculative counters, and the dev-mode `/reset_prefix_cache`, over the same performance model as the
@@ -47,7 +47,7 @@ from sweep.sim.model import EAGLE_FAMILY, GIB, MemoryPlan, Resolved, StartupFail
 from sweep.sim.profile import Profile
 from sweep.sim.verify_budget import VerifyBudget
 
-VERSION = "0.33.0"
+VERSION = "0.34.0"
 METHODS = {  # vLLM's method -> the performance model's algorithm
     "ngram": "NGRAM",
     "eagle": "EAGLE",
@@ -69,7 +69,6 @@ SPEC_FIELDS = {
     "kv_cache_dtype",
     "num_speculative_tokens_per_batch_size",
     "parallel_drafting",
-    "disable_padded_drafter_batch",
     "enforce_eager",
     "rejection_sample_method",
     "synthetic_acceptance_rates",
@@ -79,7 +78,7 @@ SPEC_FIELDS = {
     "moe_backend",
     "enable_adaptive_verification",
 }
-DEFAULT_MAX_NUM_SEQS = 256  # modelled: the reference does not give 0.33's default
+DEFAULT_MAX_NUM_SEQS = 256  # modelled: vLLM derives it from the usage context and the device
 DEFAULT_LOOKUP = 5
 # What `parse` adds to vLLM's namespace for the shared simulator (not vLLM's arguments).
 SHARED_ATTRIBUTES = ("model_path", "disable_radix_cache", "enable_metrics", "enable_cache_report")
@@ -531,10 +530,10 @@ def start_up(args: argparse.Namespace, profile: Profile) -> VLLMSimulator:
     plan = plan_memory(resolved, args, profile)
     available = plan.pool_gb
     vlog(f"Available KV cache memory: {available:.2f} GiB", "gpu_worker.py")
-    vlog(f"GPU KV cache size: {plan.pool_tokens:,} tokens", "kv_cache_utils.py")
     concurrency = plan.pool_tokens / resolved.context_length
-    vlog(
-        f"Maximum concurrency for {resolved.context_length:,} tokens per request: {concurrency:.2f}x",
+    vlog(  # one line since 0.34 (`update_kv_cache_capacity`), the device first
+        f"GPU KV cache size: {plan.pool_tokens:,} tokens, Maximum concurrency for {resolved.context_length:,} "
+        f"tokens per request: {concurrency:.2f}x",
         "kv_cache_utils.py",
     )
     if plan.decode_buckets:
