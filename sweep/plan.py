@@ -108,7 +108,8 @@ def assumed_launch_time(space: Space, engine: Engine, hardware: Hardware | None 
     probe_s = 0.0
     for workload in space.workloads:
         prompt = workload.context_tokens or PROMPT_TOKENS
-        request_s = prompt / prefill_tps + space.probe.request.max_tokens / decode_tps
+        tokens = min(workload.max_tokens or space.probe.request.max_tokens, space.probe.request.max_tokens)
+        request_s = prompt / prefill_tps + tokens / decode_tps
         probe_s += request_s if space.probe.warmup else 0.0
         if workload.capacity is not None:  # its runs, at most as long as one at the range's lowest rate
             probe_s += workload.capacity_probes * ((workload.requests - 1) / workload.capacity[0] + request_s)

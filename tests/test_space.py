@@ -319,3 +319,18 @@ def test_a_workload_sets_its_task_length_or_takes_each_recorded_replys(tmp_path:
         data["workloads"] = [bad]
         with pytest.raises(UserError, match=message):
             parse_space(data, tmp_path)
+
+
+def test_the_plan_prices_each_workload_at_its_own_task_length(tmp_path: Path) -> None:
+    from sweep.engines import ServerSetup
+    from sweep.engines.llamacpp import LlamaCppEngine
+    from sweep.plan import ASSUMED_DECODE_TPS, assumed_launch_time
+
+    data = yaml.safe_load(SPACE)
+    data["probe"] = {"repeats": 2, "max_tokens": 256, "warmup": False}
+    engine = LlamaCppEngine(ServerSetup(["llama-server"], "m.gguf"))
+    data["workloads"] = [{"class": "edit"}]
+    whole = assumed_launch_time(parse_space(data, tmp_path), engine).probe_s
+    data["workloads"] = [{"class": "edit", "max_tokens": 64}]
+    short = assumed_launch_time(parse_space(data, tmp_path), engine).probe_s
+    assert whole - short == pytest.approx(2 * (256 - 64) / ASSUMED_DECODE_TPS)

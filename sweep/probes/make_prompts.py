@@ -26,10 +26,13 @@ PER_FORM = 36  # as many as the other built-in classes hold, so that repeats x s
 SOURCES = ("analysis", "stats", "health", "space", "plan", "surface", "confirm", "search", "doctor", "costs")
 RELEASE = "sweep/engines/releases/sglang-0.5.23.json"
 FENCE = "```"
+QUOTED = 700  # the longest paragraph asked for word for word, in characters (about 170 tokens)
+RECORDS = 4  # flag records per reformatting: their table fits 256 tokens
 
 
 def functions() -> Iterator[tuple[str, str]]:
-    """Top-level functions of 6 to 30 lines with a parameter to rename: (source, the parameter's name)."""
+    """Top-level functions of 6 to 16 lines (at most 640 characters: the copy fits 256 tokens) with a parameter
+    to rename: (source, the parameter's name)."""
     for module in SOURCES:
         text = (ROOT / "sweep" / f"{module}.py").read_text(encoding="utf-8")
         for node in ast.parse(text).body:
@@ -37,26 +40,46 @@ def functions() -> Iterator[tuple[str, str]]:
                 continue
             source = ast.get_source_segment(text, node, padded=False) or ""
             params = [a.arg for a in node.args.args if len(a.arg) > 2 and a.arg not in ("self", "cls")]
-            if params and 6 <= source.count("\n") + 1 <= 30 and source.count(params[0]) >= 2:
+            if (
+                params
+                and 6 <= source.count("\n") + 1 <= 16
+                and len(source) <= 640
+                and source.count(params[0]) >= 2
+            ):
                 yield source, params[0]
 
 
 def sections() -> Iterator[tuple[str, str]]:
-    """Doc sections' prose (their tables, lists and code left out), cut to at most 2,400 characters at a
-    paragraph's end, where 300 or more remain: (title, text)."""
+    """Doc sections' prose (their tables, lists and code left out), then the modules' docstrings, each cut to at
+    most 2,400 characters at a paragraph's end, where 300 or more remain: (title, text)."""
     seen: set[str] = set()  # a page that opens as another does (the docs' index and the README) comes once
+    for title, body in [*_doc_parts(), *_docstrings()]:
+        kept: list[str] = []
+        for paragraph in paragraphs(body):
+            if len("\n\n".join([*kept, paragraph])) > 2400:
+                break
+            kept.append(paragraph)
+        if len(prose := "\n\n".join(kept)) >= 300 and prose[:60] not in seen:
+            seen.add(prose[:60])
+            yield title, prose
+
+
+def _doc_parts() -> Iterator[tuple[str, str]]:
     for path in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
         text = re.sub(r"```.*?```", "", path.read_text(encoding="utf-8"), flags=re.S)
         for part in re.split(r"\n(?=#{1,3} )", text):
             title, _, body = part.partition("\n")
-            kept: list[str] = []
-            for paragraph in paragraphs(body):
-                if len("\n\n".join([*kept, paragraph])) > 2400:
-                    break
-                kept.append(paragraph)
-            if len(prose := "\n\n".join(kept)) >= 300 and prose[:60] not in seen:
-                seen.add(prose[:60])
-                yield title.lstrip("# ").strip(), prose
+            yield title.lstrip("# ").strip(), body
+
+
+def _docstrings() -> Iterator[tuple[str, str]]:
+    for path in sorted((ROOT / "sweep").rglob("*.py")):
+        docstring = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")))
+        if docstring:
+            yield (
+                f"{path.relative_to(ROOT)} (a module's docstring)",
+                re.sub(r"```.*?```", "", docstring, flags=re.S),
+            )
 
 
 def paragraphs(body: str) -> list[str]:
@@ -69,7 +92,7 @@ def paragraphs(body: str) -> list[str]:
 
 
 def flag_groups() -> Iterator[list[dict[str, object]]]:
-    """The release's flags six at a time, each as a record of what the table says of it."""
+    """The release's flags RECORDS at a time, each as a record of what the table says of it."""
     table = json.loads((ROOT / RELEASE).read_text(encoding="utf-8"))
     rows = [
         {
@@ -85,8 +108,8 @@ def flag_groups() -> Iterator[list[dict[str, object]]]:
         for spec in table.values()
         if (names := spec["names"])
     ]
-    for start in range(0, len(rows) - 5, 6):
-        yield rows[start : start + 6]
+    for start in range(0, len(rows) - RECORDS + 1, RECORDS):
+        yield rows[start : start + RECORDS]
 
 
 def edit() -> tuple[list[str], list[str]]:
@@ -107,7 +130,8 @@ def edit() -> tuple[list[str], list[str]]:
 def quote() -> tuple[list[str], list[str]]:
     chat, completion = [], []
     for index, (title, body) in enumerate(sections()):
-        for paragraph in paragraphs(body)[index % 2 :][:1] or paragraphs(body)[:1]:  # one a section
+        short = [p for p in paragraphs(body) if len(p) <= QUOTED]  # the quote fits 256 tokens
+        for paragraph in short[index % 2 :][:1] or short[:1]:  # one a section
             opening = " ".join(paragraph.split()[:6])
             chat.append(
                 f'Here is the section "{title}" of a tool\'s documentation:\n\n{body}\n\nQuote, word for word, '
