@@ -834,14 +834,9 @@ def memory_panel(views: list[TrialView]) -> Panel:
 
 def controller_panel(answers: list[ControllerAnswer]) -> Panel:
     """Per workload and load, no speculation, the best tuned static configuration and the engine's controller
-    side by side (the loads of a workload in order along the axis: one stream, then more)."""
+    side by side (the loads of a workload in order along the axis: one stream, then more); shown where the
+    study swept the engine's controller beside static configurations."""
     title = "The engine's controller against a tuned configuration"
-    if not answers:
-        return _message(
-            title,
-            "The space swept no engine controller (vLLM's adaptive verification, SGLang's adaptive steps) beside "
-            "static configurations.",
-        )
     keys = [a.workload for a in answers]
     fig = go.Figure()
     for index, (name, color) in enumerate(
@@ -1068,7 +1063,6 @@ def build(
         lambda: context_panel(frame, by_number, surface.curves),
         lambda: position_panel(views),
         lambda: load_panel(views, {r.trial for r in verdicts.recommendations}),
-        lambda: controller_panel(controller_answers(found, verdicts.warnings)),
         lambda: pareto_panel(views),
         lambda: memory_panel(views),
         lambda: gpu_panel(views),
@@ -1078,6 +1072,8 @@ def build(
         lambda: profile_panel(costs),
     ]
     panels += [make() for make in builders]
+    if answers := controller_answers(found, verdicts.warnings):  # a study that swept the engine's controller
+        panels.insert(6, controller_panel(answers))
     shown = []
     for i, panel in enumerate(panels):
         figure = ""
