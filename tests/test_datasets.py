@@ -6,7 +6,9 @@ from __future__ import annotations
 import gzip
 import json
 import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -131,8 +133,6 @@ def test_a_workload_keeps_a_category_a_sample_and_a_length(tmp_path: Path) -> No
 
 @pytest.mark.server
 def test_a_space_reads_a_dataset_and_refuses_a_cut_one_in_one_line(tmp_path: Path) -> None:
-    import sys
-
     data = tmp_path / "sharegpt.json"
     data.write_text(json.dumps(sharegpt(40)))
     space = tmp_path / "space.yaml"
@@ -155,12 +155,27 @@ def test_a_space_reads_a_dataset_and_refuses_a_cut_one_in_one_line(tmp_path: Pat
     assert "is cut off or malformed at byte" in refused.stderr and "complete records" in refused.stderr
 
 
+def baseline_requests(tmp_path: Path, records: list[Any], workloads: str, probe: str) -> list[dict[str, Any]]:
+    """The requests a baseline launch on the simulator sent for `workloads` over `records` (as share.json)."""
+    (tmp_path / "share.json").write_text(json.dumps(records))
+    space = tmp_path / "space.yaml"
+    space.write_text(
+        "engine: sglang\n"
+        f'server: {{launcher: ["{sys.executable}", -m, sweep.sim, --sim-time-scale, "0.002"], model: /models/q}}\n'
+        f"params: {{speculative-algorithm: {{choices: [NGRAM]}}}}\nworkloads: {workloads}\nprobe: {probe}\n"
+        "trials: 1\nconfirm: {launches: 0}\n"
+    )
+    argv = specsweep_argv("run", "--space", str(space), "--runs", str(tmp_path / "runs"), "--study", "b")
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    lines = (tmp_path / "runs" / "b" / "trials" / "0" / "requests.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines]
+
+
 @pytest.mark.server
 def test_each_request_is_held_to_its_recorded_replys_length_in_the_servers_tokens(tmp_path: Path) -> None:
     """`max_tokens: reply`, as vLLM's ShareGPT benchmark sends: a request's limit is its prompt's recorded reply,
     counted by the served model's tokenizer (the simulator's /tokenize), no more than the probe's max_tokens."""
-    import sys
-
     from sweep.sim.core import tokenize
 
     replies = [" ".join(["word"] * n) for n in (3, 9, 20, 400)]
@@ -168,20 +183,9 @@ def test_each_request_is_held_to_its_recorded_replys_length_in_the_servers_token
         {"conversations": [{"from": "human", "value": f"Tell me thing {i}."}, {"from": "gpt", "value": r}]}
         for i, r in enumerate(replies)
     ]
-    (tmp_path / "share.json").write_text(json.dumps(rows))
-    space = tmp_path / "space.yaml"
-    space.write_text(
-        "engine: sglang\n"
-        f'server: {{launcher: ["{sys.executable}", -m, sweep.sim, --sim-time-scale, "0.002"], model: /models/q}}\n'
-        "params: {speculative-algorithm: {choices: [NGRAM]}}\n"
-        "workloads: [{name: chat, file: share.json, max_tokens: reply}]\n"
-        "probe: {repeats: 4, max_tokens: 64, ignore_eos: true}\ntrials: 1\nconfirm: {launches: 0}\n"
-    )
-    argv = specsweep_argv("run", "--space", str(space), "--runs", str(tmp_path / "runs"), "--study", "r")
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    lines = (tmp_path / "runs" / "r" / "trials" / "0" / "requests.jsonl").read_text().splitlines()
-    sent = sorted(json.loads(line)["completion_tokens"] for line in lines)
+    workloads = "[{name: chat, file: share.json, max_tokens: reply}]"
+    found = baseline_requests(tmp_path, rows, workloads, "{repeats: 4, max_tokens: 64, ignore_eos: true}")
+    sent = sorted(r["completion_tokens"] for r in found)
     assert sent == sorted(min(64, len(tokenize(r))) for r in replies)
 
 
@@ -214,8 +218,6 @@ def test_a_conversation_up_to_its_last_user_turn_keeps_the_turns_before_it(tmp_p
 def test_a_conversation_reaches_the_server_as_its_turns_and_stays_uncached(tmp_path: Path) -> None:
     """`conversation: true`: each request sends the turns before its prompt through the chat template, the
     nonce opening the first turn, so the server counts the whole conversation and serves none of it cached."""
-    import sys
-
     earlier = " ".join(["Tell me about the harbour, the boats and the weather there."] * 6)
     rows = [
         {
@@ -227,22 +229,9 @@ def test_a_conversation_reaches_the_server_as_its_turns_and_stays_uncached(tmp_p
         }
         for i in range(6)
     ]
-    (tmp_path / "share.json").write_text(json.dumps(rows))
-    space = tmp_path / "space.yaml"
-    space.write_text(
-        "engine: sglang\n"
-        f'server: {{launcher: ["{sys.executable}", -m, sweep.sim, --sim-time-scale, "0.002"], model: /models/q}}\n'
-        "params: {speculative-algorithm: {choices: [NGRAM]}}\n"
-        "workloads: [{name: last, file: share.json}, {name: whole, file: share.json, conversation: true}]\n"
-        "probe: {repeats: 3, max_tokens: 16}\ntrials: 1\nconfirm: {launches: 0}\n"
-    )
-    argv = specsweep_argv("run", "--space", str(space), "--runs", str(tmp_path / "runs"), "--study", "c")
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    lines = (tmp_path / "runs" / "c" / "trials" / "0" / "requests.jsonl").read_text().splitlines()
-    rows_by = {"last": [], "whole": []}
-    for line in lines:
-        row = json.loads(line)
+    workloads = "[{name: last, file: share.json}, {name: whole, file: share.json, conversation: true}]"
+    rows_by: dict[str, list[dict[str, Any]]] = {"last": [], "whole": []}
+    for row in baseline_requests(tmp_path, rows, workloads, "{repeats: 3, max_tokens: 16}"):
         rows_by[row["workload"]].append(row)
     assert all(r["status"] == "ok" for r in rows_by["whole"]), rows_by["whole"]
     # The first turn alone (60 words) against the whole conversation (its 60 words and two turns more).

@@ -19,19 +19,16 @@ import argparse
 import ast
 import json
 import re
-import subprocess
 import sys
-import tempfile
 import typing
 import warnings
-import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
 
-from sweep.errors import UserError
+from sweep.engines.release_sources import unpack_release
 
 PINNED = "0.5.23"  # the release the adapter and the simulator follow
 # Releases with a committed table: report 004 ran 0.5.20; 0.5.17 is the newest that runs on the lent H200's torch.
@@ -63,19 +60,7 @@ def source_root(version: str, cache: Path = CACHE) -> Path:
     root = cache / version
     if (root / SERVER_ARGS).is_file():
         return root
-    with tempfile.TemporaryDirectory() as tmp:
-        argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", tmp]
-        done = subprocess.run([*argv, f"sglang=={version}"], capture_output=True, text=True, check=False)
-        wheels = sorted(Path(tmp).glob("sglang-*.whl"))
-        if done.returncode != 0 or not wheels:
-            last = (done.stderr.strip().splitlines() or ["no wheel"])[-1]
-            raise UserError(
-                f"cannot download SGLang {version}'s source: {last}",
-                f"check the network to the package registry, or unpack its wheel into {root}",
-            )
-        with zipfile.ZipFile(wheels[0]) as wheel:
-            members = [n for n in wheel.namelist() if n.startswith("sglang/srt/") and n.endswith(".py")]
-            wheel.extractall(root, members)
+    unpack_release("sglang", version, root, lambda n: n.startswith("sglang/srt/") and n.endswith(".py"))
     return root
 
 

@@ -25,16 +25,13 @@ import argparse
 import ast
 import dataclasses
 import json
-import subprocess
 import sys
-import tempfile
-import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from sweep.errors import UserError
+from sweep.engines.release_sources import unpack_release
 
 PINNED = "0.34.0"  # the release the adapter and the simulator follow
 RELEASES = ("0.34.0",)
@@ -88,30 +85,7 @@ def source_root(version: str, cache: Path = CACHE) -> Path:
     root = cache / version
     if (root / ARG_UTILS).is_file():
         return root
-    with tempfile.TemporaryDirectory() as tmp:
-        argv = [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "--no-deps",
-            "--quiet",
-            "-d",
-            tmp,
-            f"vllm=={version}",
-        ]
-        done = subprocess.run(argv, capture_output=True, text=True, check=False)
-        wheels = sorted(Path(tmp).glob("vllm-*.whl"))
-        if done.returncode != 0 or not wheels:
-            last = (done.stderr.strip().splitlines() or ["no wheel"])[-1]
-            raise UserError(
-                f"cannot download vLLM {version}'s source: {last}",
-                f"check the network to the package registry, or unpack its wheel into {root}",
-            )
-        with zipfile.ZipFile(wheels[0]) as wheel:
-            wheel.extractall(
-                root, [n for n in wheel.namelist() if n.startswith("vllm/") and n.endswith(".py")]
-            )
+    unpack_release("vllm", version, root, lambda n: n.startswith("vllm/") and n.endswith(".py"))
     return root
 
 
