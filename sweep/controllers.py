@@ -10,9 +10,9 @@ with no speculation, and the controller with the static one, by `stats.compare` 
 same study, on the confirmation's launches where it launched both sides again, else on the search's: an
 interval, and a verdict that is "faster" or "slower" only when the interval says so.
 
-Which to run: the one a sure comparison puts ahead; where the difference is within noise, the simpler: no
-speculation before either, then the controller (nothing to tune, and it follows a load the study did not
-measure) before a tuned static configuration.
+Which to run is the study's one verdict for the workload (its recommendation, `analysis.recommendations`:
+confirmed against none, vetoed where the answers change or are no text), named here by its kind, so the report
+never says two things; the comparisons say by how much each arm differs from the others.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from sweep.analysis import StudyWarnings, headline_median, launches, quiet_compare, study_noise
-from sweep.stats import Comparison, Verdict
+from sweep.analysis import StudyWarnings, Verdicts, headline_median, launches, quiet_compare, study_noise
+from sweep.stats import Comparison
 from sweep.store import BASELINE, Study, TrialView, latest_plan
 
 
@@ -51,6 +51,7 @@ class ControllerAnswer:
     controller_vs_none: Comparison | None
     controller_vs_static: Comparison | None
     run: ArmKind
+    run_label: str  # the configuration the study's verdict runs ("baseline", "trial N")
     why: str
 
     def to_dict(self) -> dict[str, Any]:
@@ -72,6 +73,7 @@ class ControllerAnswer:
             "controller_vs_none": compared(self.controller_vs_none),
             "controller_vs_static": compared(self.controller_vs_static),
             "run": self.run.value,
+            "run_configuration": self.run_label,
             "why": self.why,
         }
 
@@ -113,53 +115,42 @@ class Judged:
         return quiet_compare(views, labels, self.key, noise, self.study.min_gain, self.warnings)
 
 
-def controller_answers(study: Study, warnings: StudyWarnings) -> list[ControllerAnswer]:
+def controller_answers(study: Study, verdicts: Verdicts) -> list[ControllerAnswer]:
     """Per workload where the study measured both a static and a controller configuration, the answer."""
+    recommended = {r.workload: r for r in verdicts.recommendations}
     answers = []
     for key in study.keys:
         views = study.search
         static, adaptive = _best(views, key, ArmKind.STATIC), _best(views, key, ArmKind.CONTROLLER)
         baseline = next((v for v in views if v.label == BASELINE and headline_median(v, key)), None)
-        if static is None or adaptive is None or baseline is None:
+        rec = recommended.get(key)
+        if static is None or adaptive is None or baseline is None or rec is None:
             continue
         none = Arm(ArmKind.NONE, BASELINE, {}, headline_median(baseline, key) or 0.0)
-        judged = Judged(study, key, warnings)
+        judged = Judged(study, key, verdicts.warnings)
         s_none, c_none, c_static = judged(static, none), judged(adaptive, none), judged(adaptive, static)
-        run, why = which_arm(s_none, c_none, c_static)
+        run = _kind(next((v for v in views if v.number == rec.recommended_trial), None))
         name = next(controller_of(v) for v in views if v.name == adaptive.label) or "controller"
         answers.append(
-            ControllerAnswer(key, name, (none, static, adaptive), s_none, c_none, c_static, run, why)
+            ControllerAnswer(
+                key,
+                name,
+                (none, static, adaptive),
+                s_none,
+                c_none,
+                c_static,
+                run,
+                rec.recommended_label,
+                rec.why,
+            )
         )
     return answers
 
 
-def which_arm(
-    static_vs_none: Comparison | None,
-    controller_vs_none: Comparison | None,
-    controller_vs_static: Comparison | None,
-) -> tuple[ArmKind, str]:
-    """The arm to run, and why, from the three comparisons (see the module's docstring)."""
-    static_pays = static_vs_none is not None and static_vs_none.verdict is Verdict.FASTER
-    controller_pays = controller_vs_none is not None and controller_vs_none.verdict is Verdict.FASTER
-    if not static_pays and not controller_pays:
-        return ArmKind.NONE, "neither the tuned configuration nor the controller is surely faster than none"
-    if (
-        controller_vs_static is not None
-        and controller_vs_static.verdict is Verdict.FASTER
-        and controller_pays
-    ):
-        return (
-            ArmKind.CONTROLLER,
-            f"the controller beats the tuned configuration ({controller_vs_static.interval})",
-        )
-    if controller_vs_static is not None and controller_vs_static.verdict is Verdict.SLOWER and static_pays:
-        return (
-            ArmKind.STATIC,
-            f"the tuned configuration beats the controller ({controller_vs_static.interval})",
-        )
-    if controller_pays:
-        return (
-            ArmKind.CONTROLLER,
-            "the controller and the tuned configuration are within noise: nothing to tune",
-        )
-    return ArmKind.STATIC, "only the tuned configuration is surely faster than none"
+def _kind(view: TrialView | None) -> ArmKind:
+    """The kind of the configuration a recommendation names (the baseline, or one that does not speculate:
+    none)."""
+    controller = controller_of(view) if view is not None else None
+    if controller is None:
+        return ArmKind.NONE
+    return ArmKind.CONTROLLER if controller else ArmKind.STATIC

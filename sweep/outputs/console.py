@@ -142,7 +142,7 @@ def report_text(study_name: str, study: Study, verdicts: Verdicts) -> str:
         ]
         if overall.withheld is not None:
             lines.append(f"  withheld {overall.withheld.label}: {params_text(overall.withheld.params)}")
-    lines += controller_lines(controller_answers(study, warnings))
+    lines += controller_lines(controller_answers(study, verdicts))
     lines += load_lines(study, recs)
     lines += gpu_lines(study, recs)
     if warnings.messages:
@@ -198,7 +198,7 @@ def controller_lines(answers: list[ControllerAnswer]) -> list[str]:
         f"the engine's own controller ({answers[0].controller}) against a tuned static configuration:",
     ]
     lines += columns(rows)
-    lines += [f"  {a.workload}: run {a.run.value}: {a.why}" for a in answers]
+    lines += [f"  {a.workload}: run {a.run.value} ({a.run_label}): {a.why}" for a in answers]
     return lines
 
 

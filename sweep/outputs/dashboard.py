@@ -1072,7 +1072,7 @@ def build(
         lambda: profile_panel(costs),
     ]
     panels += [make() for make in builders]
-    if answers := controller_answers(found, verdicts.warnings):  # a study that swept the engine's controller
+    if answers := controller_answers(found, verdicts):  # a study that swept the engine's controller
         panels.insert(6, controller_panel(answers))
     shown = []
     for i, panel in enumerate(panels):

@@ -32,7 +32,7 @@ def report_json(
             ],
             "recommendations": [r.to_dict() for r in recs],
             "overall": overall.to_dict() if overall else None,
-            "controllers": [a.to_dict() for a in controller_answers(study, warnings)],
+            "controllers": [a.to_dict() for a in controller_answers(study, verdicts)],
             "warnings": warnings.messages,
             "min_gain": study.min_gain,
         },
