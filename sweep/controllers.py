@@ -38,6 +38,7 @@ class Arm:
     label: str  # the configuration ("baseline", "trial N")
     params: dict[str, Any]
     median: float
+    controller: str = ""  # the engine's name for its controller ("" for none and a static configuration)
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,7 @@ def _best(views: list[TrialView], key: str, kind: ArmKind) -> Arm | None:
             continue
         median = headline_median(view, key)
         if median is not None and view.record is not None:
-            found.append(Arm(kind, view.name, dict(view.record.params), median))
+            found.append(Arm(kind, view.name, dict(view.record.params), median, controller))
     return max(found, key=lambda a: a.median, default=None)
 
 
@@ -130,11 +131,10 @@ def controller_answers(study: Study, verdicts: Verdicts) -> list[ControllerAnswe
         judged = Judged(study, key, verdicts.warnings)
         s_none, c_none, c_static = judged(static, none), judged(adaptive, none), judged(adaptive, static)
         run = _kind(next((v for v in views if v.number == rec.recommended_trial), None))
-        name = next(controller_of(v) for v in views if v.name == adaptive.label) or "controller"
         answers.append(
             ControllerAnswer(
                 key,
-                name,
+                adaptive.controller,
                 (none, static, adaptive),
                 s_none,
                 c_none,

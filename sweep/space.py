@@ -591,8 +591,8 @@ def _open_loads(item: dict[str, Any], where: str) -> list[tuple[float, Arrivals,
 
 
 class _Prompts(NamedTuple):
-    """A workload's name, its prompts, the form its file names (None: none named), what its file held and the
-    prompts' recorded replies (a dataset's, where it has them)."""
+    """A workload's name, its prompts, the form its file names (None: none named), what its file held, and the
+    prompts' recorded replies and earlier turns (a dataset's, where it has them)."""
 
     name: str
     prompts: tuple[str, ...]

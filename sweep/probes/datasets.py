@@ -251,14 +251,16 @@ def _prompt(row: Any) -> str | None:
     return None
 
 
+# The roles chat templates know, by the names ShareGPT's and OpenAI's records give them.
 ROLES = {
     "human": "user",
     "user": "user",
     "gpt": "assistant",
     "assistant": "assistant",
     "chatgpt": "assistant",
+    "bard": "assistant",
+    "system": "system",
 }
-ROLES |= {"bard": "assistant", "system": "system"}
 
 
 @dataclass(frozen=True)
@@ -297,14 +299,11 @@ def _reply(row: Any) -> str:
     message), "" where the record holds none."""
     if not isinstance(row, dict):
         return ""
-    for key, who, answering, said in (
-        ("conversations", "from", ("gpt", "assistant", "chatgpt", "bard"), "value"),
-        ("messages", "role", ("assistant",), "content"),
-    ):
+    for key, who, said in (("conversations", "from", "value"), ("messages", "role", "content")):
         turns = row.get(key)
         if isinstance(turns, list) and len(turns) > 1 and isinstance(second := turns[1], dict):
             text = second.get(said)
-            return text if second.get(who) in answering and isinstance(text, str) else ""
+            return text if ROLES.get(str(second.get(who))) == "assistant" and isinstance(text, str) else ""
     return ""
 
 

@@ -299,10 +299,10 @@ async def _batch(
     # The workload's stop sequences end each answer where its task does, so only the task is measured.
     stop = workload.stop_in(sending.form)
     request = dataclasses.replace(probe_settings.request, stop=stop) if stop else probe_settings.request
+    # Each request's limit (a recorded reply is counted by the server) before the repeat's clock starts.
+    limits = [await _token_limit(client, engine, workload, index, request.max_tokens) for index in indexes]
     before = await engine.draft_counters(client)
     started = time.perf_counter()
-
-    limits = [await _token_limit(client, engine, workload, index, request.max_tokens) for index in indexes]
 
     async def sent_at(offset: float, stream: int, content: str, nonce: str) -> RequestMeasurement:
         await asyncio.sleep(max(0.0, started + offset - time.perf_counter()))

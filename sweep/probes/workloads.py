@@ -20,6 +20,7 @@ and two trials' repeats pair up as closed-loop repeats do.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import random
 from dataclasses import dataclass
@@ -48,7 +49,13 @@ class BuiltinClass:
         return bool(self.completion_stop)
 
     def prompts(self, form: PromptForm) -> tuple[str, ...]:
-        return load_dataset(PROMPTS / f"{self.name}.{form.value}.jsonl").prompts
+        return _builtin_prompts(self.name, form)
+
+
+@functools.cache
+def _builtin_prompts(name: str, form: PromptForm) -> tuple[str, ...]:
+    """A built-in class's prompts of one form, read once a process (every space parsed reads them)."""
+    return load_dataset(PROMPTS / f"{name}.{form.value}.jsonl").prompts
 
 
 # code writes new code, tool extracts and copies from a given document, prose writes; the four copy-heavy
