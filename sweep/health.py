@@ -20,6 +20,11 @@ Each answer is checked on its own, by rules a reader can follow, and each rule t
   A workload whose task repeats its input (a quote, an edit, a reformatting: `copies`, named by the workload or
   read from its prompt's words) expects the input's lines in its answer: there only the nonce, or the prompt's
   first line after the answer has begun (the prompt's pattern started again), is an echo.
+- UNCOPIED: a task that repeats its input, named so by the workload (`copies: true`, as the built-in edit, quote
+  and reformat classes are), whose answer holds no run of COPY_MIN_PIECES pieces of its prompt: a quote answered
+  with "." or with a sentence about the document did not do the task, and a lookup's gain on it says nothing
+  of the gain on the task. Read from the prompt's words alone (a translation says "translate") it is not
+  applied: such an answer may rightly share no run with its input.
 - TEMPLATE: chat-template or special tokens in the answer (`<|im_start|>`, `<start_of_turn>`, `[INST]`,
   `</s>`, ...): a model continuing a template it does not follow.
 - RUNAWAY: the answer ran to `max_tokens` on a workload whose answers should stop (a user workload says so with
@@ -54,6 +59,7 @@ DISTINCT_MIN = 0.4
 DISTINCT_MIN_GRAMS = 24  # shorter answers are not judged on distinct n-grams (too few to tell)
 STRUCTURED_MIN_GRAMS = 12  # a structured answer's values: fewer pieces, each one carrying content
 ECHO_MIN_CHARS = 16
+COPY_MIN_PIECES = 8  # a run this long shared with the prompt: the answer copied some of its input
 RUN_ON_MIN_PIECES = 12  # the text before an echo or a template marker that counts as a task done
 DEGENERATE_SHARE = 0.2
 # Chat-template markers and special tokens of the common families (ChatML and its kin, Gemma, Llama 2/3,
@@ -83,6 +89,7 @@ class Symptom(StrEnum):
     TEMPLATE = "template"
     RUNAWAY = "runaway"
     RAN_ON = "ran_on"
+    UNCOPIED = "uncopied"
 
     @property
     def meaning(self) -> str:
@@ -97,6 +104,7 @@ MEANINGS = {
     Symptom.TEMPLATE: "chat-template or special tokens",
     Symptom.RUNAWAY: "ran to max_tokens where it should stop",
     Symptom.RAN_ON: "did its task, then ran on",
+    Symptom.UNCOPIED: "holds none of the input it was asked to repeat",
 }
 
 
@@ -207,6 +215,14 @@ def copies_input(prompt: str) -> bool:
     return bool(COPY_WORDS.search(prompt))
 
 
+def holds_input(text: str, prompt: str, least: int = COPY_MIN_PIECES) -> bool:
+    """Whether the answer shares a run of `least` pieces with the prompt (a copy of some of its input)."""
+    asked = pieces(prompt)
+    runs = {tuple(asked[i : i + least]) for i in range(len(asked) - least + 1)}
+    answer = pieces(text)
+    return any(tuple(answer[i : i + least]) in runs for i in range(len(answer) - least + 1))
+
+
 def echo_at(text: str, prompt: str, nonce: str, copies: bool = False) -> int | None:
     """Where the answer starts repeating the request (None where it does not): the nonce, or the prompt's first
     or last non-empty line (long enough to mean something). Where the task repeats its input (`copies`), only
@@ -242,7 +258,8 @@ def judge(
     copies: bool | None = None,
 ) -> Judgement:
     """What is wrong with one answer (no symptoms where it reads as text). `ran_out`: it ended at `max_tokens`;
-    `copies`: the task repeats its input (None: read from the prompt's words)."""
+    `copies`: the task repeats its input (None: read from the prompt's words; True, named so: its answer must
+    hold some of it)."""
     if not text.strip():
         return Judgement((Symptom.EMPTY,))
     found = []
@@ -261,10 +278,12 @@ def judge(
         found.append(Symptom.TEMPLATE)
     if ran_out and should_stop:
         found.append(Symptom.RUNAWAY)
+    if copies and prompt and not holds_input(text, prompt):
+        found.append(Symptom.UNCOPIED)
     starts = [at for at in (echo, marker.start() if marker else None) if at is not None]
     task = min(starts, default=0)
     if starts and not loops and len(pieces(text[:task])) >= RUN_ON_MIN_PIECES:
-        before = judge(text[:task], prompt, nonce, copies=copying)
+        before = judge(text[:task], prompt, nonce, copies=copies)
         if not before.symptoms:
             return Judgement((*found, Symptom.RAN_ON), task)
     return Judgement(tuple(found))

@@ -163,6 +163,21 @@ def test_a_quote_is_the_task_not_an_echo() -> None:
     assert Symptom.ECHO not in symptoms(asked, QUOTE_PROMPT, "3f9a0c12be77")
 
 
+def test_a_copy_task_answered_without_its_input_did_not_do_the_task() -> None:
+    # What Gemma 3 270M and SmolLM2-135M wrote for built-in quote prompts: "." (then the stop sequence) and a
+    # sentence about the document. Named a copy task (`copies: true`), neither holds any of its input.
+    for answer in (".", 'The document is "Documentation" of a guide to Weirton.'):
+        assert Symptom.UNCOPIED in symptoms(answer, QUOTE_PROMPT, "3f9a0c12be77", copies=True), answer
+    # The quote, a quote inside a sentence, and an edit that changed one word all hold a run of the input.
+    edited = PARAGRAPH.replace("three stone bridges", "four stone bridges")
+    for answer in (PARAGRAPH, f"Here it is: {PARAGRAPH[:120]}", edited):
+        assert Symptom.UNCOPIED not in symptoms(answer, QUOTE_PROMPT, "3f9a0c12be77", copies=True), answer
+    # Read from the prompt's words alone (a translation asks to "translate"), the rule is not applied.
+    translated = "Le fleuve traverse la vieille ville, passe le moulin et l'église."
+    assert symptoms(translated, f"Translate to French:\n\n{PARAGRAPH}") == ()
+    assert copies_input(f"Translate to French:\n\n{PARAGRAPH}")
+
+
 def test_an_answer_that_does_its_task_then_runs_on_says_so() -> None:
     ran_on = PARAGRAPH + "\n\nA Guide to Weirton\n\nThe river runs through"  # the prompt's pattern again
     found = judge(ran_on, QUOTE_PROMPT, "3f9a0c12be77")
