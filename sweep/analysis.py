@@ -462,17 +462,17 @@ def output_check(study: Study, label: str, key: str) -> fidelity.OutputCheck | N
     """The configuration's texts against the baseline's where the same prompt was sent (search and
     confirmation launches alike), the floor from the baseline's own launches."""
 
-    def texts(name: str) -> list[dict[str, str]]:
-        return [
-            fidelity.answers(s.outputs, s.output_prompts)
-            for v in study.views
-            if v.label == name and (s := ok_summary(v, key)) and s.outputs
-        ]
+    def summaries(name: str) -> list[WorkloadSummary]:
+        return [s for v in study.views if v.label == name and (s := ok_summary(v, key)) and s.outputs]
 
-    base, mine = texts(BASELINE), texts(label)
+    base, mine = summaries(BASELINE), summaries(label)
     if not base or not mine or label == BASELINE:
         return None
-    return fidelity.check(mine, base)
+    return fidelity.check(
+        [fidelity.answers(s.outputs, s.output_prompts) for s in mine],
+        [fidelity.answers(s.outputs, s.output_prompts) for s in base],
+        [tie for s in base for tie in s.ties],
+    )
 
 
 def recommendations(study: Study, warnings: StudyWarnings) -> list[Recommendation]:

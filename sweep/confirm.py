@@ -22,12 +22,14 @@ from sweep.analysis import (
     confirmation_plan,
     headline_median,
     launches,
+    ok_summary,
     on_busy_host,
     plan_id,
     quiet_views,
     study_noise,
 )
 from sweep.costs import CostProfile
+from sweep.probes.runner import Others
 from sweep.recovery import driver_identity, recover
 from sweep.results import TrialRecord
 from sweep.search import Candidate as Configuration
@@ -253,7 +255,8 @@ class Confirmation:
         workloads = [w for w in self.trials.space.workloads if w.key in candidate.workloads]
         trial_dir = self.trials.paths.run_dir / "confirm" / str(trial.number)
         record = TrialRecord(trial.number, dict(candidate.params))  # its shape from the engine's plan
-        record = self.trials.measure(trial, record, say, trial_dir, workloads)
+        others = self._others(trial.study) if candidate.label == self.reference else None
+        record = self.trials.measure(trial, record, say, trial_dir, workloads, others)
         self._durations.append(time.monotonic() - started)
         self._done += 1
         if record.failed:
@@ -262,6 +265,20 @@ class Confirmation:
         measured = [s for s in record.workloads.values() if s.status == "ok" and s.headline]
         say("done: " + ", ".join(s.headline_text() for s in measured))
         return float(len(measured))
+
+    def _others(self, study: optuna.Study) -> Others:
+        """What the other configurations of this confirmation answered so far, by workload and prompt: the
+        reference's launch asks where its own answers part from them (`sweep/fidelity.py`'s near-ties)."""
+        found: dict[str, dict[str, tuple[str, ...]]] = {}
+        for view in trial_views(study, Phase.CONFIRM):
+            if view.label in (self.reference, None) or view.label not in self._plan or not view.complete:
+                continue
+            for key in view.record.workloads if view.record else ():
+                if summary := ok_summary(view, key):
+                    mine = found.setdefault(key, {})
+                    for prompt, text in zip(summary.output_prompts, summary.outputs, strict=False):
+                        mine[prompt] = (*mine.get(prompt, ()), text)
+        return found
 
     def _sayer(self, candidate: Candidate, round_: int, started: float) -> Progress:
         index = self._done

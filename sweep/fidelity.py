@@ -16,6 +16,16 @@ CPU, llama-server's batched verification was seen to part from the greedy text o
 character 5), or that breaks structured answers (JSON that parsed, or fields that matched) as often, changed
 the output. Each check keeps one example: the first differing token of one prompt, and which side moved: the
 floor (the baseline differs launch to launch too) or the engine (the baseline reproduced itself every time).
+
+A baseline that reproduces itself decodes one token a step; a verifier scores several at once, through other
+kernels (llama.cpp's CUDA build: batched matrix products for a verify step, vector products for one token), so
+the floor cannot see what batching alone moves. A difference is *explained* where the baseline's own server,
+asked at the point where the answers part (`TieProbe`: its prompt, the shared text, one token, its top
+TIE_CHOICES log-probabilities; a baseline launch of the confirmation asks after its measured requests), ranks
+both answers' next tokens within NEAR_TIE nats of each other: a near-tie that floating point flips. A broken draft
+path changes answers where the model is sure: the other answer's token is far down the list, or not on it. An
+explained difference counts as alike; what the probe did not reach (no baseline launch after the other's, a
+server that gives no log-probabilities) stays unexplained.
 """
 
 from __future__ import annotations
@@ -26,7 +36,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from sweep.health import PIECE
+from sweep.results import TieProbe
 
+TIE_CHOICES = 5  # next tokens a tie probe asks the baseline's server for
+NEAR_TIE = 0.1  # nats (about 10% in probability) between the two answers' tokens: floating point's reach
+TIE_CONTEXT = 24  # characters of each answer kept from where they part
 TOLERANCE = 0.5  # share of prompts that may differ beyond what the baseline's own launches do
 FIELD = re.compile(r'"([^"\\]{1,80})"\s*:\s*("(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?|true|false|null)')
 FENCE = re.compile(r"```(?:json)?\s*(.*?)(?:```|$)", re.S)
@@ -92,6 +106,8 @@ class OutputCheck:
     structured_broken: int  # of those, answers that no longer parse or whose fields changed
     floor: Floor = Floor()  # the baseline's own launches against each other (unmeasured: no allowance)
     example: Difference | None = None
+    explained: int = 0  # of the differing prompts, those where every difference is a near-tie (`TieProbe`)
+    tie_gaps: tuple[float, ...] = ()  # the near-ties' gaps in nats, one per explained difference
 
     @property
     def identical_share(self) -> float:
@@ -101,7 +117,7 @@ class OutputCheck:
     def changed(self) -> bool:
         """More than TOLERANCE of the structured answers broken, or of the prompts changed beyond the floor."""
         broken = self.structured_broken > TOLERANCE * self.structured if self.structured else False
-        differing = self.prompts - self.identical
+        differing = self.prompts - self.identical - self.explained
         return broken or differing > ((1 - self.floor.share) + TOLERANCE) * self.prompts + 1e-9
 
     @property
@@ -112,9 +128,20 @@ class OutputCheck:
             return ""
         return "engine" if self.floor.share >= 1.0 else "floor"
 
+    def ties_text(self) -> str:
+        """`2 of them parted on a near-tie (...)`, or "" where no difference was explained."""
+        if not self.explained:
+            return ""
+        return (
+            f"{self.explained} of them parted on a near-tie (the baseline's server ranks both answers' next "
+            f"tokens within {max(self.tie_gaps):.3f} nats, under {NEAR_TIE}): floating point, not the draft"
+        )
+
     def evidence(self) -> str:
         """`1/3 identical against a floor of 3/3 (...)`: the figure a veto on changed output names."""
         text = f"{self.identical}/{self.prompts} identical against {self.floor.describe()}"
+        if self.explained:
+            text += f", {self.ties_text()}"
         if self.structured_broken:
             text += f", {self.structured_broken}/{self.structured} structured answers broken"
         return text
@@ -123,6 +150,8 @@ class OutputCheck:
         text = f"{self.identical}/{self.prompts} outputs identical to the baseline's"
         if self.first_divergence is not None:
             text += f", first difference at character {self.first_divergence} (median)"
+        if self.explained:
+            text += f"; {self.ties_text()}"
         if self.structured:
             text += f"; {self.structured_broken}/{self.structured} structured answers broken"
         text += f"; {self.floor.describe()}"
@@ -155,6 +184,44 @@ def divergence(a: str, b: str) -> int | None:
         if x != y:
             return i
     return min(len(a), len(b))
+
+
+def part_at(base: str, other: str) -> int | None:
+    """Where two answers part, moved back to the start of the word (or space, or mark) it falls in: the point
+    a tie probe continues from, on a token boundary (None where they are equal)."""
+    at = divergence(base, other)
+    if at is None:
+        return None
+    for found in PIECE.finditer(base):
+        if found.start() <= at < found.end():
+            return found.start()
+    return at
+
+
+def _token_for(choices: Sequence[tuple[str, float]], mine: str, theirs: str) -> float | None:
+    """The log-probability of the likeliest token that starts `mine` and not `theirs` (None: none listed)."""
+    return next(
+        (lp for token, lp in choices if token and mine.startswith(token) and not theirs.startswith(token)),
+        None,
+    )
+
+
+def tie_gap(probe: TieProbe) -> float | None:
+    """The gap in nats between the two answers' next tokens at the probe (None: one is not among the choices)."""
+    base = _token_for(probe.choices, probe.baseline, probe.other)
+    other = _token_for(probe.choices, probe.other, probe.baseline)
+    return None if base is None or other is None else abs(base - other)
+
+
+def _explained(
+    ties: Mapping[tuple[str, int, str], float], prompt: str, base: str, other: str
+) -> float | None:
+    """The near-tie gap that explains `other` parting from `base` on `prompt` (None: no probe explains it)."""
+    at = part_at(base, other)
+    if at is None:
+        return None
+    gap = ties.get((prompt, at, other[at : at + TIE_CONTEXT]))
+    return gap if gap is not None and gap <= NEAR_TIE else None
 
 
 def structured_answer(text: str) -> object | None:
@@ -212,19 +279,27 @@ def _difference(number: int, base: str, other: str) -> Difference | None:
     return Difference(number, at, base[max(0, at - CONTEXT_CHARS) : at], token(base), token(other))
 
 
-def check(candidate: Sequence[Answers], baseline: Sequence[Answers]) -> OutputCheck | None:
+def check(
+    candidate: Sequence[Answers], baseline: Sequence[Answers], ties: Sequence[TieProbe] = ()
+) -> OutputCheck | None:
     """The candidate's launches against the baseline's, on the prompts both answered: a prompt is identical
-    where every candidate text is one the baseline gave it; the floor from the baseline's own launches."""
+    where every candidate text is one the baseline gave it, explained where every other text parted from it on a
+    near-tie (`ties`, the baseline launches' probes); the floor from the baseline's own launches."""
     base = _by_prompt(baseline)
     mine = {prompt: texts for prompt, texts in _by_prompt(candidate).items() if prompt in base}
     if not mine:
         return None
-    identical = structured = broken = 0
-    positions, example = [], None
+    gaps = {(t.prompt_id, t.at, t.other[:TIE_CONTEXT]): gap for t in ties if (gap := tie_gap(t)) is not None}
+    identical = structured = broken = explained = 0
+    positions, example, near = [], None, []
     for number, (prompt, texts) in enumerate(mine.items(), start=1):
         reference = base[prompt][0]
         differs = [t for t in texts if t not in base[prompt]]
         identical += not differs
+        found = [_explained(gaps, prompt, reference, t) for t in dict.fromkeys(differs)]
+        if differs and all(g is not None for g in found):
+            explained += 1
+            near += [g for g in found if g is not None]
         if differs:
             positions.append(divergence(reference, differs[0]) or 0)
             example = example or _difference(number, reference, differs[0])
@@ -241,4 +316,6 @@ def check(candidate: Sequence[Answers], baseline: Sequence[Answers]) -> OutputCh
         structured_broken=broken,
         floor=_floor(base),
         example=example,
+        explained=explained,
+        tie_gaps=tuple(near),
     )

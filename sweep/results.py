@@ -222,6 +222,29 @@ class Capacity:
     steps: tuple[CapacityStep, ...] = ()
 
 
+@dataclass(frozen=True)
+class TieProbe:
+    """At the point where another configuration's answer to a prompt parts from this (baseline) launch's, the
+    next tokens this server ranks likeliest and their log-probabilities: whether the two answers parted on a
+    near-tie (`sweep/fidelity.py`). Asked after the launch's measured requests, outside their clock."""
+
+    prompt_id: str  # the prompt both answered (`RequestMeasurement.prompt_id`)
+    at: int  # the character where the answers part, moved back to the start of its word
+    baseline: str  # this launch's answer from `at` (its first characters)
+    other: str  # the other configuration's answer from `at`
+    choices: tuple[tuple[str, float], ...] = ()  # (token text, log-probability), likeliest first
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TieProbe:
+        return cls(
+            str(data["prompt_id"]),
+            int(data["at"]),
+            str(data["baseline"]),
+            str(data["other"]),
+            tuple((str(token), float(logprob)) for token, logprob in data.get("choices") or ()),
+        )
+
+
 def series_label(name: str, streams: int, rate: float | None = None) -> str:
     """A workload across its context lengths: `code`, `code, 4 streams`, `code, 2 req/s`."""
     if rate is not None:
@@ -279,6 +302,8 @@ class WorkloadSummary:
     # each answered (`RequestMeasurement.prompt_id`; empty in records written before it existed).
     outputs: tuple[str, ...] = ()
     output_prompts: tuple[str, ...] = ()
+    # A baseline launch's word on where other configurations' answers parted from its own (`TieProbe`).
+    ties: tuple[TieProbe, ...] = ()
     host: HostLoad | None = None  # what the rest of the machine did while this workload was measured
     # How the prompts were sent ("chat": through the model's chat template; "completion": as text to continue)
     # and why, and whether the answers read as text (acceptance measured on loops overstates real gains).
@@ -333,6 +358,7 @@ class WorkloadSummary:
             **data,
             "outputs": tuple(data.get("outputs", ())),
             "output_prompts": tuple(data.get("output_prompts", ())),
+            "ties": tuple(TieProbe.from_dict(t) for t in data.get("ties") or ()),
             "position_acceptance": tuple(data.get("position_acceptance", ())),
             "host": host,
             "output_health": OutputHealth.from_dict(data.get("output_health")),

@@ -30,7 +30,7 @@ from sweep.errors import (
 )
 from sweep.files import write_atomic, write_error
 from sweep.health import NOT_REPRESENTATIVE
-from sweep.probes.runner import Served, probe
+from sweep.probes.runner import Others, Served, probe
 from sweep.probes.workloads import Workload
 from sweep.results import HostLoad, LaunchFacts, RequestMeasurement, Stage, TrialRecord
 from sweep.server import ServerProcess, free_port
@@ -89,10 +89,12 @@ class TrialRunner:
         say: Progress,
         trial_dir: Path,
         workloads: Sequence[Workload] | None = None,
+        others: Others | None = None,
     ) -> TrialRecord:
-        """Run the trial and save its record on the Optuna trial and in `trial_dir`, whatever happens."""
+        """Run the trial and save its record on the Optuna trial and in `trial_dir`, whatever happens. `others`:
+        other configurations' answers, asked about where this server's part from them (`probe`)."""
         try:
-            record = self.run(record, say, workloads, trial_dir)
+            record = self.run(record, say, workloads, trial_dir, others)
         except KeyboardInterrupt as exc:
             record.failure, record.stage = f"interrupted {interrupted_how(exc)}", Stage.INTERRUPTED
             self.save(trial, record, trial_dir)
@@ -113,6 +115,7 @@ class TrialRunner:
         say: Progress,
         workloads: Sequence[Workload] | None = None,
         trial_dir: Path | None = None,
+        others: Others | None = None,
     ) -> TrialRecord:
         """Launch the server with the trial's parameters, probe the workloads, stop it. Where the engine keeps
         speculative state across requests (an n-gram pool), each workload gets a server of its own."""
@@ -136,7 +139,8 @@ class TrialRunner:
             log = trial_dir / ("server.log" if index == 0 else f"server-{index}.log")
             if separate:
                 say(f"server {index + 1}/{len(groups)} (speculative state persists across requests)")
-            if not self._launch_and_probe(record, plan, rules, group, log, say, measured, first=index == 0):
+            opening = index == 0
+            if not self._launch_and_probe(record, plan, rules, group, log, say, measured, opening, others):
                 break
         self.write(
             trial_dir / "requests.jsonl",
@@ -175,6 +179,7 @@ class TrialRunner:
         say: Progress,
         measured: Measured,
         first: bool,
+        others: Others | None = None,
     ) -> bool:
         """One server: launch, check, probe `workloads` into the record. False when the trial failed."""
         host_name = self.engine.setup.host
@@ -188,7 +193,9 @@ class TrialRunner:
         watch.before_launch()
         with server:
             facts = self._start(launch, record)
-            served = facts is not None and self._probe(launch, facts, record, workloads, say, measured, watch)
+            served = facts is not None and self._probe(
+                launch, facts, record, workloads, say, measured, watch, others
+            )
         record.gpu = gpu.combine(record.gpu, watch.use())
         if server.log_error:
             record.facts.log_lost = server.log_error
@@ -239,6 +246,7 @@ class TrialRunner:
         say: Progress,
         measured: Measured,
         watch: gpu.GpuWatch,
+        others: Others | None = None,
     ) -> bool:
         """Probe the workloads on a server that serves; False (the trial failed) where it stops answering."""
         say(f"ready in {facts.startup_s:.1f} s; probing")
@@ -255,6 +263,7 @@ class TrialRunner:
                         watch=host.watcher(launch.server.pid),
                         deadline=self._deadline,
                         served=Served(facts.chat_template, facts.chat_template_source),
+                        others=others,
                     )
                 )
         except httpx.HTTPError as exc:

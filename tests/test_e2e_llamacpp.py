@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import signal
@@ -14,8 +15,16 @@ from typing import Any
 
 import optuna
 import pytest
+import yaml
 
+from sweep import fidelity
 from sweep.cli import main
+from sweep.embedded import gemma_model, llama_server_binary
+from sweep.engines import ServerSetup
+from sweep.engines.llamacpp import LlamaCppEngine
+from sweep.probes.runner import probe
+from sweep.server import ServerProcess, free_port
+from sweep.space import parse_space
 from tests.conftest import server_processes
 
 SPACE = """
@@ -434,3 +443,38 @@ def test_ab_on_the_real_server(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert any(line.startswith("tool: TTFT p50 (s)") for line in out.splitlines())
     assert main([*argv[:4], "nonsense", *argv[5:]]) == 2
     assert "is not baseline, STUDY:TRIAL or name=value" in capsys.readouterr().err
+
+
+@pytest.mark.server
+def test_the_baselines_server_ranks_the_tokens_where_another_answer_parts(tmp_path: Path) -> None:
+    """A baseline launch given other answers to its prompts asks its own server, at the point each parts from
+    its answer, for its likeliest next tokens: the model's runner-up there is a near-tie by its log-probabilities,
+    a word it never ranked is not."""
+    engine = LlamaCppEngine(ServerSetup([str(llama_server_binary())], str(gemma_model())))
+    space = parse_space(yaml.safe_load(quick(SPACE)), tmp_path)
+    workload = next(w for w in space.workloads if w.name == "prose")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    params = {"ctx-size": 2048, "parallel": 1, "threads": 2, **engine.baseline_params()}
+    with ServerProcess(engine.argv(params, port), tmp_path / "server.log", engine.env()) as server:
+        server.wait_ready(url + engine.health_path(), timeout_s=120)
+        first = asyncio.run(probe(url, engine, [workload], space.probe)).summaries[workload.key]
+        text, prompt = first.outputs[0], first.output_prompts[0]
+        cut = next(m.start() for m in re.finditer(r"\s\w", text) if m.start() >= len(text) // 3)
+        made_up = text[:cut] + " zebra" + text[cut:]
+        looked = asyncio.run(
+            probe(url, engine, [workload], space.probe, others={workload.key: {prompt: (made_up,)}})
+        )
+        [zebra] = looked.summaries[workload.key].ties
+        runner_up = next(t for t, _ in zebra.choices if not text[cut:].startswith(t) and t.strip())
+        other = text[:cut] + runner_up + " and so on"
+        again = asyncio.run(
+            probe(url, engine, [workload], space.probe, others={workload.key: {prompt: (other,)}})
+        )
+        [ranked] = again.summaries[workload.key].ties
+    assert looked.summaries[workload.key].outputs == first.outputs  # the probes come after, outside the clock
+    assert zebra.prompt_id == prompt and zebra.at == cut and zebra.other.startswith(" zebra")
+    assert len(zebra.choices) == 5 and fidelity.tie_gap(zebra) is None  # never ranked: nothing explains it
+    greedy = dict(ranked.choices)
+    gap = fidelity.tie_gap(ranked)
+    assert gap is not None and gap == pytest.approx(abs(max(greedy.values()) - greedy[runner_up]), abs=1e-6)

@@ -3,7 +3,11 @@ the floor measured from the baseline's own launches, and one example of where th
 
 from __future__ import annotations
 
+import pytest
+
 from sweep import fidelity
+from sweep.engines.base import read_top_logprobs
+from sweep.results import TieProbe
 
 BASE = [
     '{"city": "BUSAN", "id": "A-1042"}',
@@ -90,3 +94,67 @@ def test_texts_compare_only_where_the_same_prompt_was_sent() -> None:
     assert fidelity.check([launch(["x"], ["never"])], [baseline]) is None  # nothing in common: no check
     # Records from before prompts were named compare by position, as they were sent.
     assert fidelity.answers(["a", "b"], []) == {"#0": "a", "#1": "b"}
+
+
+# What the H100's llama-server (CUDA, SmolLM2-135M-Instruct) wrote: the baseline and ngram-simple parted here.
+TIE_BASE = "It measures your workloads with unique, cold requests per second within your latency limits."
+TIE_OTHER = "It measures your workloads with unique, cold requests\nper second within your latency limits."
+
+
+def tie(other: str, choices: tuple[tuple[str, float], ...], prompt: str = "p1") -> TieProbe:
+    at = fidelity.part_at(TIE_BASE, other)
+    assert at is not None
+    return TieProbe(prompt, at, TIE_BASE[at : at + 24], other[at : at + 24], choices)
+
+
+def test_a_difference_the_baselines_server_calls_a_near_tie_is_explained() -> None:
+    # The answers part at the space after "requests": the probe continues from there, on a token boundary.
+    assert fidelity.part_at(TIE_BASE, TIE_OTHER) == len(
+        "It measures your workloads with unique, cold requests"
+    )
+    assert fidelity.part_at("the worth", "the whether") == len("the ")  # back to the start of the word
+    near = tie(TIE_OTHER, ((" per", -0.71), ("\n", -0.76), (" to", -3.2)))
+    assert fidelity.tie_gap(near) == pytest.approx(0.05)
+    base, other = [{"p1": TIE_BASE}] * 2, [{"p1": TIE_OTHER}]
+    found = fidelity.check(other, base, [near])
+    assert found is not None and found.explained == 1 and found.identical == 0 and not found.changed
+    assert "parted on a near-tie" in found.describe() and "0.050 nats" in found.evidence()
+    # Without the probe the same difference changes the output (the floor is 1/1: nothing else moved it).
+    unexplained = fidelity.check(other, base)
+    assert unexplained is not None and unexplained.changed and unexplained.explained == 0
+
+
+def test_a_token_the_baseline_was_sure_against_or_never_ranked_is_not_explained() -> None:
+    base, other = [{"p1": TIE_BASE}] * 2, [{"p1": TIE_OTHER}]
+    sure = tie(TIE_OTHER, ((" per", -0.02), ("\n", -4.1)))  # a broken draft path's kind of change
+    unranked = tie(TIE_OTHER, ((" per", -0.4), (" to", -1.3)))  # the other answer's token is not listed
+    elsewhere = tie(TIE_OTHER, ((" per", -0.71), ("\n", -0.76)), prompt="p2")  # another prompt's probe
+    for probe in (sure, unranked, elsewhere):
+        found = fidelity.check(other, base, [probe])
+        assert found is not None and found.changed and found.explained == 0, probe
+    assert fidelity.tie_gap(unranked) is None
+
+
+def test_top_logprobs_are_read_from_either_openai_shape() -> None:
+    chat = {
+        "choices": [
+            {
+                "logprobs": {
+                    "content": [
+                        {
+                            "token": " per",
+                            "logprob": -0.7,
+                            "top_logprobs": [
+                                {"token": "\n", "logprob": -0.76},
+                                {"token": " per", "logprob": -0.71},
+                            ],
+                        }
+                    ]
+                }
+            }
+        ]
+    }
+    legacy = {"choices": [{"logprobs": {"tokens": [" per"], "top_logprobs": [{"\n": -0.76, " per": -0.71}]}}]}
+    expected = ((" per", -0.71), ("\n", -0.76))
+    assert read_top_logprobs(chat) == expected and read_top_logprobs(legacy) == expected
+    assert read_top_logprobs({"choices": [{"text": "x"}]}) == () and read_top_logprobs({"error": "no"}) == ()

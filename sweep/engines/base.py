@@ -73,6 +73,24 @@ def _chat_tokenize(content: str, history: tuple[Turn, ...] = ()) -> dict[str, An
     return {"messages": chat_messages(content, history)}
 
 
+def read_top_logprobs(body: Mapping[str, Any]) -> tuple[tuple[str, float], ...]:
+    """The first generated token's top log-probabilities from an OpenAI-style answer, likeliest first: the chat
+    form's `logprobs.content[0].top_logprobs` list (llama-server gives it for completions too) or the legacy
+    completions form's `logprobs.top_logprobs[0]` mapping; () where the answer holds neither."""
+    try:
+        logprobs = (body.get("choices") or [{}])[0].get("logprobs") or {}
+        if logprobs.get("content"):
+            listed = logprobs["content"][0].get("top_logprobs") or ()
+            found = [(str(t["token"]), float(t["logprob"])) for t in listed]
+        elif logprobs.get("top_logprobs"):
+            found = [(str(t), float(lp)) for t, lp in (logprobs["top_logprobs"][0] or {}).items()]
+        else:
+            return ()
+    except (AttributeError, KeyError, IndexError, TypeError, ValueError):  # a shape no engine gives: no word
+        return ()
+    return tuple(sorted(found, key=lambda pair: -pair[1]))
+
+
 def first_line(response: httpx.Response, limit: int = 160) -> str:
     """The first line of a server's answer, cut at `limit` characters: its reason, for one-line messages."""
     return (response.text.strip().splitlines() or [""])[0][:limit]
@@ -571,6 +589,43 @@ class Engine(ABC):
         """The path and streamed body of one measured request (prompt cache off, reports on, fixed sampling):
         `content` as a user message through the model's chat template after the conversation's earlier turns
         (CHAT), or as text to continue (COMPLETION, no history). Built before the request's clock starts."""
+
+    async def top_tokens(
+        self,
+        client: httpx.AsyncClient,
+        content: str,
+        form: PromptForm,
+        answered: str,
+        history: tuple[Turn, ...] = (),
+        choices: int = 5,
+    ) -> tuple[tuple[str, float], ...]:
+        """The server's `choices` likeliest next tokens after `answered`, the start of its answer to `content`
+        (greedy, one token), with their log-probabilities, likeliest first; () where it gives none. Through the
+        OpenAI endpoints all three engines serve: the answer so far continues the prompt (completion) or is the
+        assistant's unfinished turn (chat, `continue_fields`)."""
+        body: dict[str, Any] = {"max_tokens": 1, "temperature": 0.0}
+        if form is PromptForm.COMPLETION:
+            path, body = "/v1/completions", {**body, "prompt": content + answered, "logprobs": choices}
+        else:
+            messages = [*chat_messages(content, history), {"role": "assistant", "content": answered}]
+            path = "/v1/chat/completions"
+            body = {
+                **body,
+                "messages": messages,
+                "logprobs": True,
+                "top_logprobs": choices,
+                **self.continue_fields(),
+            }
+        try:
+            response = await client.post(path, json=body)
+            return read_top_logprobs(response.json()) if response.status_code == 200 else ()
+        except (httpx.HTTPError, ValueError):  # no answer, or one that is not JSON: nothing to rank
+            return ()
+
+    def continue_fields(self) -> dict[str, Any]:
+        """What a chat request adds so that the server continues the assistant's last message rather than
+        closing it and opening a new turn (llama-server does so by itself)."""
+        return {}
 
     async def template_tokens(self, client: httpx.AsyncClient) -> int:
         """Tokens the chat template puts before every user message (the same in every request, so a prefix

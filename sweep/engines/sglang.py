@@ -838,6 +838,10 @@ class SGLangEngine(Engine):
             "stream": True,
         }
 
+    def continue_fields(self) -> dict[str, Any]:
+        # SGLang's chat request field (serving_chat.py: the assistant's last message continued, not closed)
+        return {"continue_final_message": True}
+
     async def template_tokens(self, client: httpx.AsyncClient) -> int:
         return await template_header(client)
 

@@ -419,6 +419,10 @@ class VLLMEngine(Engine):
             return "/v1/chat/completions", {"messages": chat_messages(content, history), **body}
         return "/v1/completions", {"prompt": content, **body}
 
+    def continue_fields(self) -> dict[str, Any]:
+        # vLLM refuses the two together: the turn continued, no new one opened
+        return {"continue_final_message": True, "add_generation_prompt": False}
+
     async def template_tokens(self, client: httpx.AsyncClient) -> int:
         return await template_header(client)
 

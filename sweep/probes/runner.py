@@ -23,11 +23,20 @@ import httpx
 
 from sweep.engines.base import DraftCounters, Engine, PromptForm, RequestSettings, Turn
 from sweep.errors import ProbeError
+from sweep.fidelity import TIE_CHOICES, TIE_CONTEXT, part_at
 from sweep.health import OutputHealth, judge
 from sweep.probes.client import measure_request, new_nonce, probe_client, prompt_nonce, unique_content
 from sweep.probes.filler import fill_to
 from sweep.probes.workloads import CAPACITY_RECHECKS, NEAR_LIMIT, Workload, served_form
-from sweep.results import Capacity, CapacityStep, HostLoad, RequestMeasurement, Spread, WorkloadSummary
+from sweep.results import (
+    Capacity,
+    CapacityStep,
+    HostLoad,
+    RequestMeasurement,
+    Spread,
+    TieProbe,
+    WorkloadSummary,
+)
 from sweep.stats import percentile
 
 DEFAULT_REPEATS = 3
@@ -45,6 +54,10 @@ STALL_TIMEOUT_S = 180.0  # no byte from the server for this long (prefill of a l
 REQUEST_BASE_S = 120.0  # a request's deadline: this, plus REQUEST_PER_TOKEN_S per max_tokens
 REQUEST_PER_TOKEN_S = 1.0
 TRIAL_TIMEOUT_S = 7200.0  # a whole trial (launch, every workload) ends here whatever happens
+
+
+# Other configurations' answers, by workload key and then by prompt id (`RequestMeasurement.prompt_id`).
+Others = Mapping[str, Mapping[str, tuple[str, ...]]]
 
 
 @dataclass(frozen=True)
@@ -104,9 +117,11 @@ async def probe(
     watch: HostWatch | None = None,
     deadline: float | None = None,
     served: Served | None = None,
+    others: Others | None = None,
 ) -> ProbeResult:
     """Run every workload in order against the server at `base_url`, until the monotonic `deadline`, each in
-    the form the server takes (`served`: the engine's reading of its chat template)."""
+    the form the server takes (`served`: the engine's reading of its chat template); where `others` holds
+    other configurations' answers to a workload's prompts, ask where they part from these (`_tie_probes`)."""
     result = ProbeResult({}, [])
     served = served or Served()
     async with probe_client(base_url, settings.timeouts(), transport) as client:
@@ -138,7 +153,9 @@ async def probe(
                 )
             stop_watching = watch() if watch else None
             form, why = served.form(workload)
-            sending = Sending(workload, form, settings, served.template_tokens)
+            sending = Sending(
+                workload, form, settings, served.template_tokens, (others or {}).get(workload.key, {})
+            )
             if workload.capacity is not None:
                 batches, found = await _capacity_search(client, engine, sending, progress)
             else:
@@ -167,6 +184,9 @@ class Sending:
     form: PromptForm
     settings: ProbeSettings
     template_tokens: int = 0
+    # What other configurations answered this workload's prompts (prompt id to texts): where an answer here
+    # parts from one of them, the server is asked whether it was a near-tie (`TieProbe`).
+    others: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass
@@ -183,6 +203,9 @@ class Batch:
     acceptance_gauge: float | None = None
     offered_rps: float | None = None  # open loop: requests over the time from the first sent to the last
     goodput_rps: float | None = None  # open loop: requests within every latency limit per second
+    ties: tuple[
+        TieProbe, ...
+    ] = ()  # where other configurations' answers parted from these (`Sending.others`)
 
     @property
     def ok(self) -> bool:
@@ -339,8 +362,9 @@ async def _batch(
     ]
     rows = await _with_acceptance_length(client, engine, rows, before)
     gauge = await engine.acceptance_gauge(client) if any(r.draft_tokens for r in rows) else None
+    ties = await _tie_probes(client, engine, sending, rows, contents, histories)
     if not all(r.status == "ok" for r in rows) or workload.per_repeat == 1:
-        return Batch(rows, acceptance_gauge=gauge)
+        return Batch(rows, acceptance_gauge=gauge, ties=ties)
     return Batch(
         rows,
         _window_rate(rows),
@@ -349,7 +373,37 @@ async def _batch(
         acceptance_gauge=gauge,
         offered_rps=_offered_rate(rows) if workload.open_loop else None,
         goodput_rps=_goodput(rows, probe_settings.latency_limits) if workload.open_loop else None,
+        ties=ties,
     )
+
+
+async def _tie_probes(
+    client: httpx.AsyncClient,
+    engine: Engine,
+    sending: Sending,
+    rows: list[RequestMeasurement],
+    contents: list[str],
+    histories: list[tuple[Turn, ...]],
+) -> tuple[TieProbe, ...]:
+    """For each answer here that another configuration's answer to the same prompt parts from, the server's
+    likeliest next tokens at the point where they part (one token each, after the batch's clock)."""
+    probes = []
+    for row, content, history in zip(rows, contents, histories, strict=True):
+        if row.status != "ok":
+            continue
+        for other in dict.fromkeys(sending.others.get(row.prompt_id, ())):
+            at = part_at(row.text, other)
+            if at is None:
+                continue
+            choices = await engine.top_tokens(
+                client, content, sending.form, row.text[:at], history, TIE_CHOICES
+            )
+            probes.append(
+                TieProbe(
+                    row.prompt_id, at, row.text[at : at + TIE_CONTEXT], other[at : at + TIE_CONTEXT], choices
+                )
+            )
+    return tuple(probes)
 
 
 async def _token_limit(
@@ -586,6 +640,7 @@ def summarize(workload: Workload, batches: list[Batch], capacity: Capacity | Non
         },
         outputs=tuple(r.text for r in rows),
         output_prompts=tuple(r.prompt_id for r in rows),
+        ties=tuple(t for b in batches for t in b.ties),
     )
 
 
