@@ -230,8 +230,9 @@ class TieProbe:
 
     prompt_id: str  # the prompt both answered (`RequestMeasurement.prompt_id`)
     at: int  # the character where the answers part, moved back to the start of its word
-    baseline: str  # this launch's answer from `at` (its first characters)
-    other: str  # the other configuration's answer from `at`
+    shared: str  # the tokens from `at` that both answers hold (the probe walked past them)
+    baseline: str  # this launch's answer after `shared` (its first characters)
+    other: str  # the other configuration's answer after `shared`
     choices: tuple[tuple[str, float], ...] = ()  # (token text, log-probability), likeliest first
 
     @classmethod
@@ -239,6 +240,7 @@ class TieProbe:
         return cls(
             str(data["prompt_id"]),
             int(data["at"]),
+            str(data.get("shared", "")),
             str(data["baseline"]),
             str(data["other"]),
             tuple((str(token), float(logprob)) for token, logprob in data.get("choices") or ()),

@@ -460,13 +460,14 @@ def test_the_baselines_server_ranks_the_tokens_where_another_answer_parts(tmp_pa
         server.wait_ready(url + engine.health_path(), timeout_s=120)
         first = asyncio.run(probe(url, engine, [workload], space.probe)).summaries[workload.key]
         text, prompt = first.outputs[0], first.output_prompts[0]
-        cut = next(m.start() for m in re.finditer(r"\s\w", text) if m.start() >= len(text) // 3)
+        cut = next(m.start() + 1 for m in re.finditer(r"\w \w", text) if m.start() >= len(text) // 3)
         made_up = text[:cut] + " zebra" + text[cut:]
         looked = asyncio.run(
             probe(url, engine, [workload], space.probe, others={workload.key: {prompt: (made_up,)}})
         )
         [zebra] = looked.summaries[workload.key].ties
-        runner_up = next(t for t, _ in zebra.choices if not text[cut:].startswith(t) and t.strip())
+        # A token that shares no letter with the answer's own next word (" an" against " a" would part mid-word).
+        runner_up = next(t for t, _ in zebra.choices if t.strip() and t[:2] != text[cut : cut + 2])
         other = text[:cut] + runner_up + " and so on"
         again = asyncio.run(
             probe(url, engine, [workload], space.probe, others={workload.key: {prompt: (other,)}})

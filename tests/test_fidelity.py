@@ -104,7 +104,7 @@ TIE_OTHER = "It measures your workloads with unique, cold requests\nper second w
 def tie(other: str, choices: tuple[tuple[str, float], ...], prompt: str = "p1") -> TieProbe:
     at = fidelity.part_at(TIE_BASE, other)
     assert at is not None
-    return TieProbe(prompt, at, TIE_BASE[at : at + 24], other[at : at + 24], choices)
+    return TieProbe(prompt, at, "", TIE_BASE[at : at + 24], other[at : at + 24], choices)
 
 
 def test_a_difference_the_baselines_server_calls_a_near_tie_is_explained() -> None:
@@ -112,13 +112,15 @@ def test_a_difference_the_baselines_server_calls_a_near_tie_is_explained() -> No
     assert fidelity.part_at(TIE_BASE, TIE_OTHER) == len(
         "It measures your workloads with unique, cold requests"
     )
-    assert fidelity.part_at("the worth", "the whether") == len("the ")  # back to the start of the word
+    # Back to the start of the word and the space before it (a tokenizer's word carries its leading space: a
+    # prefix ending in a space made SmolLM2 rank digits first).
+    assert fidelity.part_at("and the worth", "and the whether") == len("and the")
     near = tie(TIE_OTHER, ((" per", -0.71), ("\n", -0.76), (" to", -3.2)))
     assert fidelity.tie_gap(near) == pytest.approx(0.05)
     base, other = [{"p1": TIE_BASE}] * 2, [{"p1": TIE_OTHER}]
     found = fidelity.check(other, base, [near])
     assert found is not None and found.explained == 1 and found.identical == 0 and not found.changed
-    assert "parted on a near-tie" in found.describe() and "0.050 nats" in found.evidence()
+    assert "the model itself is unsure" in found.describe() and "within 0.05 nats" in found.evidence()
     # Without the probe the same difference changes the output (the floor is 1/1: nothing else moved it).
     unexplained = fidelity.check(other, base)
     assert unexplained is not None and unexplained.changed and unexplained.explained == 0
@@ -158,3 +160,33 @@ def test_top_logprobs_are_read_from_either_openai_shape() -> None:
     expected = ((" per", -0.71), ("\n", -0.76))
     assert read_top_logprobs(chat) == expected and read_top_logprobs(legacy) == expected
     assert read_top_logprobs({"choices": [{"text": "x"}]}) == () and read_top_logprobs({"error": "no"}) == ()
+
+
+def test_the_study_measures_how_far_batched_scoring_strays_from_the_one_token_decode() -> None:
+    # Where the baseline's server, scoring in one batch, ranks another token above the one its decode wrote, the
+    # two paths disagree by that much: differences within it are floating point too (up to NEAR_TIE_MAX).
+    other = "It measures your workloads with unique, cold requests at most per second."
+    strays = tie(other, ((" at", -0.3), (" per", -0.7), ("\n", -2.0)))
+    assert fidelity.disagreement(strays) == pytest.approx(0.4) and fidelity.batch_picks_other(strays)
+    wide = tie(TIE_OTHER, ((" per", -0.7), ("\n", -1.0)))  # 0.3 nats apart: beyond NEAR_TIE
+    base = [{"p1": TIE_BASE, "p2": TIE_BASE}] * 2
+    others = [{"p1": TIE_OTHER, "p2": other}]
+    alone = fidelity.check([{"p1": TIE_OTHER}], base[:1] * 2, [wide])
+    assert alone is not None and alone.explained == 0 and alone.tolerance == fidelity.NEAR_TIE
+    both = fidelity.check(
+        others, base, [wide, TieProbe("p2", strays.at, "", strays.baseline, strays.other, strays.choices)]
+    )
+    assert both is not None and both.explained == 2 and both.tolerance == pytest.approx(0.4)
+    assert both.batch_picks == 1 and both.tie_gaps == pytest.approx((0.3,))
+    assert "batched and one-token scoring disagree" in both.describe()
+    far = tie(other, ((" at", -0.1), ("\n", -1.5), (" per", -3.0)))  # a broken path's size of disagreement
+    assert fidelity.tolerance([far]) == fidelity.NEAR_TIE_MAX
+
+
+def test_an_answer_that_ended_parts_on_the_end_of_text_token() -> None:
+    ended, ran_on = "The paragraph.", "The paragraph.\n\nThis implementation"
+    probe = TieProbe(
+        "p1", len(ended), "", "", ran_on[len(ended) :], (("", -0.68), ("\n", -0.71), ("\n\n", -7.7))
+    )
+    assert fidelity.tie_gap(probe) == pytest.approx(0.03) and fidelity.explains(probe)
+    assert fidelity.starts("<|im_end|>", "") and not fidelity.starts("<|im_end|>", "text")

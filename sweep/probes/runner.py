@@ -16,14 +16,14 @@ import hashlib
 import math
 import statistics
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import httpx
 
 from sweep.engines.base import DraftCounters, Engine, PromptForm, RequestSettings, Turn
 from sweep.errors import ProbeError
-from sweep.fidelity import TIE_CHOICES, TIE_CONTEXT, part_at
+from sweep.fidelity import TIE_CHOICES, TIE_CONTEXT, TIE_STEPS, part_at
 from sweep.health import OutputHealth, judge
 from sweep.probes.client import measure_request, new_nonce, probe_client, prompt_nonce, unique_content
 from sweep.probes.filler import fill_to
@@ -386,24 +386,32 @@ async def _tie_probes(
     histories: list[tuple[Turn, ...]],
 ) -> tuple[TieProbe, ...]:
     """For each answer here that another configuration's answer to the same prompt parts from, the server's
-    likeliest next tokens at the point where they part (one token each, after the batch's clock)."""
+    likeliest next tokens at the point where they part (after the batch's clock; `sweep/fidelity.py`)."""
     probes = []
     for row, content, history in zip(rows, contents, histories, strict=True):
         if row.status != "ok":
             continue
         for other in dict.fromkeys(sending.others.get(row.prompt_id, ())):
-            at = part_at(row.text, other)
-            if at is None:
-                continue
-            choices = await engine.top_tokens(
-                client, content, sending.form, row.text[:at], history, TIE_CHOICES
-            )
-            probes.append(
-                TieProbe(
-                    row.prompt_id, at, row.text[at : at + TIE_CONTEXT], other[at : at + TIE_CONTEXT], choices
-                )
-            )
+            if (at := part_at(row.text, other)) is not None:
+                ask = functools.partial(engine.top_tokens, client, content, sending.form, history=history)
+                probes.append(await _walk(ask, row.prompt_id, at, row.text, other))
     return tuple(probes)
+
+
+async def _walk(
+    ask: Callable[..., Awaitable[tuple[tuple[str, float], ...]]], prompt: str, at: int, text: str, other: str
+) -> TieProbe:
+    """The probe at `at`, walked on past each token both answers share (the server's first choice), up to
+    TIE_STEPS: the choices where the two answers' tokens part."""
+    shared = ""
+    for step in range(TIE_STEPS):
+        choices = await ask(text[: at + len(shared)], choices=TIE_CHOICES)
+        top = choices[0][0] if choices else ""
+        mine, theirs = text[at + len(shared) :], other[at + len(shared) :]
+        if step == TIE_STEPS - 1 or not (top and mine.startswith(top) and theirs.startswith(top)):
+            break
+        shared += top
+    return TieProbe(prompt, at, shared, mine[:TIE_CONTEXT], theirs[:TIE_CONTEXT], choices)
 
 
 async def _token_limit(
