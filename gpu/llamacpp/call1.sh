@@ -1,6 +1,6 @@
 #!/bin/bash
 # GPU host, call 1 (carrying .s4/l1): what the machine has; unpack llama.cpp and the wheels; configure the CUDA
-# build in the foreground, then build llama-server detached (setsid) so call 2's model piece travels meanwhile.
+# build in the foreground, then build llama-server detached (setsid) so the model's pieces travel meanwhile.
 set -o pipefail
 OUT=${OUT:-$PWD/out}; mkdir -p "$OUT"
 W=$HOME/w; mkdir -p $W/model
@@ -11,7 +11,7 @@ W=$HOME/w; mkdir -p $W/model
 t0=$(date +%s)
 xz -dc .s4/l1/llama-trim.tar.xz | tar -x -C $W
 python3 -m pip install -q --no-index --no-deps --no-compile --target $W/site .s4/l1/whl/*.whl 2>&1 | tail -3
-cp .s4/l1/smol.gguf.part00 $W/model/
+cp .s4/l1/model.part0 $W/model/
 echo "unpacked in $(( $(date +%s) - t0 )) s" | tee -a $OUT/call1.log
 t1=$(date +%s)
 cmake -S $W/llama.cpp -B $W/build -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \

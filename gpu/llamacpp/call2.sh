@@ -1,15 +1,21 @@
 #!/bin/bash
-# GPU host, call 2 (carrying .s4/l2), right after call 1 on the same warm machine: join the model, wait for the
-# build, then specsweep's plan, run, report and export on SPACE (default space-smol.yaml) for RUN_SECONDS.
-# Again with `again` as the first argument (no carry): the same study goes on (a second call's confirmation).
+# GPU host, right after call 1 on the same warm machine, one call per carried piece of the model:
+#   `call2.sh store` (carrying .s4/lN, all but the last): keeps the piece;
+#   `call2.sh [SPACE]` (carrying the last): joins the model, waits for the build, then specsweep's plan, run,
+#   report and export on SPACE (default space-smol.yaml) within what is left of CALL_SECONDS (default 600).
+# `call2.sh again [SPACE]` (no carry): the same study goes on (a later call's confirmation).
 set -o pipefail
 OUT=${OUT:-$PWD/out}; mkdir -p "$OUT"
 W=$HOME/w; R=$PWD; START=$(date +%s)
 export PYTHONPATH=$R:$W/site PYTHONUNBUFFERED=1
+if [ "$1" = store ]; then
+  cp .s4/l*/model.part* $W/model/ && ls -la $W/model | tee $OUT/store.log
+  exit 0
+fi
 if [ "$1" != again ]; then
-  cp .s4/l2/smol.gguf.part01 $W/model/
-  cat $W/model/smol.gguf.part0* > $W/model/smol.gguf && rm $W/model/smol.gguf.part0*
-  echo "$(cat .s4/l2/smol.gguf.sha256)  $W/model/smol.gguf" | sha256sum -c | tee $OUT/call2.log
+  cp .s4/l*/model.part* .s4/l*/model.sha256 $W/model/
+  cat $(ls $W/model/model.part* | sort -V) > $W/model/model.gguf && rm $W/model/model.part*
+  echo "$(cat $W/model/model.sha256)  $W/model/model.gguf" | sha256sum -c | tee $OUT/call2.log
   while [ ! -f $W/build.end ]; do sleep 5; done
   echo "build rc=$(cat $W/build.rc) in $(( $(cat $W/build.end) - $(cat $W/build.start) )) s" | tee -a $OUT/call2.log
   tail -3 $W/build.log
