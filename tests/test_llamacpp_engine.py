@@ -215,3 +215,16 @@ def test_shape_names_the_draft_length_and_the_flags_that_filter_drafts(engine: L
     assert mod is not None and mod.depth == 32
     assert mod.variant == "spec-ngram-mod-n-match=24 spec-ngram-mod-n-min=48"  # the defaults, stated
     assert engine.spec_shape({"spec-type": "none"}) is None
+
+
+def test_a_draft_models_confidence_floor_is_llama_cpps_own_controller(engine: LlamaCppEngine) -> None:
+    """With p-min above 0 each step drafts until the draft model's likeliest token falls below it (up to n-max):
+    the configuration is the controller arm of `sweep/controllers.py`; at 0 and for the lookups it is static."""
+    draft = {"spec-type": "draft-simple", "spec-draft-n-max": 8}
+    adaptive = engine.spec_shape({**draft, "spec-draft-p-min": 0.75})
+    static = engine.spec_shape({**draft, "spec-draft-p-min": 0.0})
+    lookup = engine.spec_shape({"spec-type": "ngram-simple", "spec-draft-p-min": 0.75})
+    assert adaptive is not None and adaptive.controller == "llama.cpp draft confidence (p-min)"
+    assert adaptive.depth == 8 and adaptive.variant.startswith("spec-draft-p-min=0.75")
+    assert static is not None and static.controller == ""
+    assert lookup is not None and lookup.controller == ""

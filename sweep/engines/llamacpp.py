@@ -57,6 +57,7 @@ DRAFT_LENGTH: dict[str, tuple[str, int]] = {
     **{f"ngram-{kind}": (f"spec-ngram-{kind}-size-m", 48) for kind in ("simple", "map-k", "map-k4v")},
     "ngram-mod": ("spec-ngram-mod-n-max", 64),
 }
+CONFIDENCE_CONTROLLER = "llama.cpp draft confidence (p-min)"
 # The flags that decide which tokens each type drafts rather than how many, with their defaults (llamacpp.md:
 # the match length, the hits a map needs, the chain ngram-mod needs before it drafts, a draft's minimum
 # probability and length; min-hits is ignored by ngram-simple).
@@ -292,6 +293,9 @@ class LlamaCppEngine(Engine):
         drafts = any(t.startswith("draft-") for t in types)  # the ngram-* types look drafts up, no forward
         filters = dict.fromkeys(f for t in types for f in DRAFT_FILTERS.get(t, ()))
         variant = " ".join(f"{flag}={params.get(flag, default)}" for flag, default in filters)
+        # A draft model's confidence floor is llama.cpp's own controller: each step drafts until the draft's
+        # likeliest token falls below p-min (common/speculative.cpp), up to n-max; the lookups have none.
+        confident = drafts and float(params.get("spec-draft-p-min", 0.0)) > 0
         return SpecShape(
             ",".join(types),
             depth=depth,
@@ -300,6 +304,7 @@ class LlamaCppEngine(Engine):
             budget_param=flag,
             draft_model=drafts,
             variant=variant,
+            controller=CONFIDENCE_CONTROLLER if confident else "",
         )
 
     def speculative_state_persists(self, params: Params) -> bool:
