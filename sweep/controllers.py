@@ -1,6 +1,7 @@
 """The engine's own controller against a tuned static configuration and against none, per workload and load.
 
-The engines now size speculation themselves (vLLM's adaptive verification, SGLang's adaptive steps), so the
+The engines now size speculation themselves (vLLM's adaptive verification, SGLang's adaptive steps, llama.cpp's
+draft confidence floor), so the
 question a study answers is three-way: does the best static configuration the search found beat the engine's
 controller, by how much, and does either beat no speculation? A configuration's kind is its shape's
 (`SpecShape.controller`, which the engine writes: empty for a static one). Per workload key (each load is its
