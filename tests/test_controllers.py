@@ -59,6 +59,18 @@ def test_a_study_answers_static_against_the_controller_against_none_per_load(
         kind = "none" if params.get("speculative-algorithm") in (None, "none") else "static"
         kind = "controller" if params.get("speculative-adaptive") else kind
         assert answers[rec["workload"]]["run"] == kind and answers[rec["workload"]]["why"] == rec["why"]
+    # The export writes the winner's flags: the configuration the answer says to run, of its kind.
+    capsys.readouterr()
+    assert main(["export", "--study", "c", "--runs", runs, "--workload", "code", "--format", "json"]) == 0
+    exported = json.loads(capsys.readouterr().out)
+    code = next(r for r in report["recommendations"] if r["workload"] == "code")
+    assert (
+        exported["configuration"] == code["recommended_configuration"] == answers["code"]["run_configuration"]
+    )
+    assert exported["params"] == code["recommended_params"]
+    adaptive = bool(exported["params"].get("speculative-adaptive"))
+    assert adaptive == (answers["code"]["run"] == "controller")
+    assert ("--speculative-adaptive" in exported["argv"]) == adaptive
     assert main(["report", "--study", "c", "--runs", runs]) == 0
     text = capsys.readouterr().out
     assert "the engine's own controller (SGLang adaptive steps) against a tuned static configuration:" in text
