@@ -81,3 +81,35 @@ def test_a_study_answers_static_against_the_controller_against_none_per_load(
     assert "The engine&#39;s controller against a tuned configuration" in shown
     # The table says which to run, and why, escaped as every value on the page.
     assert all(f"<td>{escape(a['why'])}</td>" in shown for a in answers.values())
+
+
+@pytest.mark.server
+def test_llama_cpps_draft_confidence_is_an_arm_on_the_real_server(
+    tmp_path: Path, gemma: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The real llama-server with a draft model (Gemma drafting for itself): p-min 0 drafts n-max tokens every
+    step, p-min 0.8 stops each draft where the draft's likeliest token falls below it; searched and confirmed,
+    the report answers static against llama.cpp's controller against none."""
+    space = tmp_path / "space.yaml"
+    space.write_text(
+        "engine: llamacpp\nserver: {startup_timeout: 120}\n"
+        "fixed: {ctx-size: 1024, parallel: 1, threads: 2}\n"
+        f"params:\n  spec-type: {{choices: [draft-simple]}}\n  spec-draft-model: {{choices: ['{gemma}']}}\n"
+        "  spec-draft-n-max: {choices: [4]}\n  spec-draft-p-min: {choices: [0.0, 0.8]}\n"
+        f"enqueue:\n  - {{spec-type: draft-simple, spec-draft-model: '{gemma}', spec-draft-n-max: 4, "
+        "spec-draft-p-min: 0.0}\n"
+        f"  - {{spec-type: draft-simple, spec-draft-model: '{gemma}', spec-draft-n-max: 4, "
+        "spec-draft-p-min: 0.8}\n"
+        "workloads: [{class: code, max_tokens: 24}]\nprobe: {repeats: 1, max_tokens: 24}\ntrials: 3\n"
+        "confirm: {top: 1, launches: 2}\nseed: 1\n"
+    )
+    runs = str(tmp_path / "runs")
+    assert main(["run", "--space", str(space), "--study", "p", "--runs", runs]) == 0
+    capsys.readouterr()
+    assert main(["report", "--study", "p", "--runs", runs, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    [answer] = report["controllers"]
+    assert answer["workload"] == "code" and answer["controller"] == "llama.cpp draft confidence (p-min)"
+    assert answer["arms"]["controller"]["params"]["spec-draft-p-min"] == 0.8
+    assert answer["arms"]["static"]["params"]["spec-draft-p-min"] == 0.0
+    assert answer["run"] in ("none", "static", "controller") and answer["why"]
