@@ -539,3 +539,16 @@ def test_vllms_adaptive_verification_drafts_deep_alone_and_shallow_in_a_full_bat
     for _ in range(200):
         rejected.on_verify(0, 1, 7)
     assert depth(rejected, 1) <= 1
+
+
+def test_sglangs_ngram_drafts_nothing_from_the_prompt_where_vllms_prompt_lookup_does() -> None:
+    """SGLang's NGRAM puts only what the model wrote into its corpus (ngram_worker.py, 0.5.17 to 0.5.23): an
+    answer that copies its prompt (the tool class) accepts as prose does; vLLM's ngram looks the prompt up."""
+    sglang = resolve(args("--speculative-algorithm", "NGRAM"), PROFILE)
+    lookup = dataclasses.replace(sglang, lookup_prompt=True)  # the same shape, drafting from the prompt
+    tool, prose = (StepModel(PROFILE, sglang, w, 200).chain_acceptance() for w in ("tool", "prose"))
+    code = StepModel(PROFILE, sglang, "code", 200).chain_acceptance()
+    assert tool == prose == pytest.approx(PROFILE.acceptance.ngram_prose, abs=0.01)
+    assert code == pytest.approx(PROFILE.acceptance.ngram_code, abs=0.01)  # code repeats itself: drafts stay
+    looked_up = StepModel(PROFILE, lookup, "tool", 200).chain_acceptance()
+    assert looked_up == pytest.approx(PROFILE.acceptance.ngram_tool, abs=0.01) and looked_up > 2 * tool

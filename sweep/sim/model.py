@@ -45,6 +45,9 @@ class Resolved:
     adaptive_slots: dict[int, dict[str, Any]] | None = None
     verify_budget: bool = False  # vLLM's adaptive verification: each step admits the depth that pays best
     draft_kv_bytes: int = 2  # bytes per element of the draft's KV cache (--speculative-draft-kv-cache-dtype)
+    # Whether n-gram drafting looks the prompt up too (vLLM's ngram: prompt lookup) or only what the model wrote
+    # (SGLang's NGRAM: its corpus takes each step's last tokens, the prompt never; ngram_worker.py's FIXME).
+    lookup_prompt: bool = True
 
     @property
     def speculative(self) -> bool:
@@ -129,7 +132,11 @@ class StepModel:
 
     def chain_acceptance(self) -> float:
         a = self.profile.acceptance
-        base = a.per_token(self.workload, ngram=self.resolved.algorithm == "NGRAM")
+        ngram = self.resolved.algorithm == "NGRAM"
+        # An answer that copies its prompt gives an answer-only n-gram corpus nothing to find until it repeats
+        # itself: as prose does (the H200 measured 1.16 tokens a step on edits and quotes with SGLang's NGRAM).
+        copying = ngram and self.workload == "tool" and not self.resolved.lookup_prompt
+        base = a.per_token("prose" if copying else self.workload, ngram=ngram)
         return min(0.99, base + (a.at_128k - base) * self._t) if base > a.at_128k else base
 
     def acceptance(self) -> float:

@@ -103,6 +103,7 @@ def resolve(args: argparse.Namespace, profile: Profile) -> Resolved:
         notices=spec.notices,
         adaptive_slots=spec.adaptive_slots,
         draft_kv_bytes=_draft_kv_bytes(args, kv_bytes),
+        lookup_prompt=False,  # NGRAM's corpus holds what the model wrote, never the prompt
     )
 
 
