@@ -15,7 +15,7 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from sweep import stats
+from sweep import fidelity, stats
 from sweep.analysis import (
     Candidate,
     baseline_view,
@@ -29,6 +29,7 @@ from sweep.analysis import (
     study_noise,
 )
 from sweep.costs import CostProfile
+from sweep.fidelity import TIE_CONTEXT
 from sweep.probes.runner import Others
 from sweep.recovery import driver_identity, recover
 from sweep.results import TrialRecord
@@ -267,18 +268,10 @@ class Confirmation:
         return float(len(measured))
 
     def _others(self, study: optuna.Study) -> Others:
-        """What the other configurations of this confirmation answered so far, by workload and prompt: the
-        reference's launch asks where its own answers part from them (`sweep/fidelity.py`'s near-ties)."""
-        found: dict[str, dict[str, tuple[str, ...]]] = {}
-        for view in trial_views(study, Phase.CONFIRM):
-            if view.label in (self.reference, None) or view.label not in self._plan or not view.complete:
-                continue
-            for key in view.record.workloads if view.record else ():
-                if summary := ok_summary(view, key):
-                    mine = found.setdefault(key, {})
-                    for prompt, text in zip(summary.output_prompts, summary.outputs, strict=False):
-                        mine[prompt] = (*mine.get(prompt, ()), text)
-        return found
+        """What the other configurations of this confirmation answered so far: the reference's launch asks
+        where its own answers part from them (`others_to_ask`)."""
+        views = [v for v in trial_views(study, Phase.CONFIRM) if v.complete and v.label in self._plan]
+        return others_to_ask(views, self.reference)
 
     def _sayer(self, candidate: Candidate, round_: int, started: float) -> Progress:
         index = self._done
@@ -294,6 +287,29 @@ class Confirmation:
             )
 
         return say
+
+
+def others_to_ask(views: list[TrialView], reference: str) -> Others:
+    """The other configurations' answers, by workload and prompt, less the differences a launch of the
+    reference already asked about (its records' `ties`): what the reference's next launch asks its server
+    about, where they part from its own answers (`sweep/fidelity.py`'s near-ties)."""
+    found: dict[str, dict[str, tuple[str, ...]]] = {}
+    for key in {k for v in views if v.record for k in v.record.workloads}:
+        ours = [s for v in views if v.label == reference and (s := ok_summary(v, key))]
+        asked = {(t.prompt_id, t.at, (t.shared + t.other)[:TIE_CONTEXT]) for s in ours for t in s.ties}
+        said = {p: t for s in ours for p, t in zip(s.output_prompts, s.outputs, strict=False)}
+        mine = found.setdefault(key, {})
+        for summary in (ok_summary(v, key) for v in views if v.label != reference):
+            for prompt, text in zip(summary.output_prompts, summary.outputs, strict=False) if summary else ():
+                if prompt not in said or _new_difference(said[prompt], text, prompt, asked):
+                    mine[prompt] = (*mine.get(prompt, ()), text)
+    return found
+
+
+def _new_difference(ours: str, text: str, prompt: str, asked: set[tuple[str, int, str]]) -> bool:
+    """Whether `text` parts from the reference's answer `ours` where no probe has asked yet."""
+    at = fidelity.part_at(ours, text)
+    return at is not None and (prompt, at, text[at : at + TIE_CONTEXT]) not in asked
 
 
 def _stop_when_none_waiting(study: optuna.Study, _trial: optuna.trial.FrozenTrial) -> None:

@@ -51,6 +51,9 @@ NEAR_TIE_MAX = (
 )
 TIE_CONTEXT = 24  # characters of each answer kept from where they part
 TIE_STEPS = 4  # tokens a probe walks past where both answers share the server's first choice
+TIE_PROBES = (
+    4  # differences a baseline launch asks about per batch (a changed answer each is evidence enough)
+)
 TOLERANCE = 0.5  # share of prompts that may differ beyond what the baseline's own launches do
 FIELD = re.compile(r'"([^"\\]{1,80})"\s*:\s*("(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?|true|false|null)')
 FENCE = re.compile(r"```(?:json)?\s*(.*?)(?:```|$)", re.S)

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from sweep import fidelity
 from sweep.analysis import (
     Candidate,
     VetoKind,
@@ -19,10 +20,19 @@ from sweep.analysis import (
     study_verdicts,
     study_warnings,
 )
-from sweep.confirm import Confirmation
+from sweep.confirm import Confirmation, others_to_ask
 from sweep.health import OutputHealth
 from sweep.preflight import build_engine
-from sweep.results import HostLoad, LaunchFacts, SpecShape, Spread, Stage, TrialRecord, WorkloadSummary
+from sweep.results import (
+    HostLoad,
+    LaunchFacts,
+    SpecShape,
+    Spread,
+    Stage,
+    TieProbe,
+    TrialRecord,
+    WorkloadSummary,
+)
 from sweep.space import parse_space
 from sweep.stats import Verdict
 from sweep.store import BASELINE, Phase, Study, StudyPaths, TrialView
@@ -548,3 +558,32 @@ def test_the_predicted_plan_keeps_a_launched_configurations_label_and_names_the_
         ("predicted 1", ("code",)),
         ("predicted 2", ("code",)),
     ]
+
+
+def test_a_baseline_launch_asks_about_each_difference_once() -> None:
+    """The confirmation hands a baseline launch the other configurations' answers that part from its own and
+    that no earlier baseline launch asked about: each difference is probed once, however many rounds follow."""
+    said, other = "The river runs past the mill.", "The river runs under the bridge."
+
+    def answered(number: int, label: str, text: str, ties: tuple[TieProbe, ...] = ()) -> TrialView:
+        found = view(
+            number, BASE if label == BASELINE else DEEP, {"code": 50.0}, phase=Phase.CONFIRM, label=label
+        )
+        assert found.record is not None
+        summary = found.record.workloads["code"]
+        found.record.workloads["code"] = dataclasses.replace(
+            summary, outputs=(text,), output_prompts=("p1",), ties=ties
+        )
+        return found
+
+    first = [answered(0, BASELINE, said), answered(1, "trial 1", other)]
+    assert others_to_ask(first, BASELINE) == {"code": {"p1": (other,)}}
+    at = fidelity.part_at(said, other)
+    assert at == len("The river runs")
+    probed = TieProbe("p1", at, "", said[at:], other[at:], ((" past", -0.2), (" under", -0.3)))
+    later = [
+        answered(0, BASELINE, said, (probed,)),
+        answered(1, "trial 1", other),
+        answered(2, "trial 1", said),
+    ]
+    assert others_to_ask(later, BASELINE) == {"code": {}}  # asked already; the same text is no difference

@@ -23,7 +23,7 @@ import httpx
 
 from sweep.engines.base import DraftCounters, Engine, PromptForm, RequestSettings, Turn
 from sweep.errors import ProbeError
-from sweep.fidelity import TIE_CHOICES, TIE_CONTEXT, TIE_STEPS, part_at
+from sweep.fidelity import TIE_CHOICES, TIE_CONTEXT, TIE_PROBES, TIE_STEPS, part_at
 from sweep.health import OutputHealth, judge
 from sweep.probes.client import measure_request, new_nonce, probe_client, prompt_nonce, unique_content
 from sweep.probes.filler import fill_to
@@ -386,13 +386,15 @@ async def _tie_probes(
     histories: list[tuple[Turn, ...]],
 ) -> tuple[TieProbe, ...]:
     """For each answer here that another configuration's answer to the same prompt parts from, the server's
-    likeliest next tokens at the point where they part (after the batch's clock; `sweep/fidelity.py`)."""
-    probes = []
+    likeliest next tokens at the point where they part (after the batch's clock; `sweep/fidelity.py`), at most
+    TIE_PROBES a batch: a configuration that changes every answer needs no more evidence, and a CPU server
+    prefills each probe's prompt again."""
+    probes: list[TieProbe] = []
     for row, content, history in zip(rows, contents, histories, strict=True):
         if row.status != "ok":
             continue
         for other in dict.fromkeys(sending.others.get(row.prompt_id, ())):
-            if (at := part_at(row.text, other)) is not None:
+            if len(probes) < TIE_PROBES and (at := part_at(row.text, other)) is not None:
                 ask = functools.partial(engine.top_tokens, client, content, sending.form, history=history)
                 probes.append(await _walk(ask, row.prompt_id, at, row.text, other))
     return tuple(probes)
