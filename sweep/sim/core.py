@@ -120,6 +120,35 @@ def detokenize(ids: list[int]) -> str:
     return "".join(PIECES.get(int(i), "<unk>") for i in ids)
 
 
+# What a request asking for log-probabilities is told: the simulated model is sure of its greedy text (the
+# answer's first token at p 0.7) and spreads the rest over common tokens, halving each time.
+LIKELY_TOKENS = ("the", "\n", ",", "a", ".", "and", "of", "to")
+
+
+def top_logprobs(text: str, count: int) -> list[tuple[str, float]]:
+    """The answer's first token and the next likeliest, with log-probabilities, likeliest first."""
+    tokens = list(dict.fromkeys([*TOKEN.findall(text)[:1], *LIKELY_TOKENS]))[: max(1, count)]
+    return [(t, math.log(0.7 if i == 0 else 0.3 / 2**i)) for i, t in enumerate(tokens)]
+
+
+def chat_logprobs(text: str, count: int) -> dict[str, Any]:
+    """An OpenAI chat answer's `logprobs` for its first token (`top_logprobs` of them), as SGLang and vLLM
+    write it."""
+    listed = [{"token": t, "logprob": lp, "bytes": list(t.encode())} for t, lp in top_logprobs(text, count)]
+    return {"content": [{**listed[0], "top_logprobs": listed}]}
+
+
+def completion_logprobs(text: str, count: int) -> dict[str, Any]:
+    """A legacy completions answer's `logprobs` for its first token (`count` alternatives)."""
+    pairs = top_logprobs(text, count)
+    return {
+        "tokens": [pairs[0][0]],
+        "token_logprobs": [pairs[0][1]],
+        "top_logprobs": [dict(pairs)],
+        "text_offset": [0],
+    }
+
+
 def chat_prompt(messages: list[dict[str, Any]]) -> str:
     """Chat messages as the simulated model's template renders them (ChatML, the assistant's turn opened)."""
     content = "".join(str(m.get("content", "")) for m in messages)

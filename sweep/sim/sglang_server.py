@@ -23,6 +23,7 @@ from sweep.sim.core import (
     NO_TEMPLATE,
     Handler,
     Simulator,
+    chat_logprobs,
     chat_prompt,
     detokenize,
     finish,
@@ -273,6 +274,8 @@ class SGLangHandler(Handler):
             return
         message = {"role": "assistant", "content": text}
         choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": finish(meta)}
+        if body.get("logprobs"):  # the first token's, as a tie probe asks (one token, `top_logprobs` of them)
+            choice["logprobs"] = chat_logprobs(text, int(body.get("top_logprobs") or 0))
         if body.get("return_meta_info"):
             choice["meta_info"] = meta
         self._send(200, base | {"object": "chat.completion", "choices": [choice], "usage": usage} | extra)
