@@ -7,11 +7,21 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from markupsafe import escape
 
 from sweep.cli import main
+
+
+def studied(space: Path, study: str, capsys: pytest.CaptureFixture[str]) -> tuple[dict[str, Any], str]:
+    """Run the study the space file describes, beside it; its `report --json` and its runs folder."""
+    runs = str(space.parent / "runs")
+    assert main(["run", "--space", str(space), "--study", study, "--runs", runs]) == 0
+    capsys.readouterr()
+    assert main(["report", "--study", study, "--runs", runs, "--json"]) == 0
+    return json.loads(capsys.readouterr().out), runs
 
 
 @pytest.mark.server
@@ -33,11 +43,7 @@ def test_a_study_answers_static_against_the_controller_against_none_per_load(
         "probe: {repeats: 4, max_tokens: 48}\ntrials: 4\n"
         "confirm: {top: 1, launches: 2}\nseed: 1\n"
     )
-    runs = str(tmp_path / "runs")
-    assert main(["run", "--space", str(space), "--study", "c", "--runs", runs]) == 0
-    capsys.readouterr()
-    assert main(["report", "--study", "c", "--runs", runs, "--json"]) == 0
-    report = json.loads(capsys.readouterr().out)
+    report, runs = studied(space, "c", capsys)
     answers = {a["workload"]: a for a in report["controllers"]}
     assert set(answers) == {"code", "code/4streams", "prose/8rps"}  # each load: streams, or a rate
     for answer in answers.values():
@@ -103,11 +109,7 @@ def test_llama_cpps_draft_confidence_is_an_arm_on_the_real_server(
         "workloads: [{class: code, max_tokens: 24}]\nprobe: {repeats: 1, max_tokens: 24}\ntrials: 3\n"
         "confirm: {top: 1, launches: 2}\nseed: 1\n"
     )
-    runs = str(tmp_path / "runs")
-    assert main(["run", "--space", str(space), "--study", "p", "--runs", runs]) == 0
-    capsys.readouterr()
-    assert main(["report", "--study", "p", "--runs", runs, "--json"]) == 0
-    report = json.loads(capsys.readouterr().out)
+    report, _ = studied(space, "p", capsys)
     [answer] = report["controllers"]
     assert answer["workload"] == "code" and answer["controller"] == "llama.cpp draft confidence (p-min)"
     assert answer["arms"]["controller"]["params"]["spec-draft-p-min"] == 0.8
