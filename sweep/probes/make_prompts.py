@@ -127,6 +127,9 @@ def edit() -> tuple[list[str], list[str]]:
     return chat, completion
 
 
+ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth")
+
+
 def quote() -> tuple[list[str], list[str]]:
     chat, completion = [], []
     for index, (title, body) in enumerate(sections()):
@@ -137,9 +140,12 @@ def quote() -> tuple[list[str], list[str]]:
                 f'Here is the section "{title}" of a tool\'s documentation:\n\n{body}\n\nQuote, word for word, '
                 f'the whole paragraph that begins "{opening}". Output only the quoted paragraph.'
             )
+            # Named by its place, not its opening: the opening's only earlier occurrence is the paragraph itself,
+            # so what a base model copies after it is the paragraph (quoted in the instruction, the opening was
+            # followed by a closing mark, and Gemma 3 270M wrote "." and stopped).
+            place = ORDINALS[paragraphs(body).index(paragraph)]
             completion.append(
-                f'{body}\n\nThe paragraph of the section above that begins "{opening}", quoted in full:\n\n'
-                f"{opening}"
+                f"{body}\n\nThe {place} paragraph of the section above, quoted in full:\n\n{opening}"
             )
     return chat[:PER_FORM], completion[:PER_FORM]
 
