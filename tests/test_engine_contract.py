@@ -286,8 +286,11 @@ def test_a_live_server_reports_uncached_tokens_drafts_and_its_own_facts(case: Ca
         said = rows[0].text
         stop = next(said[i : i + 4] for i in range(len(said) // 2, len(said)) if said[i : i + 4].strip())
         stopped, _ = asyncio.run(_twice(engine, base_url, PromptForm.COMPLETION, stop=(stop,)))
-        # The output check's near-tie probe: the chat answer continued from its middle, one token, the top five.
-        ranked = asyncio.run(_ranked(engine, base_url, chat[0].text[: len(chat[0].text) // 2]))
+        # The output check's near-tie probe: each form's answer continued from its middle, one token, the top five.
+        ranked = [
+            asyncio.run(_ranked(engine, base_url, form, answer.text[: len(answer.text) // 2]))
+            for form, answer in ((PromptForm.CHAT, chat[0]), (PromptForm.COMPLETION, rows[0]))
+        ]
     # The same prompt twice, the cache flushed between: neither reuses a prefix, both are valid.
     assert [r.status for r in rows] == ["ok", "ok"], [r.reason for r in rows]
     assert [r.cached_tokens for r in rows] == [0, 0]
@@ -297,8 +300,9 @@ def test_a_live_server_reports_uncached_tokens_drafts_and_its_own_facts(case: Ca
     assert all(r.completion_tokens == 24 and r.text and r.finish == "length" for r in chat)
     assert [(r.status, r.finish) for r in stopped] == [("ok", "stop")] * 2, [r.reason for r in stopped]
     assert all(r.text == said[: said.find(stop)] for r in stopped), (stop, said, stopped[0].text)
-    assert len(ranked) == 5 and all(isinstance(t, str) and lp <= 0 for t, lp in ranked), ranked
-    assert [lp for _, lp in ranked] == sorted((lp for _, lp in ranked), reverse=True)
+    for choices in ranked:
+        assert len(choices) == 5 and all(isinstance(t, str) and lp <= 0 for t, lp in choices), choices
+        assert [lp for _, lp in choices] == sorted((lp for _, lp in choices), reverse=True)
     # Acceptance is known: from each request's report, or from the server's counters over the requests.
     before, after = counted
     if before is None:
@@ -339,9 +343,11 @@ def test_a_forced_acceptance_length_is_what_the_live_server_accepts(case: Case, 
 CONTENT = "Copy this list exactly: alpha, beta, gamma, delta, alpha, beta, gamma, delta, alpha, beta."
 
 
-async def _ranked(engine: Engine, base_url: str, answered: str) -> tuple[tuple[str, float], ...]:
+async def _ranked(
+    engine: Engine, base_url: str, form: PromptForm, answered: str
+) -> tuple[tuple[str, float], ...]:
     async with probe_client(base_url, 60) as client:
-        return await engine.top_tokens(client, CONTENT, PromptForm.CHAT, answered, (), 5)
+        return await engine.top_tokens(client, CONTENT, form, answered, (), 5)
 
 
 async def _twice(

@@ -2,8 +2,9 @@
 engine-neutral core (`core.py`); its rules (what a launch resolves to, the memory plan) are in `sglang.py`.
 
 Endpoints: /health, /health_generate, /server_info (/get_server_info), /model_info, /v1/models, /generate (text
-or input_ids), /v1/chat/completions (SSE too), /flush_cache, /metrics (with --enable-metrics), /tokenize (a
-prompt, or chat messages rendered by the model's template where the profile's model has one).
+or input_ids), /v1/chat/completions and /v1/completions (SSE too; `logprobs` for the first token), /flush_cache,
+/metrics (with --enable-metrics), /tokenize (a prompt, or chat messages rendered by the model's template where the
+profile's model has one).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from sweep.sim.core import (
     Simulator,
     chat_logprobs,
     chat_prompt,
+    completion_logprobs,
     detokenize,
     finish,
     load_profile,
@@ -165,6 +167,8 @@ class SGLangHandler(Handler):
             self._generate(body)
         elif path == "/v1/chat/completions":
             self._chat(body)
+        elif path == "/v1/completions":
+            self._completions(body)
         else:
             self._send(404, {"detail": "Not Found"})
 
@@ -208,6 +212,52 @@ class SGLangHandler(Handler):
             self.faults.after_request(request)
         else:
             self._send(200, {"text": out, "meta_info": meta})
+
+    def _completions(self, body: dict[str, Any]) -> None:
+        """/v1/completions (OpenAI's text completions, as SGLang serves them beside /generate): the prompt as text
+        to continue; `logprobs` (a count) gives the first token's choices in the legacy shape."""
+        prompt = str(body.get("prompt", ""))
+        max_new = int(body.get("max_tokens") or 16)
+        if error := self.sim.length_error(len(tokenize(prompt)), max_new):
+            self._send(400, {"object": "error", "message": error, "type": "BadRequestError", "code": 400})
+            return
+        request = self.faults.next_request()
+        if code := self.faults.active.get("http-error"):
+            self._send(code, {"object": "error", "message": "simulated fault", "type": "Error", "code": code})
+            return
+        name = self.sim.args.served_model_name or self.sim.args.model_path
+        base = {"id": f"cmpl-{random.getrandbits(48):x}", "object": "text_completion", "model": name}
+        stream = bool(body.get("stream"))
+
+        def chunk(piece: str) -> dict[str, Any]:
+            return base | {"choices": [{"index": 0, "text": piece, "logprobs": None, "finish_reason": None}]}
+
+        done = self._generated(
+            prompt,
+            max_new,
+            request,
+            chunk if stream else None,
+            instruction=False,
+            stop=stop_sequences(body.get("stop")),
+        )
+        if done is None:
+            return
+        text, meta = done
+        usage = {
+            "prompt_tokens": meta["prompt_tokens"],
+            "completion_tokens": meta["completion_tokens"],
+            "total_tokens": meta["prompt_tokens"] + meta["completion_tokens"],
+        }
+        if stream:
+            last = {"index": 0, "text": "", "logprobs": None, "finish_reason": finish(meta)}
+            self._sse(base | {"choices": [last], "usage": usage})
+            self._sse(b"[DONE]")
+            self.faults.after_request(request)
+            return
+        counted = body.get("logprobs")
+        logprobs = completion_logprobs(text, int(counted)) if counted is not None else None
+        choice = {"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish(meta)}
+        self._send(200, base | {"choices": [choice], "usage": usage})
 
     def _chat(self, body: dict[str, Any]) -> None:
         if not self.sim.profile.model.chat_template:
