@@ -120,6 +120,7 @@ class OutputCheck:
     floor: Floor = Floor()  # the baseline's own launches against each other (unmeasured: no allowance)
     example: Difference | None = None
     explained: int = 0  # of the differing prompts, those where every difference is explained (`TieProbe`)
+    asked: int = 0  # differing answers the baseline's server was asked about (explained or not)
     tolerance: float = NEAR_TIE  # nats two answers' tokens may part by and be floating point (`tolerance`)
     batch_picks: int = 0  # explaining differences where the server's batched scoring writes the other's token
     tie_gaps: tuple[float, ...] = ()  # the other explaining differences' gaps in nats (near-ties)
@@ -183,6 +184,8 @@ class OutputCheck:
             text += f", first difference at character {self.first_divergence} (median)"
         if self.explained:
             text += f"; {self.ties_text()}"
+        elif self.identical < self.prompts and not self.asked:
+            text += "; no launch of the baseline after them asked its server where they part (a confirmation does)"
         if self.structured:
             text += f"; {self.structured_broken}/{self.structured} structured answers broken"
         text += f"; {self.floor.describe()}"
@@ -292,15 +295,12 @@ def explains(probe: TieProbe, allowed: float = NEAR_TIE) -> bool:
     return batch_picks_other(probe) or (gap is not None and gap <= allowed)
 
 
-def _explained(
-    ties: Mapping[tuple[str, int, str], TieProbe], allowed: float, prompt: str, base: str, other: str
+def _probe_for(
+    ties: Mapping[tuple[str, int, str], TieProbe], prompt: str, base: str, other: str
 ) -> TieProbe | None:
-    """The probe that explains `other` parting from `base` on `prompt` (None: no probe explains it)."""
+    """The probe that asked where `other` parts from `base` on `prompt` (None: none did)."""
     at = part_at(base, other)
-    if at is None:
-        return None
-    probe = ties.get((prompt, at, other[at : at + TIE_CONTEXT]))
-    return probe if probe is not None and explains(probe, allowed) else None
+    return None if at is None else ties.get((prompt, at, other[at : at + TIE_CONTEXT]))
 
 
 def structured_answer(text: str) -> object | None:
@@ -370,14 +370,15 @@ def check(
         return None
     probes = {(t.prompt_id, t.at, (t.shared + t.other)[:TIE_CONTEXT]): t for t in ties}
     allowed = tolerance(ties)
-    identical = structured = broken = explained = 0
+    identical = structured = broken = explained = asked = 0
     positions, example, near = [], None, []
     for number, (prompt, texts) in enumerate(mine.items(), start=1):
         reference = base[prompt][0]
         differs = [t for t in texts if t not in base[prompt]]
         identical += not differs
-        found = [_explained(probes, allowed, prompt, reference, t) for t in dict.fromkeys(differs)]
-        if differs and all(found):
+        found = [_probe_for(probes, prompt, reference, t) for t in dict.fromkeys(differs)]
+        asked += sum(t is not None for t in found)
+        if differs and all(t is not None and explains(t, allowed) for t in found):
             explained += 1
             near += [t for t in found if t is not None]
         if differs:
@@ -397,6 +398,7 @@ def check(
         floor=_floor(base),
         example=example,
         explained=explained,
+        asked=asked,
         tolerance=allowed,
         batch_picks=sum(batch_picks_other(t) for t in near),
         tie_gaps=tuple(g for t in near if not batch_picks_other(t) and (g := tie_gap(t)) is not None),

@@ -124,6 +124,7 @@ def test_a_difference_the_baselines_server_calls_a_near_tie_is_explained() -> No
     # Without the probe the same difference changes the output (the floor is 1/1: nothing else moved it).
     unexplained = fidelity.check(other, base)
     assert unexplained is not None and unexplained.changed and unexplained.explained == 0
+    assert "no launch of the baseline after them asked its server" in unexplained.describe()
 
 
 def test_a_token_the_baseline_was_sure_against_or_never_ranked_is_not_explained() -> None:
@@ -134,6 +135,7 @@ def test_a_token_the_baseline_was_sure_against_or_never_ranked_is_not_explained(
     for probe in (sure, unranked, elsewhere):
         found = fidelity.check(other, base, [probe])
         assert found is not None and found.changed and found.explained == 0, probe
+        assert found.asked == (probe is not elsewhere)  # asked, and the answer did not explain it
     assert fidelity.tie_gap(unranked) is None
 
 
