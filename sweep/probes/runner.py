@@ -203,9 +203,8 @@ class Batch:
     acceptance_gauge: float | None = None
     offered_rps: float | None = None  # open loop: requests over the time from the first sent to the last
     goodput_rps: float | None = None  # open loop: requests within every latency limit per second
-    ties: tuple[
-        TieProbe, ...
-    ] = ()  # where other configurations' answers parted from these (`Sending.others`)
+    # Where other configurations' answers parted from these (`Sending.others`), as the server ranked it.
+    ties: tuple[TieProbe, ...] = ()
 
     @property
     def ok(self) -> bool:
