@@ -149,6 +149,15 @@ def completion_logprobs(text: str, count: int) -> dict[str, Any]:
     }
 
 
+def usage(meta: dict[str, Any]) -> dict[str, Any]:
+    """An OpenAI answer's token counts from a generation's final meta."""
+    return {
+        "prompt_tokens": meta["prompt_tokens"],
+        "completion_tokens": meta["completion_tokens"],
+        "total_tokens": meta["prompt_tokens"] + meta["completion_tokens"],
+    }
+
+
 def chat_prompt(messages: list[dict[str, Any]]) -> str:
     """Chat messages as the simulated model's template renders them (ChatML, the assistant's turn opened)."""
     content = "".join(str(m.get("content", "")) for m in messages)

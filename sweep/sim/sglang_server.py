@@ -33,6 +33,7 @@ from sweep.sim.core import (
     serve,
     stop_sequences,
     tokenize,
+    usage,
 )
 from sweep.sim.flags import build_parser, normalize, startup_scale
 from sweep.sim.model import EAGLE_FAMILY, MemoryPlan, Resolved, StartupFailure
@@ -243,21 +244,17 @@ class SGLangHandler(Handler):
         if done is None:
             return
         text, meta = done
-        usage = {
-            "prompt_tokens": meta["prompt_tokens"],
-            "completion_tokens": meta["completion_tokens"],
-            "total_tokens": meta["prompt_tokens"] + meta["completion_tokens"],
-        }
+        counts = usage(meta)
         if stream:
             last = {"index": 0, "text": "", "logprobs": None, "finish_reason": finish(meta)}
-            self._sse(base | {"choices": [last], "usage": usage})
+            self._sse(base | {"choices": [last], "usage": counts})
             self._sse(b"[DONE]")
             self.faults.after_request(request)
             return
         counted = body.get("logprobs")
         logprobs = completion_logprobs(text, int(counted)) if counted is not None else None
         choice = {"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish(meta)}
-        self._send(200, base | {"choices": [choice], "usage": usage})
+        self._send(200, base | {"choices": [choice], "usage": counts})
 
     def _chat(self, body: dict[str, Any]) -> None:
         if not self.sim.profile.model.chat_template:
@@ -300,14 +297,8 @@ class SGLangHandler(Handler):
         if done is None:
             return
         text, meta = done
-        usage = {
-            "prompt_tokens": meta["prompt_tokens"],
-            "completion_tokens": meta["completion_tokens"],
-            "total_tokens": meta["prompt_tokens"] + meta["completion_tokens"],
-            "prompt_tokens_details": {"cached_tokens": meta["cached_tokens"]}
-            if self.sim.args.enable_cache_report
-            else None,
-        }
+        cached = {"cached_tokens": meta["cached_tokens"]} if self.sim.args.enable_cache_report else None
+        counts = usage(meta) | {"prompt_tokens_details": cached}
         extra: dict[str, Any] = {}
         if body.get("return_spec_tokens_details") and "spec_verify_ct" in meta:
             extra["sglext"] = {
@@ -316,7 +307,7 @@ class SGLangHandler(Handler):
         if stream:
             self._sse(
                 base
-                | {"choices": [{"index": 0, "delta": {}, "finish_reason": finish(meta)}], "usage": usage}
+                | {"choices": [{"index": 0, "delta": {}, "finish_reason": finish(meta)}], "usage": counts}
                 | extra
             )
             self._sse(b"[DONE]")
@@ -328,7 +319,7 @@ class SGLangHandler(Handler):
             choice["logprobs"] = chat_logprobs(text, int(body.get("top_logprobs") or 0))
         if body.get("return_meta_info"):
             choice["meta_info"] = meta
-        self._send(200, base | {"object": "chat.completion", "choices": [choice], "usage": usage} | extra)
+        self._send(200, base | {"object": "chat.completion", "choices": [choice], "usage": counts} | extra)
 
 
 def in_process(profile: Profile, flags: list[str]) -> SGLangSimulator:

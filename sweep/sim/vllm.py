@@ -43,6 +43,7 @@ from sweep.sim.core import (
     serve,
     stop_sequences,
     tokenize,
+    usage,
 )
 from sweep.sim.flags import add_sim_flags, startup_scale
 from sweep.sim.model import EAGLE_FAMILY, GIB, MemoryPlan, Resolved, StartupFailure
@@ -491,12 +492,7 @@ class VLLMHandler(Handler):
         details = (
             {"cached_tokens": meta["cached_tokens"]} if self.sim.args.enable_prompt_tokens_details else None
         )
-        usage = {
-            "prompt_tokens": meta["prompt_tokens"],
-            "completion_tokens": meta["completion_tokens"],
-            "total_tokens": meta["prompt_tokens"] + meta["completion_tokens"],
-            "prompt_tokens_details": details,
-        }
+        counts = usage(meta) | {"prompt_tokens_details": details}
         if not stream:
             said: dict[str, Any] = (
                 {"message": {"role": "assistant", "content": text}} if chat else {"text": text}
@@ -507,12 +503,12 @@ class VLLMHandler(Handler):
                 "logprobs": _logprobs(body, text, chat),
                 "finish_reason": finish(meta),
             }
-            self._send(200, base | {"choices": [choice], "usage": usage})
+            self._send(200, base | {"choices": [choice], "usage": counts})
             return
         last: dict[str, Any] = {"delta": {}} if chat else {"text": ""}
         self._sse(base | {"choices": [{"index": 0, **last, "finish_reason": finish(meta)}], "usage": None})
         if (body.get("stream_options") or {}).get("include_usage"):
-            self._sse(base | {"choices": [], "usage": usage})
+            self._sse(base | {"choices": [], "usage": counts})
         self._sse(b"[DONE]")
         self.faults.after_request(request)
 
