@@ -30,8 +30,8 @@ asks where the tokens part, not mid-token. A broken draft path changes answers w
 other answer's token is far down the list, or not on it. Where batched scoring ranks another token above the
 one the baseline's own decode wrote, the two paths disagree by that gap (`disagreement`): the study's largest,
 up to NEAR_TIE_MAX, is the tolerance a near-tie is judged by (noise measured in the same study: on an H100,
-SmolLM2-135M's Q4_1 weights, 0.60 nats). An explained difference counts as alike; what the probe did not reach (no baseline launch after the other's, a
-server that gives no log-probabilities) stays unexplained.
+SmolLM2-135M's Q4_1 weights, 0.60 nats). An explained difference counts as alike; what the probe did not reach
+(no baseline launch after the other's, a server that gives no log-probabilities) stays unexplained.
 """
 
 from __future__ import annotations
@@ -46,14 +46,12 @@ from sweep.results import TieProbe
 
 TIE_CHOICES = 5  # next tokens a tie probe asks the baseline's server for
 NEAR_TIE = 0.1  # nats (about 10% in probability) between the two answers' tokens: a near-tie at the least
-NEAR_TIE_MAX = (
-    1.0  # nats: the most a study's measured disagreement of batched and one-token scoring may excuse
-)
+# Nats: the most a study's measured disagreement of batched and one-token scoring may excuse.
+NEAR_TIE_MAX = 1.0
 TIE_CONTEXT = 24  # characters of each answer kept from where they part
 TIE_STEPS = 4  # tokens a probe walks past where both answers share the server's first choice
-TIE_PROBES = (
-    4  # differences a baseline launch asks about per batch (a changed answer each is evidence enough)
-)
+# Differences a baseline launch asks about per batch (a changed answer each is evidence enough).
+TIE_PROBES = 4
 TOLERANCE = 0.5  # share of prompts that may differ beyond what the baseline's own launches do
 FIELD = re.compile(r'"([^"\\]{1,80})"\s*:\s*("(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?|true|false|null)')
 FENCE = re.compile(r"```(?:json)?\s*(.*?)(?:```|$)", re.S)
@@ -154,15 +152,10 @@ class OutputCheck:
                 f"{self.batch_picks} where its batched scoring, as a verify step's, writes the other token"
             )
         if self.tie_gaps:
-            measured = self.tolerance > NEAR_TIE
+            measured = " (its batched and one-token scoring disagree by that much in this study)"
             why.append(
                 f"{len(self.tie_gaps)} with the two tokens within {max(self.tie_gaps):.2f} nats, under "
-                f"{self.tolerance:.2f}"
-                + (
-                    " (its batched and one-token scoring disagree by that much in this study)"
-                    if measured
-                    else ""
-                )
+                f"{self.tolerance:.2f}{measured if self.tolerance > NEAR_TIE else ''}"
             )
         return (
             f"{self.explained} of them parted where the model itself is unsure (the baseline's server asked at the "

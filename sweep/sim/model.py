@@ -46,7 +46,7 @@ class Resolved:
     verify_budget: bool = False  # vLLM's adaptive verification: each step admits the depth that pays best
     draft_kv_bytes: int = 2  # bytes per element of the draft's KV cache (--speculative-draft-kv-cache-dtype)
     # Whether n-gram drafting looks the prompt up too (vLLM's ngram: prompt lookup) or only what the model wrote
-    # (SGLang's NGRAM: its corpus takes each step's last tokens, the prompt never; ngram_worker.py's FIXME).
+    # (SGLang's NGRAM: its corpus takes each step's last tokens, never the prompt: ngram_worker.py, 0.5.17-0.5.23).
     lookup_prompt: bool = True
 
     @property
