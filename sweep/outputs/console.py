@@ -146,7 +146,7 @@ def report_text(study_name: str, study: Study, verdicts: Verdicts) -> str:
     lines += load_lines(study, recs)
     lines += gpu_lines(study, recs)
     if warnings.messages:
-        lines += ["", "warnings (verdicts they touch say unreliable or not representative):"]
+        lines += ["", "warnings (a verdict one of them makes unreliable or not representative says so):"]
         lines += [f"  {m}" for m in warnings.messages]
     if failed:
         lines += ["", "failed trials:"]
