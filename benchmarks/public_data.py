@@ -76,7 +76,8 @@ def row(rec: dict[str, Any]) -> str:
     answers = f"{health.get('answers', 0) - health.get('degenerate', 0)}/{health.get('answers', 0)} text"
     accepted = f"{rate:.2f}" if rate is not None else "-"
     accepted += f" (length {length:.2f})" if length is not None else ""
-    return f"{rec['workload']:<10} {rec['verdict']:<14} {interval:<26} {accepted:<22} {answers}"
+    verdict = rec["verdict"] + ("" if rec.get("representative", True) else ", not representative")
+    return f"{rec['workload']:<10} {verdict:<34} {interval:<26} {accepted:<22} {answers}"
 
 
 def main() -> None:
@@ -115,7 +116,7 @@ def main() -> None:
         report = [sys.executable, "-m", "sweep", "report", "--study", "public", "--runs", str(runs), "--json"]
         recs = json.loads(subprocess.run(report, check=True, capture_output=True, text=True).stdout)
         print(f"study: {time.monotonic() - started:.0f} s, {args.trials} trials and their confirmation")
-        print(f"{'workload':<10} {'verdict':<14} {'gain [interval]':<26} {'acceptance':<22} baseline answers")
+        print(f"{'workload':<10} {'verdict':<34} {'gain [interval]':<26} {'acceptance':<22} baseline answers")
         for rec in recs["recommendations"]:
             print(row(rec))
 

@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from sweep import processes
-from sweep.errors import Interrupted, LaunchError, UserError
+from sweep.errors import SIGNALS, Interrupted, LaunchError, UserError
 
 # (log pattern, reason template filled with the pattern's groups), most specific first: each engine's table.
 ExitPatterns = tuple[tuple[re.Pattern[str], str], ...]
@@ -316,6 +316,8 @@ def _escalating_interrupts() -> Iterator[threading.Event]:
     """While a server is being stopped, Ctrl-C and SIGTERM only hurry the stop; the interrupt is raised after,
     so a second Ctrl-C during shutdown still ends with the server's processes killed."""
     hurried = threading.Event()
+    if SIGNALS.pending():  # a second Ctrl-C came while the first unwound, before this stop began
+        hurried.set()
     if threading.current_thread() is not threading.main_thread():
         yield hurried
         return

@@ -5,7 +5,6 @@ confirmation (`confirm.py`) and `ab` run every launch through it."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 import traceback
@@ -27,6 +26,7 @@ from sweep.errors import (
     SpeculationUnasked,
     UserError,
     interrupted_how,
+    run_interruptible,
 )
 from sweep.files import write_atomic, write_error
 from sweep.health import NOT_REPRESENTATIVE
@@ -253,7 +253,7 @@ class TrialRunner:
         watch.at_ready()
         try:
             with watch:
-                result = asyncio.run(
+                result = run_interruptible(
                     probe(
                         launch.url,
                         self.engine,

@@ -5,6 +5,7 @@ and asserts what the study holds afterwards (states, reasons, values) and that n
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -23,6 +24,8 @@ import pytest
 
 from sweep import processes
 from sweep.cli import main
+from sweep.errors import SIGNALS, Interrupted, run_interruptible
+from sweep.server import _escalating_interrupts
 
 ENV_PREFIX = f"{processes.MARKER_ENV}=".encode()
 
@@ -311,6 +314,65 @@ def test_two_drivers_on_one_sqlite_study(tmp_path: Path) -> None:
         assert_no_orphans(case)
     finally:
         _kill_everything(case)
+
+
+async def _cancelled_inside_a_task_group(failure: BaseException) -> None:
+    """What a connection does when the loop's shutdown cancels it inside anyio's task group: it ends with a group."""
+    try:
+        await asyncio.sleep(60)
+    except asyncio.CancelledError:
+        raise BaseExceptionGroup("connect", [failure]) from None
+
+
+async def _interrupted_while_connecting(failure: BaseException) -> None:
+    asyncio.get_running_loop().create_task(_cancelled_inside_a_task_group(failure))
+    await asyncio.sleep(0)
+    raise Interrupted(signal.SIGINT)
+
+
+def test_an_interrupt_in_the_event_loop_leaves_one_line_not_a_traceback(
+    capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    # As asyncio.run leaves it: the cancelled connection's group is printed whole.
+    with pytest.raises(Interrupted):
+        asyncio.run(_interrupted_while_connecting(Interrupted(signal.SIGINT)))
+    assert "unhandled exception during asyncio.run() shutdown" in caplog.text
+    caplog.clear()
+    with pytest.raises(Interrupted):
+        run_interruptible(_interrupted_while_connecting(Interrupted(signal.SIGINT)))
+    assert caplog.text == "" and "Traceback" not in capsys.readouterr().err
+    # Anything else a task ends with is still said.
+    with pytest.raises(Interrupted):
+        run_interruptible(_interrupted_while_connecting(ValueError("a real fault")))
+    assert "a real fault" in caplog.text
+
+
+@contextlib.contextmanager
+def _sweep_signals() -> Iterator[None]:
+    kept = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    SIGNALS.install()
+    try:
+        yield
+    finally:
+        for sig, handler in kept.items():
+            signal.signal(sig, handler)
+
+
+def test_a_second_ctrl_c_while_the_first_unwinds_hurries_the_stop_and_a_third_raises() -> None:
+    with _sweep_signals():
+        with pytest.raises(Interrupted):
+            signal.raise_signal(signal.SIGINT)
+        assert not SIGNALS.pending()
+        signal.raise_signal(signal.SIGINT)  # counted, not raised inside whatever cleanup runs now
+        assert SIGNALS.pending()
+        with _escalating_interrupts() as hurried:
+            assert hurried.is_set()  # the server's stop goes straight to KILL
+        with pytest.raises(Interrupted, match="SIGTERM"):
+            signal.raise_signal(signal.SIGTERM)
+    with _sweep_signals():  # a new command starts afresh
+        assert not SIGNALS.pending()
+        with pytest.raises(Interrupted):
+            signal.raise_signal(signal.SIGHUP)
 
 
 # --- the disk fills up -----------------------------------------------------------------------------------------

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import errno
 import os
-import signal
 import sys
 from collections.abc import Callable, Sequence
 
@@ -26,7 +25,7 @@ from sweep.cli import (
     run,
     sim,
 )
-from sweep.errors import UserError, interrupted_how, mask_secrets, raise_interrupted
+from sweep.errors import SIGNALS, UserError, interrupted_how, mask_secrets
 from sweep.files import write_error
 
 DISK_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EFBIG}
@@ -80,8 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # SIGTERM (a service manager, `kill`) and SIGHUP (a closed terminal) stop a sweep as Ctrl-C does. Ctrl-C
     # itself raises at once too: asyncio.run would otherwise turn it into a cancellation of the probe, which a
     # closing HTTP stream can answer with a transport error (a lost server, not an interrupt): seen in CI.
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, raise_interrupted)
+    SIGNALS.install()
     return _errors_as_lines(lambda: int(args.handler(args)))
 
 

@@ -423,9 +423,14 @@ class Simulator:
         elapsed = monotonic - self.started
         return self.epoch + (elapsed / self.time_scale if self.time_scale > 0 else elapsed)
 
-    def sleep(self, seconds: float) -> None:
-        if self.time_scale > 0:
-            time.sleep(seconds * self.time_scale)
+    def sleep(self, seconds: float, since: float) -> float:
+        """Wait until `seconds` (modelled) after the wall instant `since`, and return that instant. Steps are paced
+        from when the last was due, not from when this thread woke: on a busy host the late wake-ups do not add
+        up over an answer, as a GPU's clock does not slow down with its host's."""
+        due = since + seconds * self.time_scale
+        if self.time_scale > 0 and (left := due - time.monotonic()) > 0:
+            time.sleep(left)
+        return due
 
     def prefill(self, seconds: float, tokens: int) -> float:
         """Run a prefill of `seconds` (modelled) over `tokens`: in the batch being prefilled when it arrives
@@ -524,6 +529,7 @@ class Simulator:
                 said = StopWatch(stop)
                 yield said.cut(text.take(1)), None
                 plain = model  # the launch's own depth: an adaptive step's costs are priced from it
+                due = time.monotonic()
                 while produced < max_new and not said.matched:
                     with self.lock:
                         running = self.running
@@ -533,7 +539,7 @@ class Simulator:
                         )
                         model = dataclasses.replace(model, steps_override=depth)
                     step = self.prefills_waited() + model.step_seconds(running, rng, pace)
-                    self.sleep(step)
+                    due = self.sleep(step, due)
                     decode += step
                     accepted = (
                         model.accepted_drafts(accept_rng)
