@@ -7,12 +7,14 @@ import gzip
 import json
 import subprocess
 import sys
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from sweep.errors import UserError
+from sweep.probes import datasets
 from sweep.probes.datasets import Selection, load_dataset
 from tests.conftest import specsweep_argv
 
@@ -74,6 +76,93 @@ def test_a_file_cut_short_names_its_byte_offset_and_the_records_before_it(tmp_pa
     assert "after 7 complete records" in message and "partial: true" in refused.value.fix
     kept = load_dataset(path, Selection(partial=True))
     assert len(kept.prompts) == 6 and kept.records == 7  # record 4 opens with the reply
+
+
+def test_a_large_file_is_streamed_holding_only_the_prompts_it_gives(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each record is given up once its prompt is taken: reading 8 MB of conversations whose later turns are long,
+    64 KiB at a time, holds far less than the file at its peak (the text is never read whole)."""
+    monkeypatch.setattr(datasets, "CHUNK_CHARS", 1 << 16)
+    long_turns = [{"from": w, "value": "x" * 4000} for w in ("human", "gpt")]
+    rows = [
+        {"id": i, "conversations": [*sharegpt(i + 1)[i]["conversations"], *long_turns]}  # type: ignore[list-item]
+        for i in range(1000)
+    ]
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps(rows, ensure_ascii=False))
+    tracemalloc.start()
+    try:
+        found = load_dataset(path, Selection(sample=10, seed=1))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert found.records == 1000 and found.dropped == 200 and len(found.prompts) == 10
+    assert peak < path.stat().st_size / 4, (peak, path.stat().st_size)
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 64])
+def test_records_split_across_chunks_read_as_whole_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int
+) -> None:
+    """A record, a number, a line or a multi-byte character cut by a chunk's end is read on, never taken for a cut
+    file; a cut file's byte offset is the same however it was read."""
+    whole = json.dumps([*sharegpt(6), "a prompt of its own", 12345], ensure_ascii=False, indent=1).encode()
+    lines = "\r\n".join(json.dumps(r, ensure_ascii=False) for r in sharegpt(6)).encode()
+    files = {"whole.json": whole, "lines.jsonl": lines, "cut.json": whole[: whole.index(b"number 4") + 3]}
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    expected = {name: _read(tmp_path / name) for name in files}
+    monkeypatch.setattr(datasets, "CHUNK_CHARS", chunk)
+    assert {name: _read(tmp_path / name) for name in files} == expected
+    assert expected["whole.json"].prompts[-1] == "a prompt of its own"  # the number is no prompt: dropped
+    assert (expected["whole.json"].records, expected["whole.json"].dropped) == (8, 2)  # and record 4
+    assert "after 4 complete records" in str(expected["cut.json"])
+
+
+def _read(path: Path) -> Any:
+    try:
+        return load_dataset(path)
+    except UserError as exc:
+        return str(exc)
+
+
+def test_a_gzip_file_cut_short_gives_the_records_before_the_cut(tmp_path: Path) -> None:
+    """A partial download of a `.gz` is inflated as far as it goes: the cut is named like a plain file's, and
+    `partial: true` uses the complete records; gzip members one after another (`cat a.gz b.gz`) read as one."""
+    text = "".join(json.dumps({"prompt": f"question {i}: {'why ' * (i % 40)}"}) + "\n" for i in range(4000))
+    packed = gzip.compress(text.encode())
+    cut = tmp_path / "questions.jsonl.gz"
+    cut.write_bytes(packed[: len(packed) // 2])
+    with pytest.raises(UserError, match=r"cut off or malformed at byte \d+ .* complete records") as refused:
+        load_dataset(cut)
+    complete = int(str(refused.value).split("after ")[1].split()[0])
+    assert 0 < complete < 4000
+    kept = load_dataset(cut, Selection(partial=True))
+    assert kept.prompts == tuple(json.loads(line)["prompt"] for line in text.splitlines()[:complete])
+    joined = tmp_path / "joined.jsonl.gz"
+    joined.write_bytes(gzip.compress(b'{"prompt": "a"}\n') + gzip.compress(b'{"prompt": "b"}\n'))
+    assert load_dataset(joined).prompts == ("a", "b")
+    broken = tmp_path / "broken.jsonl.gz"
+    broken.write_bytes(packed[:10] + b"not deflate at all" * 8)
+    with pytest.raises(UserError, match="is a broken gzip file"):
+        load_dataset(broken)
+
+
+def test_a_line_holds_its_record_whatever_separators_its_strings_hold(tmp_path: Path) -> None:
+    """JSON Lines end at a newline alone: a string may hold a line separator (U+2028) unescaped, and a byte
+    offset counts a line's bytes, not its characters."""
+    path = tmp_path / "lines.jsonl"
+    path.write_text(
+        json.dumps({"prompt": "one\u2028two"}, ensure_ascii=False) + '\n{"prompt": "étoile", "x": }\n'
+    )
+    with pytest.raises(UserError) as refused:
+        load_dataset(path)
+    first_line = len((json.dumps({"prompt": "one\u2028two"}, ensure_ascii=False) + "\n").encode())
+    before_the_fault = len('{"prompt": "étoile", "x": '.encode())  # é is two bytes
+    assert f"at byte {first_line + before_the_fault} " in str(refused.value)
+    assert "after 1 complete records" in str(refused.value)
+    assert load_dataset(path, Selection(partial=True)).prompts == ("one\u2028two",)
 
 
 def test_gzip_chat_jsonl_and_prompt_records_are_read_as_they_come(tmp_path: Path) -> None:

@@ -8,8 +8,9 @@
 | OpenAI chat | `{"messages": [{"role": "user", "content": ...}, ...]}` | the first user message |
 | MT-Bench, Spec-Bench | `{"category": ..., "turns": [...]}` | the first turn; `category:` keeps one category |
 
-The shape is read from the records, not the file's name; a `.gz` file (or any gzip) is read as it is. A JSON
-array is read record by record, so a file cut off mid-way (a partial download) says where: the byte offset and
+The shape is read from the records, not the file's name; a `.gz` file (or any gzip) is read as it is. The text
+is read a chunk at a time and each record let go once its prompt is taken (a large file holds no more memory
+than its prompts), so a file cut off mid-way (a partial download, gzip or not) says where: the byte offset and
 how many records were read before it, and nothing is launched, unless the workload says `partial: true` (then
 the complete records are used and the rest counted as dropped). Records without a prompt (a conversation that
 opens with the reply) are dropped and counted. `sample: N` keeps N records drawn with `seed:` (0 unless given),
@@ -18,9 +19,11 @@ opens with the reply) are dropped and counted. `sample: N` keeps N records drawn
 
 from __future__ import annotations
 
-import gzip
+import codecs
+import itertools
 import json
 import random
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,9 +33,9 @@ import yaml
 
 from sweep.engines.base import PromptForm, Turn
 from sweep.errors import UserError
-from sweep.files import decode_text, read_bytes
 
 GZIP_MAGIC = b"\x1f\x8b"
+GZIP_WBITS = 16 + zlib.MAX_WBITS  # zlib reads the gzip header and trailer
 FILE_SHAPES = (
     "give a list of strings or of {prompt: ...} (YAML, JSON or JSONL), or a dataset as it comes: ShareGPT "
     "(conversations), OpenAI chat (messages), HumanEval/MBPP (prompt/text), MT-Bench or Spec-Bench (turns)"
@@ -87,27 +90,26 @@ class Cut(Exception):
 
 
 def load_dataset(path: Path, selection: Selection = Selection()) -> Dataset:
-    """The prompts of a workload file, or a one-line refusal naming what is wrong with it and the fix."""
+    """The prompts of a workload file, or a one-line refusal naming what is wrong with it and the fix. The file
+    is read a chunk at a time and each record let go once its prompt is taken."""
     if not path.is_file():
         raise UserError(f"workload file {path} does not exist", "fix the path in the space file's workloads")
-    rows, cut_short = _rows(path, _text(path), selection.partial)
-    named: set[Any] = set()
-    if len(rows) == 1 and isinstance(rows[0], dict) and "prompts" in rows[0]:  # {form: ..., prompts: [...]}
-        top = rows[0]
-        named |= {top.get("form")} if "form" in top else set()
-        rows = top["prompts"] if isinstance(top["prompts"], list) else []
-    named |= {row["form"] for row in rows if isinstance(row, dict) and "form" in row}
-    shape = _shape(rows)
-    turns = [_turns(row) if selection.conversation else None for row in rows]
-    found = [
-        (t.turns[-1].content, _category(row), t.reply, t.turns[:-1])
-        if t
-        else (None if selection.conversation else _prompt(row), _category(row), _reply(row), ())
-        for row, t in zip(rows, turns, strict=True)
-    ]
-    pairs = [
-        (p, r, h) for p, c, r, h in found if p and (selection.category is None or c == selection.category)
-    ]
+    text = _Text(path)
+    rows, named = _unwrapped(_rows(path, text, selection.partial))
+    records = dropped = 0
+    shape = "prompt list"
+    pairs: list[Kept] = []
+    for row in rows:
+        records += 1
+        if isinstance(row, dict):
+            shape = _shape(row) if shape == "prompt list" else shape
+            if "form" in row:
+                named.add(row["form"])
+        prompt, category, reply, history = _taken(row, selection.conversation)
+        if not prompt:
+            dropped += 1
+        elif selection.category is None or category == selection.category:
+            pairs.append((prompt, reply, history))
     if not pairs:
         raise UserError(f"workload file {path} holds no prompts", FILE_SHAPES)
     form = _form(path, named)
@@ -117,116 +119,242 @@ def load_dataset(path: Path, selection: Selection = Selection()) -> Dataset:
             f"workload file {path} has no prompt between min_chars and max_chars",
             "widen or drop min_chars / max_chars",
         )
-    dropped = sum(1 for p, *_ in found if not p) + (1 if cut_short else 0)
+    dropped += 1 if text.cut_short else 0
     replies = tuple(r for _, r, _ in kept) if any(r for _, r, _ in kept) else ()
     histories = tuple(h for *_, h in kept) if any(h for *_, h in kept) else ()
-    return Dataset(tuple(p for p, *_ in kept), form, shape, len(rows), dropped, replies, histories)
+    return Dataset(tuple(p for p, *_ in kept), form, shape, records, dropped, replies, histories)
 
 
-def _rows(path: Path, text: str, partial: bool) -> tuple[list[Any], bool]:
-    """The file's records, and whether it was cut short (its complete records kept only where `partial`)."""
-    rows: list[Any] = []
+def _unwrapped(rows: Iterator[Any]) -> tuple[Iterator[Any], set[Any]]:
+    """The records, and the forms the file names: a file that is one mapping `{form: ..., prompts: [...]}` gives
+    its prompts and its form."""
+    head = list(itertools.islice(rows, 2))
+    if len(head) == 1 and isinstance(top := head[0], dict) and isinstance(top.get("prompts"), list):
+        return iter(top["prompts"]), ({top["form"]} if "form" in top else set())
+    return itertools.chain(head, rows), set()
+
+
+def _taken(row: Any, conversation: bool) -> tuple[str | None, str | None, str, tuple[Turn, ...]]:
+    """What a record gives: its prompt (None: none), its category, its recorded reply, its earlier turns."""
+    if conversation:
+        turns = _turns(row)
+        if turns is None:
+            return None, _category(row), "", ()
+        return turns.turns[-1].content, _category(row), turns.reply, turns.turns[:-1]
+    return _prompt(row), _category(row), _reply(row), ()
+
+
+def _rows(path: Path, text: _Text, partial: bool) -> Iterator[Any]:
+    """The file's records; one cut short ends them (its complete records kept only where `partial`)."""
+    complete = 0
     try:
         for row in _records(path, text):
-            rows.append(row)
+            yield row
+            complete += 1
+        if text.ended_early:  # a gzip file cut between two records
+            raise Cut(text.taken, complete, "the gzip file ends early")
     except Cut as cut:
         if not partial:
             raise UserError(
                 f"workload file {path} is cut off or malformed at byte {cut.offset} ({cut.reason}; it holds "
-                f"{len(text.encode())} bytes), after {cut.complete} complete records",
+                f"{text.size()} bytes), after {cut.complete} complete records",
                 f"download it again, or set `partial: true` on the workload to use the {cut.complete} records",
             ) from None
-        return rows, True
+        text.cut_short = True
     except (yaml.YAMLError, json.JSONDecodeError) as exc:
         raise UserError(
             f"workload file {path} cannot be parsed ({exc.__class__.__name__})", "fix its syntax"
         ) from None
-    return rows, False
 
 
-def _text(path: Path) -> str:
-    """The file's text, a gzip file's looked through."""
-    data = read_bytes(path)
-    if data.startswith(GZIP_MAGIC):
+# Text is read this many characters at a time: a record longer than it is read on until it ends.
+CHUNK_CHARS = 1 << 20
+# A gzip file is read this many bytes at a time: text compresses 5 to 100 times.
+GZIP_READ_BYTES = 1 << 16
+
+
+class _Text:
+    """A workload file's text, a chunk at a time (a gzip file looked through), refused in one line where it is not
+    UTF-8 text. `taken` counts the bytes of text given out, so a place in it can be named by its byte offset."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.cut_short = False
+        self.ended_early = False
+        self.taken = 0  # bytes read from the (decompressed) file so far
         try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError) as exc:
+            with path.open("rb") as probe:
+                self.gzipped = probe.read(2) == GZIP_MAGIC
+        except OSError as exc:
             raise UserError(
-                f"workload file {path} is a broken gzip file ({exc})", "download it again"
+                f"workload file {path} cannot be read ({exc.strerror})", "check the path and its permissions"
             ) from None
-    return decode_text(data, path, "workload file", "save it as UTF-8 text (YAML or JSONL)")
+        self._decoder = codecs.getincrementaldecoder("utf-8")()
+
+    def chunks(self) -> Iterator[str]:
+        fix = "save it as UTF-8 text (YAML or JSONL)"
+        for data in itertools.chain(self._data(), [b""]):
+            if b"\0" in data:
+                raise UserError(f"workload file {self.path} is a binary file, not text", fix)
+            pending = len(self._decoder.getstate()[0])
+            try:
+                chunk = self._decoder.decode(data, final=not data)
+            except UnicodeDecodeError as exc:
+                raise UserError(
+                    f"workload file {self.path} is not UTF-8 text (byte {self.taken - pending + exc.start})",
+                    fix,
+                ) from None
+            self.taken += len(data)
+            if chunk:
+                yield chunk
+
+    def size(self) -> int:
+        """The file's bytes of text (a gzip file's once looked through)."""
+        if not self.gzipped:
+            return self.path.stat().st_size
+        return sum(len(data) for data in self._data())
+
+    def _data(self) -> Iterator[bytes]:
+        """The file's bytes of text, a chunk at a time. A gzip file is inflated as it comes, so where it ends
+        early (a partial download) the text before is read and `ended_early` says it was cut."""
+        with self.path.open("rb") as raw:
+            if not self.gzipped:
+                yield from iter(lambda: raw.read(CHUNK_CHARS), b"")
+                return
+            inflate = zlib.decompressobj(GZIP_WBITS)
+            try:
+                for data in iter(lambda: raw.read(GZIP_READ_BYTES), b""):
+                    while data:
+                        yield inflate.decompress(data)
+                        # One gzip member ends: the next (concatenated, as `cat a.gz b.gz` makes) starts after it.
+                        data = inflate.unused_data if inflate.eof else b""
+                        if inflate.eof and data:
+                            inflate = zlib.decompressobj(GZIP_WBITS)
+            except zlib.error as exc:
+                raise UserError(
+                    f"workload file {self.path} is a broken gzip file ({exc})", "download it again"
+                ) from None
+            self.ended_early = not inflate.eof
 
 
-def _records(path: Path, text: str) -> Iterator[Any]:
+def _records(path: Path, text: _Text) -> Iterator[Any]:
     """Each record, by the file's suffix (a `.gz` looked through), else by its first character: a JSON array's
     elements one by one, a JSONL file's lines, else YAML (a list's items, or the one mapping)."""
     suffix = Path(path.name.removesuffix(".gz")).suffix
-    body = text.lstrip()
+    chunks = text.chunks()
+    head = ""
+    for chunk in chunks:  # up to the first character that is not a space
+        head += chunk
+        if head.strip():
+            break
+    body = head.lstrip()
+    rest = itertools.chain([head], chunks)
     if suffix in (".yaml", ".yml") or (suffix not in (".json", ".jsonl") and body[:1] not in ("[", "{")):
-        loaded = yaml.safe_load(text)
+        loaded = yaml.safe_load("".join(rest))
         yield from loaded if isinstance(loaded, list) else [loaded]
     elif body.startswith("["):
-        yield from _array(text)
+        yield from _array(rest)
     elif suffix == ".json":
-        yield json.loads(text)
+        yield json.loads("".join(rest))
     else:
-        yield from _lines(text)
+        yield from _lines(rest)
 
 
-def _array(text: str) -> Iterator[Any]:
+class _Buffer:
+    """Text read so far and not yet parsed, and the bytes before it: a place in it named as the file's byte."""
+
+    def __init__(self, chunks: Iterator[str]) -> None:
+        self.chunks, self.text, self.before, self.ended = chunks, "", 0, False
+
+    def more(self) -> bool:
+        chunk = next(self.chunks, None)
+        if chunk is None:
+            self.ended = True
+            return False
+        self.text += chunk
+        return True
+
+    def drop(self, at: int) -> None:
+        """Forget the text before `at` (parsed): what was `at` is now 0."""
+        self.before += len(self.text[:at].encode())
+        self.text = self.text[at:]
+
+    def byte(self, at: int) -> int:
+        return self.before + len(self.text[:at].encode())
+
+
+def _array(chunks: Iterator[str]) -> Iterator[Any]:
     decoder = json.JSONDecoder()
-    at, count = text.index("[") + 1, 0
+    buffer = _Buffer(chunks)
+    buffer.more()
+    at, count = buffer.text.index("[") + 1, 0
     while True:
-        at = _skip(text, at)
-        if at < len(text) and text[at] == "]":
+        at = _space(buffer, at)
+        if at < len(buffer.text) and buffer.text[at] == "]":
             return
         try:
-            record, at = decoder.raw_decode(text, at)
+            record, end = decoder.raw_decode(buffer.text, at)
+            # A record that ends where the text read so far ends may go on (a number) in the next chunk.
+            if end >= len(buffer.text) and not buffer.ended and buffer.more():
+                continue
         except json.JSONDecodeError as exc:
-            raise Cut(_bytes(text, exc.pos), count, exc.msg) from None
+            # Near the end of what was read (or in a string left open), the record goes on in the next chunk.
+            if (
+                exc.pos >= len(buffer.text) - 64 or exc.msg.startswith("Unterminated string")
+            ) and buffer.more():
+                continue
+            raise Cut(buffer.byte(exc.pos), count, exc.msg) from None
         count += 1
         yield record
-        at = _skip(text, at)
-        if at >= len(text):
-            raise Cut(_bytes(text, at), count, "the array never closes")
-        if text[at] == ",":
+        at = _space(buffer, end)
+        if at >= len(buffer.text):
+            raise Cut(buffer.byte(at), count, "the array never closes")
+        if buffer.text[at] == ",":
             at += 1
-        elif text[at] != "]":
-            raise Cut(_bytes(text, at), count, "expected ',' or ']'")
+        elif buffer.text[at] != "]":
+            raise Cut(buffer.byte(at), count, "expected ',' or ']'")
+        if at > CHUNK_CHARS:
+            buffer.drop(at)
+            at = 0
 
 
-def _lines(text: str) -> Iterator[Any]:
-    offset = count = 0
-    for line in text.splitlines(keepends=True):
-        if line.strip():
-            try:
-                yield json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise Cut(_bytes(text, offset) + exc.pos, count, exc.msg) from None
-            count += 1
-        offset += len(line)
+def _space(buffer: _Buffer, at: int) -> int:
+    """Past the spaces from `at`, reading on where the text read so far ends in them."""
+    while True:
+        while at < len(buffer.text) and buffer.text[at] in " \t\r\n":
+            at += 1
+        if at < len(buffer.text) or not buffer.more():
+            return at
 
 
-def _skip(text: str, at: int) -> int:
-    while at < len(text) and text[at] in " \t\r\n":
-        at += 1
-    return at
+def _lines(chunks: Iterator[str]) -> Iterator[Any]:
+    buffer, count = _Buffer(chunks), 0
+    while not buffer.ended:
+        buffer.more()
+        # The lines read whole so far (all that is left, at the end): one may end in the next chunk.
+        whole = len(buffer.text) if buffer.ended else buffer.text.rfind("\n") + 1
+        start = 0
+        while start < whole:
+            end = buffer.text.find("\n", start, whole)
+            end = whole if end < 0 else end + 1
+            if (line := buffer.text[start:end]).strip():
+                try:
+                    yield json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise Cut(buffer.byte(start + exc.pos), count, exc.msg) from None
+                count += 1
+            start = end
+        buffer.drop(whole)
 
 
-def _bytes(text: str, at: int) -> int:
-    return len(text[:at].encode("utf-8"))
-
-
-def _shape(rows: list[Any]) -> str:
-    first = next((row for row in rows if isinstance(row, dict)), None)
-    if first is None:
-        return "prompt list"
+def _shape(row: dict[str, Any]) -> str:
+    """The shape the file's first record that is a mapping shows."""
     for key, name in (
         ("conversations", "ShareGPT"),
         ("messages", "OpenAI chat"),
         ("turns", "MT-Bench / Spec-Bench questions"),
     ):
-        if key in first:
+        if key in row:
             return name
     return "prompt records"
 
