@@ -40,7 +40,7 @@ import yaml
 from sweep.engines.base import PromptForm, RequestSettings, Turn
 from sweep.errors import UserError
 from sweep.files import read_text
-from sweep.probes.datasets import SELECTION_KEYS, Selection, load_dataset
+from sweep.probes.datasets import SELECTION_KEYS, Selection, dataset_categories, load_dataset
 from sweep.probes.runner import ProbeSettings
 from sweep.probes.workloads import (
     BUILTIN,
@@ -425,9 +425,16 @@ def _workloads(
             "workloads", "must be a non-empty list", "e.g. `workloads: [{class: code}, {class: tool}]`"
         )
     out: list[Workload] = []
-    for i, item in enumerate(raw):
-        where = f"workloads[{i}]"
-        item = {"class": item} if isinstance(item, str) else _mapping(item, where)
+    items = [
+        (f"workloads[{i}]", one)
+        for i, item in enumerate(raw)
+        for one in _per_category(
+            {"class": item} if isinstance(item, str) else _mapping(item, f"workloads[{i}]"),
+            base,
+            f"workloads[{i}]",
+        )
+    ]
+    for where, item in items:
         _unknown_keys(
             item,
             {
@@ -610,21 +617,42 @@ def _workload_prompts(item: dict[str, Any], base: Path, where: str) -> _Prompts:
                 where, f"unknown workload class '{cls}'", f"built-in classes: {', '.join(BUILTIN_CLASSES)}"
             )
         return _Prompts(str(item.get("name", cls)), BUILTIN[cls].prompts(PromptForm.CHAT))
-    if "name" not in item:
-        raise _fail(where, "a user workload needs a name", "add `name: ...` next to `file:` or `prompts:`")
+    name = _user_name(item, where)
     if "file" in item:
         path = (base / str(item["file"])).resolve()
         found = load_dataset(path, _selection(item, where))
         form = found.form.value if found.form else None
-        return _Prompts(
-            str(item["name"]), found.prompts, form, found.summary(path), found.replies, found.histories
-        )
+        return _Prompts(name, found.prompts, form, found.summary(path), found.replies, found.histories)
     prompts = item.get("prompts")
     if isinstance(prompts, list) and prompts and all(isinstance(p, str) for p in prompts):
-        return _Prompts(str(item["name"]), tuple(prompts))
+        return _Prompts(name, tuple(prompts))
     raise _fail(
         where, "needs `class:`, `file:` or `prompts:`", f"built-in classes: {', '.join(BUILTIN_CLASSES)}"
     )
+
+
+def _per_category(item: dict[str, Any], base: Path, where: str) -> list[dict[str, Any]]:
+    """A file's workload with `category: all` (or a list of categories) is one workload per category, named
+    `NAME-CATEGORY`: MT-Bench's and Spec-Bench's categories measured apart, as speculation pays differently on
+    each."""
+    wanted = item.get("category")
+    if "file" not in item or not (wanted == "all" or isinstance(wanted, list)):
+        return [item]
+    name = _user_name(item, where)
+    if wanted == "all":
+        path = (base / str(item["file"])).resolve()
+        wanted = list(dataset_categories(path, _selection({**item, "category": None}, where)))
+    if not wanted:
+        raise _fail(
+            f"{where}.category", "names no category", "e.g. `category: [coding, math]` or `category: all`"
+        )
+    return [{**item, "category": str(c), "name": f"{name}-{c}"} for c in wanted]
+
+
+def _user_name(item: dict[str, Any], where: str) -> str:
+    if "name" not in item:
+        raise _fail(where, "a user workload needs a name", "add `name: ...` next to `file:` or `prompts:`")
+    return str(item["name"])
 
 
 def _selection(item: dict[str, Any], where: str) -> Selection:

@@ -213,6 +213,27 @@ def test_user_workload_files(tmp_path: Path) -> None:
         parse_space(data | {"workloads": [{"name": "e", "file": "empty.yaml"}]}, tmp_path)
 
 
+def test_one_workload_per_category_of_a_question_file(tmp_path: Path) -> None:
+    """`category: all` makes one workload per category a question file gives (MT-Bench, Spec-Bench), in its
+    order; a list keeps those named; a category the file lacks is refused naming the ones it has."""
+    rows = [
+        {"question_id": i, "category": c, "turns": [f"{c} question {i}"]} for i, c in enumerate("ababcabc")
+    ]
+    (tmp_path / "question.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    one = {"name": "mt", "file": "question.jsonl"}
+    space = parse_space(yaml.safe_load(SPACE) | {"workloads": [one | {"category": "all"}]}, tmp_path)
+    assert space.workload_keys == ["mt-a", "mt-b", "mt-c"]
+    assert space.workloads[1].prompts == ("b question 1", "b question 3", "b question 6")
+    space = parse_space(yaml.safe_load(SPACE) | {"workloads": [one | {"category": ["c", "a"]}]}, tmp_path)
+    assert [(w.key, len(w.prompts)) for w in space.workloads] == [("mt-c", 2), ("mt-a", 3)]
+    with pytest.raises(UserError, match=r"no prompt of the category 'z'; its categories: a, b, c"):
+        parse_space(yaml.safe_load(SPACE) | {"workloads": [one | {"category": "z"}]}, tmp_path)
+    (tmp_path / "plain.jsonl").write_text('{"prompt": "alpha"}\n')
+    plain = {"name": "p", "file": "plain.jsonl", "category": "all"}
+    with pytest.raises(UserError, match="gives its prompts no category"):
+        parse_space(yaml.safe_load(SPACE) | {"workloads": [plain]}, tmp_path)
+
+
 @pytest.mark.parametrize("path", sorted((REPO / "search_spaces").glob("*.yaml")), ids=lambda p: p.name)
 def test_shipped_spaces_parse(path: Path) -> None:
     assert load_space(path).workloads

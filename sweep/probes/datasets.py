@@ -6,7 +6,7 @@
 | HumanEval, MBPP, Alpaca | `{"prompt": ...}`, `{"text": ...}`, `{"question": ...}`, `{"instruction", "input"}` | it (instruction, then input) |
 | ShareGPT (vLLM's and SGLang's `--dataset-name sharegpt`) | `{"conversations": [{"from": "human", "value": ...}, ...]}` | the first human turn |
 | OpenAI chat | `{"messages": [{"role": "user", "content": ...}, ...]}` | the first user message |
-| MT-Bench, Spec-Bench | `{"category": ..., "turns": [...]}` | the first turn; `category:` keeps one category |
+| MT-Bench, Spec-Bench | `{"category": ..., "turns": [...]}` | the first turn; `category:` keeps one (`all`: one workload each) |
 
 The shape is read from the records, not the file's name; a `.gz` file (or any gzip) is read as it is. The text
 is read a chunk at a time and each record let go once its prompt is taken (a large file holds no more memory
@@ -92,13 +92,12 @@ class Cut(Exception):
 def load_dataset(path: Path, selection: Selection = Selection()) -> Dataset:
     """The prompts of a workload file, or a one-line refusal naming what is wrong with it and the fix. The file
     is read a chunk at a time and each record let go once its prompt is taken."""
-    if not path.is_file():
-        raise UserError(f"workload file {path} does not exist", "fix the path in the space file's workloads")
     text = _Text(path)
     rows, named = _unwrapped(_rows(path, text, selection.partial))
     records = dropped = 0
     shape = "prompt list"
     pairs: list[Kept] = []
+    categories: dict[str, None] = {}  # in the order the file first gives them
     for row in rows:
         records += 1
         if isinstance(row, dict):
@@ -108,8 +107,16 @@ def load_dataset(path: Path, selection: Selection = Selection()) -> Dataset:
         prompt, category, reply, history = _taken(row, selection.conversation)
         if not prompt:
             dropped += 1
-        elif selection.category is None or category == selection.category:
+            continue
+        if category is not None:
+            categories[category] = None
+        if selection.category is None or category == selection.category:
             pairs.append((prompt, reply, history))
+    if not pairs and categories:
+        raise UserError(
+            f"workload file {path} has no prompt of the category {selection.category!r}",
+            f"its categories: {', '.join(categories)}",
+        )
     if not pairs:
         raise UserError(f"workload file {path} holds no prompts", FILE_SHAPES)
     form = _form(path, named)
@@ -123,6 +130,23 @@ def load_dataset(path: Path, selection: Selection = Selection()) -> Dataset:
     replies = tuple(r for _, r, _ in kept) if any(r for _, r, _ in kept) else ()
     histories = tuple(h for *_, h in kept) if any(h for *_, h in kept) else ()
     return Dataset(tuple(p for p, *_ in kept), form, shape, records, dropped, replies, histories)
+
+
+def dataset_categories(path: Path, selection: Selection = Selection()) -> tuple[str, ...]:
+    """The categories a file's prompts belong to (MT-Bench's, Spec-Bench's `category`), in the order it first
+    gives them: one workload each where the space says `category: all`."""
+    rows, _ = _unwrapped(_rows(path, _Text(path), selection.partial))
+    found = dict.fromkeys(
+        category
+        for row in rows
+        if (category := _category(row)) is not None and _taken(row, selection.conversation)[0]
+    )
+    if not found:
+        raise UserError(
+            f"workload file {path} gives its prompts no category",
+            "drop `category:`, or use a file whose records name one (MT-Bench, Spec-Bench)",
+        )
+    return tuple(found)
 
 
 def _unwrapped(rows: Iterator[Any]) -> tuple[Iterator[Any], set[Any]]:
@@ -178,6 +202,10 @@ class _Text:
     UTF-8 text. `taken` counts the bytes of text given out, so a place in it can be named by its byte offset."""
 
     def __init__(self, path: Path) -> None:
+        if not path.is_file():
+            raise UserError(
+                f"workload file {path} does not exist", "fix the path in the space file's workloads"
+            )
         self.path = path
         self.cut_short = False
         self.ended_early = False
