@@ -224,6 +224,7 @@ def test_one_workload_per_category_of_a_question_file(tmp_path: Path) -> None:
     space = parse_space(yaml.safe_load(SPACE) | {"workloads": [one | {"category": "all"}]}, tmp_path)
     assert space.workload_keys == ["mt-a", "mt-b", "mt-c"]
     assert space.workloads[1].prompts == ("b question 1", "b question 3", "b question 6")
+    assert space.workloads[1].source.endswith("8 records, 3 prompts kept of the category b")
     space = parse_space(yaml.safe_load(SPACE) | {"workloads": [one | {"category": ["c", "a"]}]}, tmp_path)
     assert [(w.key, len(w.prompts)) for w in space.workloads] == [("mt-c", 2), ("mt-a", 3)]
     with pytest.raises(UserError, match=r"no prompt of the category 'z'; its categories: a, b, c"):

@@ -69,6 +69,7 @@ class Dataset:
     dropped: int
     replies: tuple[str, ...] = ()  # each prompt's recorded reply ("" where none), where the file holds any
     histories: tuple[tuple[Turn, ...], ...] = ()  # each prompt's earlier turns, where `conversation` asks
+    category: str | None = None  # the one category kept, where the workload names one
 
     def summary(self, path: Path) -> str:
         dropped = f", {self.dropped} dropped" if self.dropped else ""
@@ -77,7 +78,7 @@ class Dataset:
         replies = f", {sum(1 for r in self.replies if r)} with a recorded reply" if self.replies else ""
         return (
             f"{path.name}: {self.shape}, {self.records} records{dropped}, {len(self.prompts)} prompts kept"
-            f"{earlier}{replies}"
+            f"{f' of the category {self.category}' if self.category else ''}{earlier}{replies}"
         )
 
 
@@ -129,7 +130,8 @@ def load_dataset(path: Path, selection: Selection = Selection()) -> Dataset:
     dropped += 1 if text.cut_short else 0
     replies = tuple(r for _, r, _ in kept) if any(r for _, r, _ in kept) else ()
     histories = tuple(h for *_, h in kept) if any(h for *_, h in kept) else ()
-    return Dataset(tuple(p for p, *_ in kept), form, shape, records, dropped, replies, histories)
+    prompts = tuple(p for p, *_ in kept)
+    return Dataset(prompts, form, shape, records, dropped, replies, histories, selection.category)
 
 
 def dataset_categories(path: Path, selection: Selection = Selection()) -> tuple[str, ...]:
