@@ -303,6 +303,26 @@ def test_a_conversation_up_to_its_last_user_turn_keeps_the_turns_before_it(tmp_p
     assert again.prompts == ("Why?",) and again.histories[0][0].role == "system" and again.replies == ()
 
 
+def test_a_conversation_goes_out_in_the_order_every_chat_template_takes(tmp_path: Path) -> None:
+    """Turns alternate, opening with the user's (Gemma's template refuses anything else): a split ShareGPT
+    record's opening reply is left out, and two turns of one role in a row are one turn."""
+    split = [
+        {"from": "gpt", "value": "...and that is the end of the first part."},
+        {"from": "human", "value": "Go on."},
+        {"from": "human", "value": "Shorter, please."},
+        {"from": "gpt", "value": "Part two."},
+        {"from": "human", "value": "Thanks. And part three?"},
+    ]
+    path = tmp_path / "split.json"
+    path.write_text(json.dumps([{"conversations": split}]))
+    found = load_dataset(path, Selection(conversation=True))
+    assert found.prompts == ("Thanks. And part three?",) and found.dropped == 0
+    assert [(t.role, t.content) for t in found.histories[0]] == [
+        ("user", "Go on.\n\nShorter, please."),
+        ("assistant", "Part two."),
+    ]
+
+
 @pytest.mark.server
 def test_a_conversation_reaches_the_server_as_its_turns_and_stays_uncached(tmp_path: Path) -> None:
     """`conversation: true`: each request sends the turns before its prompt through the chat template, the

@@ -443,6 +443,7 @@ def _turns(row: Any) -> Conversation | None:
             ]
             if len(turns) != len(raw):
                 return None
+            turns = _alternating(turns)
             last = max((i for i, t in enumerate(turns) if t.role == "user"), default=None)
             if last is None or not turns[last].content.strip():
                 return None
@@ -450,6 +451,21 @@ def _turns(row: Any) -> Conversation | None:
             reply = following.content if following and following.role == "assistant" else ""
             return Conversation(tuple(turns[: last + 1]), reply)
     return None
+
+
+def _alternating(turns: list[Turn]) -> list[Turn]:
+    """Turns as the strictest chat templates take them (Gemma's refuses any other order): the model's replies
+    before the first user turn left out (ShareGPT splits long conversations, so a third of its records open
+    with one), and turns of one role in a row joined into one."""
+    first_user = next((i for i, t in enumerate(turns) if t.role == "user"), len(turns))
+    kept = [t for i, t in enumerate(turns) if i >= first_user or t.role != "assistant"]
+    joined: list[Turn] = []
+    for turn in kept:
+        if joined and joined[-1].role == turn.role:
+            joined[-1] = Turn(turn.role, f"{joined[-1].content}\n\n{turn.content}")
+        else:
+            joined.append(turn)
+    return joined
 
 
 def _reply(row: Any) -> str:
