@@ -620,6 +620,8 @@ class TrialRecord:
     number: int
     params: dict[str, Any]
     argv: list[str] = field(default_factory=list)
+    # What of `argv` the engine added only to read the server (a debug log level): a served copy leaves it out.
+    measuring_argv: list[str] = field(default_factory=list)
     facts: LaunchFacts = field(default_factory=LaunchFacts)
     workloads: dict[str, WorkloadSummary] = field(default_factory=dict)
     failure: str = ""
@@ -647,6 +649,7 @@ class TrialRecord:
             "number": self.number,
             "params": self.params,
             "argv": self.argv,
+            "measuring_argv": self.measuring_argv,
             "facts": self.facts.to_dict(),
             "workloads": {name: s.to_dict() for name, s in self.workloads.items()},
             "failure": self.failure,
@@ -663,6 +666,7 @@ class TrialRecord:
             number=data["number"],
             params=data["params"],
             argv=data.get("argv", []),
+            measuring_argv=data.get("measuring_argv", []),
             facts=LaunchFacts.from_dict(data.get("facts", {})),
             workloads={n: WorkloadSummary.from_dict(s) for n, s in data.get("workloads", {}).items()},
             failure=data.get("failure", ""),

@@ -187,6 +187,7 @@ class TrialRunner:
         command = self.engine.command(plan, port)
         if first:
             record.argv = command.argv  # known before the launch: an interrupted trial still says what it ran
+            record.measuring_argv = command.measuring_argv
         server = ServerProcess(command.argv, log, command.env, self.engine.exit_reason, self.paths.registry)
         launch = Launch(server, f"http://{host_name}:{port}", command.health_path, plan, rules, first)
         watch = gpu.GpuWatch(self.gpu_source, lambda: host.group_pids(server.pid))

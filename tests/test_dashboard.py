@@ -213,6 +213,9 @@ def test_export_formats_and_compare(study_runs: Path, capsys: pytest.CaptureFixt
     assert (
         exported["engine"] == "sglang" and exported["argv"][exported["argv"].index("--port") + 1] == "30000"
     )
+    # A log line every decode step was specsweep's, to read acceptance: the served command leaves it out, and says so.
+    assert "--decode-log-interval" not in exported["argv"] and "--enable-metrics" in exported["argv"]
+    assert any("measured with --decode-log-interval 1 too" in note for note in exported["notes"])
     assert main(["export", "--study", "dash", "--runs", str(study_runs), "--format", "compose"]) == 0
     compose = capsys.readouterr().out
     assert "services:\n  sglang:\n    command:" in compose

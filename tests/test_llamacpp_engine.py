@@ -9,6 +9,7 @@ from sweep.embedded import gemma_model
 from sweep.engines import LlamaCppEngine, ServerSetup
 from sweep.engines.llamacpp import facts_from_log
 from sweep.errors import UserError
+from sweep.outputs.export import served
 
 
 @pytest.fixture
@@ -50,8 +51,14 @@ def test_argv_maps_parameters_to_llama_server_flags(engine: LlamaCppEngine) -> N
         "--port",
         "18123",
     ]
-    given = LlamaCppEngine(ServerSetup(["/opt/llama-server"], "/m/target.gguf", ["-lv", "3"]))
+    given = LlamaCppEngine(ServerSetup(["/opt/llama-server"], "/m/target.gguf", ["-lv", "4"]))
     assert given.argv({}, port=1).count("-lv") == 1  # the user's verbosity stands
+    # -lv 4 is specsweep's, to read the log: a served command leaves it out, unless the user asked for it.
+    assert engine.measuring_argv() == ["-lv", "4"] and given.measuring_argv() == []
+    assert served(argv, engine.measuring_argv()) == [a for a in argv if a not in ("-lv", "4")]
+    assert served(given.argv({}, port=1), given.measuring_argv()) == given.argv({}, port=1)
+    twice = ["srv", "--decode-log-interval", "1", "--x", "--decode-log-interval", "1", "--port", "9"]
+    assert served(twice, ["--decode-log-interval", "1"]) == twice[:4] + twice[6:]  # the user's copy stays
 
 
 def test_unknown_speculative_type_is_named(engine: LlamaCppEngine) -> None:

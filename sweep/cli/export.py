@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,7 +22,7 @@ from sweep.engines.schedules import (
 from sweep.errors import UserError
 from sweep.files import write_atomic
 from sweep.health import NOT_REPRESENTATIVE
-from sweep.outputs.export import FORMATS, Export, WithheldRun, render, with_port
+from sweep.outputs.export import FORMATS, Export, WithheldRun, render, served, with_port
 from sweep.preflight import build_engine
 from sweep.probes.workloads import Workload
 from sweep.results import TrialRecord
@@ -98,18 +99,28 @@ def main(args: argparse.Namespace) -> int:
             )
     engine = study_engine(study, views)
     port = args.port or engine_class(engine).default_port
-    argv = with_port(record.argv, port)
+    argv = served(with_port(record.argv, port), record.measuring_argv)
+    if argv != with_port(record.argv, port):
+        notes.append(
+            f"measured with {shlex.join(record.measuring_argv)} too, which specsweep adds to read the server's "
+            "log; left out here, as a server in service need not pay for it"
+        )
     if args.pin_graphs:
         pins = graph_pins(record)
         if pins:
             params = {**params, **pins}
-            argv = build_engine(stored_space(study, None)).argv({**record.params, **pins}, port)
+            pinned = build_engine(stored_space(study, None))
+            argv = served(pinned.argv({**record.params, **pins}, port), pinned.measuring_argv())
             notes.append(f"CUDA-graph capture capped where {name}'s server could not reach: {pins}")
         else:
             notes.append(f"{name}'s launch captured no CUDA-graph size it could not reach: nothing to pin")
     vetoed = found.named(withheld.label) if withheld else None
     shelved = (
-        WithheldRun(withheld.label, withheld.describe(), with_port(vetoed.record.argv, port))
+        WithheldRun(
+            withheld.label,
+            withheld.describe(),
+            served(with_port(vetoed.record.argv, port), vetoed.record.measuring_argv),
+        )
         if withheld and vetoed and vetoed.record
         else None
     )

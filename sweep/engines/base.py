@@ -321,6 +321,7 @@ class ServerCommand:
     argv: list[str]
     env: dict[str, str]
     health_path: str
+    measuring_argv: list[str] = field(default_factory=list)  # `Engine.measuring_argv`, as it is in `argv`
 
 
 @dataclass(frozen=True)
@@ -450,7 +451,7 @@ class Engine(ABC):
         argv = self.argv(params, port)
         if plan.synthetic:
             argv = [*argv, *plan.synthetic.argv]
-        return ServerCommand(argv, env, self.health_path())
+        return ServerCommand(argv, env, self.health_path(), self.measuring_argv())
 
     def synthetic_acceptance(self, length: float) -> SyntheticAcceptance | None:
         """The engine's switch that forces a mean acceptance length `length` (>= 1) on a speculative server,
@@ -544,6 +545,11 @@ class Engine(ABC):
 
     @abstractmethod
     def argv(self, params: Params, port: int) -> list[str]: ...
+
+    def measuring_argv(self) -> list[str]:
+        """The flags `argv` adds only so specsweep can read the server, that a server in service would pay for (a
+        debug log level, a log line every decode step); `argv` puts them after the user's own. The base: none."""
+        return []
 
     def env(self) -> dict[str, str]:
         return {k: v for k, v in os.environ.items() if not k.startswith(self.env_prefixes or ("\0",))}

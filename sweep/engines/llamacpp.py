@@ -322,13 +322,10 @@ class LlamaCppEngine(Engine):
             if name == "spec-type":
                 value = ",".join(split_types(value))
             argv += [flag.argv, str(value)]
-        verbosity = (
-            [] if any(a.split("=", 1)[0] in VERBOSITY_FLAGS for a in self.setup.extra_args) else LOG_VERBOSITY
-        )
         return [
             *argv,
             *self.setup.extra_args,
-            *verbosity,
+            *self.measuring_argv(),
             "--metrics",
             "--no-webui",
             "--host",
@@ -336,6 +333,11 @@ class LlamaCppEngine(Engine):
             "--port",
             str(port),
         ]
+
+    def measuring_argv(self) -> list[str]:
+        """-lv 4, where the user set no verbosity: the log then says where the model went (debug lines)."""
+        given = any(a.split("=", 1)[0] in VERBOSITY_FLAGS for a in self.setup.extra_args)
+        return [] if given else list(LOG_VERBOSITY)
 
     @classmethod
     def facts_from_log(cls, log: str) -> LaunchFacts:

@@ -62,6 +62,14 @@ def with_port(argv: list[str], port: int) -> list[str]:
     return out
 
 
+def served(argv: list[str], measuring: list[str]) -> list[str]:
+    """The trial's argv without what the engine added only to read the server (`TrialRecord.measuring_argv`):
+    its last run of those flags, as the engine puts them after the user's own (which stay)."""
+    n = len(measuring)
+    starts = [i for i in range(len(argv) - n + 1) if n and argv[i : i + n] == measuring]
+    return argv[: starts[-1]] + argv[starts[-1] + n :] if starts else list(argv)
+
+
 def render(export: Export, fmt: str) -> str:
     if fmt == "cli":
         return shlex.join(export.argv)
