@@ -40,7 +40,7 @@ import yaml
 from sweep.engines.base import PromptForm, RequestSettings, Turn
 from sweep.errors import UserError
 from sweep.files import read_text
-from sweep.probes.datasets import SELECTION_KEYS, Selection, dataset_categories, load_dataset
+from sweep.probes.datasets import SELECTION_KEYS, Selection, load_dataset
 from sweep.probes.runner import ProbeSettings
 from sweep.probes.workloads import (
     BUILTIN,
@@ -641,7 +641,12 @@ def _per_category(item: dict[str, Any], base: Path, where: str) -> list[dict[str
     name = _user_name(item, where)
     if wanted == "all":
         path = (base / str(item["file"])).resolve()
-        wanted = list(dataset_categories(path, _selection({**item, "category": None}, where)))
+        wanted = list(load_dataset(path, _selection({**item, "category": None}, where)).categories)
+        if not wanted:
+            raise UserError(
+                f"workload file {path} gives its prompts no category",
+                "drop `category:`, or use a file whose records name one (MT-Bench, Spec-Bench)",
+            )
     if not wanted:
         raise _fail(
             f"{where}.category", "names no category", "e.g. `category: [coding, math]` or `category: all`"

@@ -99,8 +99,9 @@ def main(args: argparse.Namespace) -> int:
             )
     engine = study_engine(study, views)
     port = args.port or engine_class(engine).default_port
-    argv = served(with_port(record.argv, port), record.measuring_argv)
-    if argv != with_port(record.argv, port):
+    measured = with_port(record.argv, port)
+    argv = served(measured, record.measuring_argv)
+    if argv != measured:
         notes.append(
             f"measured with {shlex.join(record.measuring_argv)} too, which specsweep adds to read the server's "
             "log; left out here, as a server in service need not pay for it"

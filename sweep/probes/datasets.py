@@ -70,6 +70,7 @@ class Dataset:
     replies: tuple[str, ...] = ()  # each prompt's recorded reply ("" where none), where the file holds any
     histories: tuple[tuple[Turn, ...], ...] = ()  # each prompt's earlier turns, where `conversation` asks
     category: str | None = None  # the one category kept, where the workload names one
+    categories: tuple[str, ...] = ()  # every category the file's prompts belong to, in the file's order
 
     def summary(self, path: Path) -> str:
         dropped = f", {self.dropped} dropped" if self.dropped else ""
@@ -131,24 +132,9 @@ def load_dataset(path: Path, selection: Selection = Selection()) -> Dataset:
     replies = tuple(r for _, r, _ in kept) if any(r for _, r, _ in kept) else ()
     histories = tuple(h for *_, h in kept) if any(h for *_, h in kept) else ()
     prompts = tuple(p for p, *_ in kept)
-    return Dataset(prompts, form, shape, records, dropped, replies, histories, selection.category)
-
-
-def dataset_categories(path: Path, selection: Selection = Selection()) -> tuple[str, ...]:
-    """The categories a file's prompts belong to (MT-Bench's, Spec-Bench's `category`), in the order it first
-    gives them: one workload each where the space says `category: all`."""
-    rows, _ = _unwrapped(_rows(path, _Text(path), selection.partial))
-    found = dict.fromkeys(
-        category
-        for row in rows
-        if (category := _category(row)) is not None and _taken(row, selection.conversation)[0]
+    return Dataset(
+        prompts, form, shape, records, dropped, replies, histories, selection.category, tuple(categories)
     )
-    if not found:
-        raise UserError(
-            f"workload file {path} gives its prompts no category",
-            "drop `category:`, or use a file whose records name one (MT-Bench, Spec-Bench)",
-        )
-    return tuple(found)
 
 
 def _unwrapped(rows: Iterator[Any]) -> tuple[Iterator[Any], set[Any]]:

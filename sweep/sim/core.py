@@ -149,6 +149,14 @@ def completion_logprobs(text: str, count: int) -> dict[str, Any]:
     }
 
 
+def asked_logprobs(body: dict[str, Any], text: str, chat: bool) -> dict[str, Any] | None:
+    """The first token's log-probabilities where an OpenAI request asks for them (chat: `logprobs` true, and
+    `top_logprobs` of them; completions: `logprobs` as the count), None where it does not."""
+    if chat:
+        return chat_logprobs(text, int(body.get("top_logprobs") or 0)) if body.get("logprobs") else None
+    return completion_logprobs(text, int(body["logprobs"])) if body.get("logprobs") is not None else None
+
+
 def usage(meta: dict[str, Any]) -> dict[str, Any]:
     """An OpenAI answer's token counts from a generation's final meta."""
     return {

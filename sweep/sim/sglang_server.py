@@ -24,9 +24,8 @@ from sweep.sim.core import (
     NO_TEMPLATE,
     Handler,
     Simulator,
-    chat_logprobs,
+    asked_logprobs,
     chat_prompt,
-    completion_logprobs,
     detokenize,
     finish,
     load_profile,
@@ -214,17 +213,25 @@ class SGLangHandler(Handler):
         else:
             self._send(200, {"text": out, "meta_info": meta})
 
+    def _admitted(self, prompt: str, max_new: int, shape: dict[str, Any]) -> int | None:
+        """The request's number once the server takes it; None where it answered an error instead: a prompt and
+        answer beyond the context (400, with the endpoint's own error fields `shape`), or the simulated fault."""
+        if error := self.sim.length_error(len(tokenize(prompt)), max_new):
+            body = {"object": "error", "message": error, "type": "BadRequestError", **shape, "code": 400}
+            self._send(400, body)
+            return None
+        request = self.faults.next_request()
+        if code := self.faults.active.get("http-error"):
+            self._send(code, {"object": "error", "message": "simulated fault", "type": "Error", "code": code})
+            return None
+        return request
+
     def _completions(self, body: dict[str, Any]) -> None:
         """/v1/completions (OpenAI's text completions, as SGLang serves them beside /generate): the prompt as text
         to continue; `logprobs` (a count) gives the first token's choices in the legacy shape."""
         prompt = str(body.get("prompt", ""))
         max_new = int(body.get("max_tokens") or 16)
-        if error := self.sim.length_error(len(tokenize(prompt)), max_new):
-            self._send(400, {"object": "error", "message": error, "type": "BadRequestError", "code": 400})
-            return
-        request = self.faults.next_request()
-        if code := self.faults.active.get("http-error"):
-            self._send(code, {"object": "error", "message": "simulated fault", "type": "Error", "code": code})
+        if (request := self._admitted(prompt, max_new, {})) is None:
             return
         name = self.sim.args.served_model_name or self.sim.args.model_path
         base = {"id": f"cmpl-{random.getrandbits(48):x}", "object": "text_completion", "model": name}
@@ -251,8 +258,7 @@ class SGLangHandler(Handler):
             self._sse(b"[DONE]")
             self.faults.after_request(request)
             return
-        counted = body.get("logprobs")
-        logprobs = completion_logprobs(text, int(counted)) if counted is not None else None
+        logprobs = asked_logprobs(body, text, chat=False)
         choice = {"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish(meta)}
         self._send(200, base | {"choices": [choice], "usage": counts})
 
@@ -264,15 +270,7 @@ class SGLangHandler(Handler):
             return
         prompt = chat_prompt(body.get("messages") or [])
         max_new = int(body.get("max_tokens") or body.get("max_completion_tokens") or 128)
-        if error := self.sim.length_error(len(tokenize(prompt)), max_new):
-            self._send(
-                400,
-                {"object": "error", "message": error, "type": "BadRequestError", "param": None, "code": 400},
-            )
-            return
-        request = self.faults.next_request()
-        if code := self.faults.active.get("http-error"):
-            self._send(code, {"object": "error", "message": "simulated fault", "type": "Error", "code": code})
+        if (request := self._admitted(prompt, max_new, {"param": None})) is None:
             return
         name = self.sim.args.served_model_name or self.sim.args.model_path
         base = {
@@ -315,8 +313,9 @@ class SGLangHandler(Handler):
             return
         message = {"role": "assistant", "content": text}
         choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": finish(meta)}
-        if body.get("logprobs"):  # the first token's, as a tie probe asks (one token, `top_logprobs` of them)
-            choice["logprobs"] = chat_logprobs(text, int(body.get("top_logprobs") or 0))
+        # The first token's, as a tie probe asks (one token, `top_logprobs` of them); absent where not asked.
+        if (logprobs := asked_logprobs(body, text, chat=True)) is not None:
+            choice["logprobs"] = logprobs
         if body.get("return_meta_info"):
             choice["meta_info"] = meta
         self._send(200, base | {"object": "chat.completion", "choices": [choice], "usage": counts} | extra)

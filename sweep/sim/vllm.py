@@ -35,9 +35,8 @@ from sweep.sim.core import (
     NO_TEMPLATE,
     Handler,
     Simulator,
-    chat_logprobs,
+    asked_logprobs,
     chat_prompt,
-    completion_logprobs,
     finish,
     load_profile,
     serve,
@@ -500,7 +499,7 @@ class VLLMHandler(Handler):
             choice = {
                 "index": 0,
                 **said,
-                "logprobs": _logprobs(body, text, chat),
+                "logprobs": asked_logprobs(body, text, chat),
                 "finish_reason": finish(meta),
             }
             self._send(200, base | {"choices": [choice], "usage": counts})
@@ -511,14 +510,6 @@ class VLLMHandler(Handler):
             self._sse(base | {"choices": [], "usage": counts})
         self._sse(b"[DONE]")
         self.faults.after_request(request)
-
-
-def _logprobs(body: dict[str, Any], text: str, chat: bool) -> dict[str, Any] | None:
-    """The first token's log-probabilities where the request asks (chat: `logprobs` and `top_logprobs`;
-    completions: `logprobs` as the count), None where it does not (vLLM's `"logprobs": null`)."""
-    if chat:
-        return chat_logprobs(text, int(body.get("top_logprobs") or 0)) if body.get("logprobs") else None
-    return completion_logprobs(text, int(body["logprobs"])) if body.get("logprobs") is not None else None
 
 
 def start_up(args: argparse.Namespace, profile: Profile) -> VLLMSimulator:
