@@ -32,7 +32,8 @@ def validate(space: Space, engine: Engine) -> None:
                 f"'{spec.name}' is both fixed and swept", "remove it from one of `fixed:` and `params:`"
             )
         for value in spec.values():
-            engine.check_value(spec.name, value)
+            if value is not None:  # null: the flag left out
+                engine.check_value(spec.name, value)
         for cond in (*spec.when, *spec.when_not):
             if cond not in names:
                 raise UserError(

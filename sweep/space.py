@@ -259,7 +259,9 @@ class Space:
         return chosen
 
     def launch_params(self, swept: Mapping[str, Any]) -> dict[str, Any]:
-        return {**self.fixed, **swept}
+        """The fixed and swept values a trial launches with; a choice of null leaves its flag out (the server's
+        own default: e.g. static steps beside adaptive candidates)."""
+        return {name: value for name, value in {**self.fixed, **swept}.items() if value is not None}
 
     def grid(self, limit: int) -> list[dict[str, Any]]:
         """Every combination of the swept parameters' grid values that their conditions allow, in file order,

@@ -7,7 +7,7 @@ if [ ! -f $W/.ready ]; then
   t=$(date +%s)
   mkdir -p $W/site $W/models $W/specsweep
   xz -dc .s4/c/site.tar.xz | tar -x -C $W/site
-  tar xzf .s4/c/models.tar.gz -C $W/models
+  [ -f .s4/c/models.tar.gz ] && tar xzf .s4/c/models.tar.gz -C $W/models  # the tiny random-weight models
   tar xzf .s4/c/specsweep.tar.gz -C $W/specsweep
   touch $W/.ready
   echo "unpacked in $(( $(date +%s) - t )) s"

@@ -1,0 +1,64 @@
+#!/bin/bash
+# SGLang with an EAGLE3 draft trained here for its target (SmolLM2-135M-Instruct): one GPU-host call per step, back
+# to back on the same warm machine (pack_eagle3.sh made the carries here first):
+#   eagle3.sh site             carrying .s4/c:  unpack SGLang 0.5.17's site, patch, import check
+#   eagle3.sh store            carrying .s4/m1: the GGUF's first piece
+#   eagle3.sh train            carrying .s4/m2: join and convert the target, train the draft with speculators,
+#                              export it for SGLang (train_eagle3.py); the draft's folder comes back as a tarball
+#   eagle3.sh study [SPACE]    no carry: specsweep plan / run --budget / report / export on SPACE (default
+#                              space-eagle3.yaml), within what is left of CALL_SECONDS (default 600)
+#   eagle3.sh again [SPACE]    the same study goes on (its confirmation)
+set -o pipefail
+OUT=${OUT:-$PWD/out}; mkdir -p "$OUT"
+START=$(date +%s); R=$PWD; W=$HOME/w
+step=${1:?site, store, train, study or again}; shift
+case $step in
+site)
+  source gpu/sglang/dev_common.sh 2>&1 | tee $OUT/site.log
+  PYTHONPATH=$W/site python3 -c "import sglang.srt.entrypoints.http_server, sglang.srt.models.llama_eagle3, sglang.srt.speculative.eagle_worker_v2; print('imports ok')" 2>&1 | tail -3 | tee -a $OUT/site.log
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee -a $OUT/site.log
+  python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)" | tee -a $OUT/site.log
+  exit 0 ;;
+store)
+  mkdir -p $W/real && cp .s4/m1/smol.gguf.part* $W/real/ && ls -la $W/real | tee $OUT/store.log
+  exit 0 ;;
+train)
+  source gpu/sglang/dev_common.sh > /dev/null
+  L=$OUT/train.log
+  cp .s4/m2/smol.gguf.part* .s4/m2/smol.gguf.sha256 $W/real/
+  cat $(ls $W/real/smol.gguf.part* | sort -V) > $W/real/smol.gguf
+  echo "$(cat $W/real/smol.gguf.sha256)  $W/real/smol.gguf" | sha256sum -c | tee $L
+  T=$W/real/smollm2-135m-instruct
+  [ -f $T/model.safetensors ] || PYTHONPATH=$W/site python3 gpu/sglang/gguf_to_hf.py all $W/real/smol.gguf $T 2>&1 | tee -a $L
+  # speculators and what the host lacks of its needs (pydantic, openai, loguru come with SGLang's site)
+  python3 -m pip install -q --no-index --no-deps --no-compile --target $W/train .s4/m2/wheels/*.whl 2>&1 | tail -2 | tee -a $L
+  export PYTHONPATH=$W/train:$W/site
+  t0=$(date +%s)
+  timeout ${TRAIN_SECONDS:-520} python3 gpu/sglang/train_eagle3.py all $T .s4/m2/chat/train-prompts.jsonl $W/eagle3 \
+    --samples ${SAMPLES:-2048} --epochs ${EPOCHS:-10} --train-seconds ${TRAIN_LIMIT:-200} 2>&1 | grep -v "it/s\]$" | tee -a $L
+  echo "train_eagle3 rc=$? in $(( $(date +%s) - t0 )) s" | tee -a $L
+  mkdir -p $W/chat && cp .s4/m2/chat/chat-heldout.json $W/chat/
+  # the draft's weights (64 MB) stay on the host; its config and where it came from come back
+  tar czf $OUT/train.tgz -C $W/eagle3 logs replies.jsonl train.yaml sglang-eagle3/config.json sglang-eagle3/source.json 2>/dev/null
+  ls -la $W/eagle3 $W/eagle3/sglang-eagle3 | tee -a $L
+  exit 0 ;;
+study|again)
+  source gpu/sglang/dev_common.sh > /dev/null
+  export PYTHONPATH=$R:$W/site ;;
+*) echo "unknown step $step: give site, store, train, study or again"; exit 2 ;;
+esac
+SPACE=${1:-gpu/sglang/space-eagle3.yaml}
+# The study's budget: what is left of the call, less a minute and a half for the report and the way back.
+LEFT=$(( ${CALL_SECONDS:-600} - 90 - ($(date +%s) - START) ))
+mkdir -p $W/sweep && sed "s#@W@#$W#g" "$R/$SPACE" > $W/sweep/space.yaml && cd $W/sweep
+[ $step = study ] && python3 -m sweep plan --space space.yaml 2>&1 | tail -25 | tee -a $OUT/plan.log
+t0=$(date +%s)
+timeout -s INT $(( LEFT + 30 )) python3 -m sweep run --space space.yaml --study gpu --budget ${LEFT}s 2>&1 | tail -40 | tee -a $OUT/sweep.log
+echo "run rc=$? wall=$(( $(date +%s) - t0 )) s" | tee -a $OUT/sweep.log
+pgrep -fa sglang | tee -a $OUT/sweep.log
+python3 -m sweep report --study gpu > $OUT/report.txt 2>&1
+python3 -m sweep report --study gpu --json > $OUT/report.json 2>&1
+{ echo; echo "== export"; python3 -m sweep export --study gpu 2>&1; } >> $OUT/report.txt
+python3 -m sweep dashboard --study gpu -o $OUT/dashboard.html > /dev/null 2>&1
+tar czf $OUT/runs.tgz --exclude="*.db-journal" runs
+ls -la $OUT
