@@ -190,7 +190,7 @@ def engine_patterns() -> Iterator[tuple[str, re.Pattern[str]]]:
         yield f"EXIT_REASONS[{index}]", pattern
 
 
-# Patterns for text SGLang does not write: torch's CUDA errors, argparse's, Python's own exceptions (a module
+# Patterns for text SGLang does not write: torch's CUDA and dtype errors, argparse's, Python's own exceptions (a module
 # missing), flashinfer's JIT build, and an older release's limit line (0.5.23 says "per attention-DP worker").
 OTHERS_TEXT = (
     "CUDA (?:error",
@@ -199,6 +199,7 @@ OTHERS_TEXT = (
     "(per dp worker)",
     "No module named",
     "Ninja build failed",
+    "expected mat1 and mat2",
 )
 
 

@@ -12,7 +12,7 @@ import optuna
 import pytest
 
 from sweep.cli import main
-from sweep.engines import ServerSetup, SGLangEngine
+from sweep.engines import ServerSetup, SGLangEngine, sglang_rules
 from sweep.errors import UserError
 from sweep.sim.profile import PROFILES
 from sweep.store import launched as study_launched
@@ -265,6 +265,76 @@ def test_what_the_model_folder_decides(tmp_path: Path) -> None:
     share, _ = mla.memory_share(48, {}) or (0.0, "")
     plain, _ = llama.memory_share(48, {}) or (0.0, "")
     assert share < plain  # 1.5 GB for MLA prefill graphs against 8 MB per captured size
+
+
+@pytest.mark.server
+def test_static_and_adaptive_steps_are_arms_of_one_space(tmp_path: Path) -> None:
+    """`null` among the candidate steps' choices leaves the flag out: one study launches static steps and the
+    engine's adaptive controller side by side (the GPU space's arms), each with its own shape."""
+    space = (
+        SPACE.replace(
+            "speculative-num-steps: {int: [1, 5], when: {speculative-algorithm: NEXTN}}",
+            "speculative-num-steps: {int: [1, 5], when: {speculative-algorithm: NEXTN}}\n"
+            '  speculative-adaptive-candidate-steps: {choices: [null, "1,3,5"], when: {speculative-algorithm: NEXTN}}',
+        )
+        .replace(
+            "  - {speculative-algorithm: MEDUSA}\n",
+            '  - {speculative-algorithm: NEXTN, speculative-num-steps: 3, speculative-adaptive-candidate-steps: "1,3,5"}\n',
+        )
+        .replace("trials: 4", "trials: 3")
+    )
+    study = run_space(
+        tmp_path,
+        space.replace(
+            "speculative-num-steps: 3}",
+            "speculative-num-steps: 3, speculative-adaptive-candidate-steps: null}",
+            1,
+        ),
+    )
+    static, adaptive = records(study)[1:3]
+    assert [t.state.name for t in study.trials] == ["COMPLETE"] * 3
+    assert "--speculative-adaptive" not in static["argv"] and static["shape"]["variant"] in (None, "")
+    assert (
+        "--speculative-adaptive" in adaptive["argv"]
+        and adaptive["shape"]["variant"] == "candidate_steps=1,3,5"
+    )
+    assert static["shape"]["depth"] == 3 and adaptive["shape"]["depth"] == 5
+
+
+def test_a_draft_in_another_dtype_than_its_target_is_never_launched(tmp_path: Path) -> None:
+    """With --dtype auto SGLang runs each model in its config's dtype, and a bfloat16 EAGLE3 draft of a float16
+    target dies in its first layer (0.5.17 on the H100): such a trial is invalid, saying why and the fix; `dtype`
+    given, or the same dtype, launches."""
+    target, draft = tmp_path / "target", tmp_path / "draft"
+    for folder, config in (
+        (target, {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "torch_dtype": "float16"}),
+        (
+            draft,
+            {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "torch_dtype": "bfloat16"},
+        ),
+    ):
+        folder.mkdir()
+        (folder / "config.json").write_text(json.dumps(config))
+    e = SGLangEngine(ServerSetup(launcher=SIM, model=str(target)))
+    eagle3 = {
+        "speculative-algorithm": "EAGLE3",
+        "speculative-draft-model-path": str(draft),
+        "speculative-num-steps": 3,
+        "speculative-eagle-topk": 1,
+    }
+    said = e.plan(eagle3).invalid
+    assert "the draft model is bfloat16 and the target float16" in said and "`dtype: float16`" in said
+    assert e.plan({**eagle3, "dtype": "float16"}).invalid == ""
+    (draft / "config.json").write_text(json.dumps({"model_type": "llama", "dtype": "float16"}))
+    assert e.plan(eagle3).invalid == ""
+    # float32 checkpoints run as float16, Gemma's as bfloat16 (`_get_and_verify_dtype`)
+    assert sglang_rules.auto_dtype({"torch_dtype": "float32"}) == "float16"
+    assert sglang_rules.auto_dtype({"model_type": "gemma3_text"}) == "bfloat16"
+    assert sglang_rules.draft_dtype_clash({"model_type": "llama"}, {"dtype": "bfloat16"}) == (
+        "float16",
+        "bfloat16",
+    )
+    assert sglang_rules.draft_dtype_clash({"dtype": "bfloat16"}, {"torch_dtype": "float8_e4m3fn"}) is None
 
 
 @pytest.mark.server

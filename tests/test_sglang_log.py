@@ -248,3 +248,35 @@ def test_a_capture_that_began_and_never_ended_is_named_with_the_engines_own_reas
     assert said.startswith(reason), said
     assert said.endswith("(during the target verify CUDA-graph capture, begun with 11.56 GB free)")
     assert "out of memory" not in said or "out of memory" in tail
+
+
+LIVE = Path(__file__).parent / "recordings" / "sglang-0.5.17-h100-eagle3"
+
+
+def test_a_live_eagle3_draft_in_another_dtype_is_named_with_its_fix() -> None:
+    """0.5.17 on the H100, a bfloat16 EAGLE3 draft (trained by speculators) of a float16 SmolLM2: the draft decode
+    capture dies on torch's dtype error after both models loaded and pooled; the reason says the dtypes differ."""
+    log = (LIVE / "eagle3-bf16-draft.server.log").read_text()
+    facts = sglang.facts_from_log(log)
+    assert (facts.weight_gb, facts.draft_weight_gb) == (0.27, 0.13)
+    assert facts.kv_pool_tokens == facts.draft_kv_pool_tokens == 2959366
+    assert [c.graph for c in facts.graph_captures] == ["target verify"]
+    assert facts.unfinished_capture is not None and facts.unfinished_capture.graph == "draft decode"
+    said = SGLangEngine(ServerSetup(launcher=["sglang"], model="/m")).exit_reason(log, 1)
+    assert said.startswith(
+        "the draft and the target ran in different dtypes: expected mat1 and mat2 to have the same dtype, "
+        "but got: float != c10::BFloat16 (set `dtype:` under fixed: so both run in one)"
+    ), said
+    assert said.endswith("(during the draft decode CUDA-graph capture, begun with 12.21 GB free)")
+
+
+def test_a_live_eagle3_launch_without_deep_gemm_names_the_module() -> None:
+    """The same draft at one step: the draft-extend graphs import deep_gemm (`dsa_backend.py`) before any capture
+    begins, so no capture is named, only the module."""
+    log = (LIVE / "eagle3-no-deep-gemm.server.log").read_text()
+    assert sglang.facts_from_log(log).unfinished_capture is None
+    said = SGLangEngine(ServerSetup(launcher=["sglang"], model="/m")).exit_reason(log, 1)
+    assert (
+        said
+        == "SGLang could not import a module it needs: No module named 'deep_gemm' (install it where the server runs)"
+    )

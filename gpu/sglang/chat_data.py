@@ -45,7 +45,9 @@ def main() -> None:
         for i, (q, r) in enumerate(heldout)
     ]
     (args.out / "chat-heldout.json").write_text(json.dumps(records))
-    print(f"{data.summary(args.sharegpt)}; English: {len(pairs)}; held out {len(heldout)}, train {len(train)}")
+    print(
+        f"{data.summary(args.sharegpt)}; English: {len(pairs)}; held out {len(heldout)}, train {len(train)}"
+    )
 
 
 if __name__ == "__main__":

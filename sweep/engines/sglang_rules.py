@@ -252,3 +252,25 @@ def swa_ratio(architectures: Iterable[str], given: float | None) -> float:
 # `_handle_eagle_family` sets the path to the model's for the MTP architectures; the others load the target in
 # draft mode): NEXTN always, EAGLE without a path. EAGLE3 needs a head; STANDALONE a model.
 MTP_ALGORITHMS = frozenset({"NEXTN", "EAGLE"})
+
+
+# `configs/model_config.py` `_get_and_verify_dtype`: with `--dtype auto` each model runs in its config's dtype
+# (`dtype`, else `torch_dtype`; none is float32), float32 cast down to float16 (bfloat16 for Gemma).
+HALF_DTYPES = frozenset({"float16", "bfloat16"})
+
+
+def auto_dtype(config: Mapping[str, Any]) -> str:
+    """The dtype `--dtype auto` runs a model of this config.json in."""
+    named = str(config.get("dtype") or config.get("torch_dtype") or "float32").removeprefix("torch.")
+    if named not in ("float32", "float"):
+        return named
+    return "bfloat16" if str(config.get("model_type", "")).startswith("gemma") else "float16"
+
+
+def draft_dtype_clash(target: Mapping[str, Any], draft: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(target, draft) where `--dtype auto` would run a separate draft in another 16-bit dtype than its target.
+    The draft's first layer concatenates the target's embeddings with its own hidden state, which promotes float16
+    beside bfloat16 to float32, and its projection dies ("expected mat1 and mat2 to have the same dtype, but got:
+    float != c10::BFloat16": 0.5.17 on the H100, a bfloat16 EAGLE3 draft of a float16 target)."""
+    pair = auto_dtype(target), auto_dtype(draft)
+    return pair if pair[0] != pair[1] and set(pair) <= HALF_DTYPES else None
