@@ -465,3 +465,18 @@ def test_an_exported_schedule_runs_only_where_the_release_runs_adaptive(tmp_path
 
 def namespace(argv: list[str]) -> argparse.Namespace:
     return release_parser(PINNED).parse_args(argv)
+
+
+def test_a_draft_runs_in_its_own_configs_dtype() -> None:
+    """The release gives a draft's model config the server's `--dtype`, as the target's (it does not take the
+    target's resolved dtype: no `server_args.dtype =` in its speculative workers), and `auto` resolves from each
+    config.json, float32 as float16 but Gemma's as bfloat16: what `draft_dtype_clash` reads before a launch."""
+    configs = Path("sglang/srt/configs/model_config.py")
+    assert "dtype=cfg.dtype" in ast.unparse(function(configs, "from_server_args"))
+    resolve = ast.unparse(function(configs, "_get_and_verify_dtype"))
+    assert "model_type.startswith('gemma')" in resolve and "torch_dtype = torch.float16" in resolve
+    workers = source_root(PINNED) / "sglang" / "srt" / "speculative"
+    assert not [
+        f.name for f in workers.rglob("*.py") if "server_args.dtype =" in f.read_text(encoding="utf-8")
+    ]
+    assert rules.auto_dtype({"torch_dtype": "float32", "model_type": "gemma3"}) == "bfloat16"
