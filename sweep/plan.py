@@ -197,9 +197,11 @@ def make_plan(
     methods = Counter(c.shape.method if c.shape else "none" for c in pool.items)
     target = trials or space.trials
     launch = (measured_launch_time(study) if study else None) or assumed_launch_time(space, engine, hardware)
-    if budget_s is not None and trials is None:
-        confirm_s = space.confirm_launches(predicted=costs is not None) * launch.seconds
-        target = max(0, int((budget_s - confirm_s) // launch.seconds))
+    predicted = costs is not None
+    if (
+        budget_s is not None and trials is None
+    ):  # the clock ends the search: as many as it holds, as the run counts
+        target = space.launches_in_budget(budget_s, launch.seconds, 0, None, True, predicted)
     search_launches = min(target, len(pool.items) + 1)  # the baseline, then each configuration at most once
     cover = len(space.covering(max(0, (target - 1 - len(space.enqueue)) // 2)))
     acceptance, unprofiled = ModelSearch(space, pool, costs).profiled_plan()
@@ -211,8 +213,9 @@ def make_plan(
         trials=target,
         search_launches=search_launches,
         cover=cover,
-        confirm_min=space.confirm_launches(predicted=costs is not None),
-        confirm_max=space.confirm_launches(most=True, predicted=costs is not None),
+        # the confirmation launches no more configurations than the search measured (a profile's predictions aside)
+        confirm_min=space.confirm_launches(configurations=search_launches, predicted=predicted),
+        confirm_max=space.confirm_launches(most=True, configurations=search_launches, predicted=predicted),
         launch=launch,
         budget_s=budget_s,
         acceptance=len(acceptance) if costs is not None else None,

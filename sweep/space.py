@@ -250,6 +250,31 @@ class Space:
             count = min(count, configurations)
         return count * (self.confirm.max_launches if most else self.confirm.launches)
 
+    def launches_in_budget(
+        self,
+        seconds: float,
+        launch_s: float,
+        measured: int,
+        limit: int | None,
+        confirm: bool,
+        predicted: bool = False,
+    ) -> int:
+        """Search launches that `seconds` hold at `launch_s` each after `measured` configurations, one by one as
+        the search starts them (each with the confirmation's first rounds still to fit after it, where `confirm`),
+        up to `limit` configurations in all (None: as many as the time holds)."""
+        if launch_s <= 0:
+            return 0
+
+        def first_rounds(configurations: int) -> int:
+            return self.confirm_launches(configurations=configurations, predicted=predicted) if confirm else 0
+
+        count = 0
+        while (limit is None or measured + count < limit) and seconds - count * launch_s >= launch_s * (
+            1 + first_rounds(measured + count + 1)
+        ):
+            count += 1
+        return count
+
     def suggest(self, trial: optuna.Trial) -> dict[str, Any]:
         """The swept parameters for this trial, in file order; conditions see what was suggested before."""
         chosen: dict[str, Any] = {}

@@ -308,13 +308,20 @@ class Sweep:
         return self.budget_s - (time.monotonic() - self._started)
 
     def _reserve_s(self) -> float:
-        """What one more trial and the confirmation's first rounds take, at this run's measured trial time. The
-        confirmation launches no more configurations than the search will have measured (the baseline and each
-        configuration launched, this next one included), unless it confirms a cost profile's predictions."""
+        """What one more trial and the confirmation's first rounds take, at this run's measured trial time."""
         per_trial = sum(self._durations) / len(self._durations) if self._durations else 0.0
-        measured = self._finished_before + len(self._durations) + 1
-        confirm = self.space.confirm_launches(configurations=measured, predicted=self.costs is not None)
-        return per_trial * (1 + confirm)
+        return per_trial * (1 + self._confirm_first(self._measured() + 1))
+
+    def _measured(self) -> int:
+        """Configurations the search has measured: the baseline and each one launched."""
+        return self._finished_before + len(self._durations)
+
+    def _confirm_first(self, measured: int) -> int:
+        """The confirmation's first rounds in launches after `measured` configurations: no more configurations
+        than the search measured, unless it confirms a cost profile's predictions (0 with no confirmation)."""
+        if not self.confirm_after:
+            return 0
+        return self.space.confirm_launches(configurations=measured, predicted=self.costs is not None)
 
     def objective(self, trial: optuna.Trial) -> list[float]:
         started = time.monotonic()
@@ -410,16 +417,44 @@ class Sweep:
         assumes speeds before anything is measured), and what it rests on."""
         took = self._durations[0]
         startup = record.facts.startup_s or 0.0
-        left = max(0, self._target - self._finished_before - 1)
-        text = (
+        measured = (
             f"plan, measured on this launch ({took:.0f} s: {startup:.0f} s start-up + {took - startup:.0f} s "
-            f"probing): {left} more search launches, about {_minutes(left * took)}"
+            "probing): "
         )
+        if (budget_left := self.time_left()) is not None:
+            return measured + self._budget_plan(max(0.0, budget_left), took)
+        left = max(0, self._target - self._finished_before - 1)
+        text = measured + f"{left} more search launches, about {_minutes(left * took)}"
         if self.confirm_after and self.space.confirm.launches:
             predicted = self.costs is not None
             least = self.space.confirm_launches(predicted=predicted)
             most = self.space.confirm_launches(most=True, predicted=predicted)
             text += f", then {least}-{most} confirmation launches, about {_minutes(least * took)}-{_minutes(most * took)}"
+        return text
+
+    def _budget_plan(self, left: float, took: float) -> str:
+        """What the budget's `left` seconds hold at `took` a launch: the search launches, then the confirmation's
+        first rounds (and the rounds it may add, as far as the time allows)."""
+        count = self.space.launches_in_budget(
+            left, took, self._measured(), self._target, self.confirm_after, self.costs is not None
+        )
+        search = (
+            f"{count} more search launch{'es' if count > 1 else ''}, about {_minutes(count * took)}"
+            if count
+            else "no more search launch fits before the confirmation"
+        )
+        text = f"{_minutes(left)} of the budget left: {search}"
+        if first := self._confirm_first(self._measured() + count):
+            most = self.space.confirm_launches(
+                most=True, configurations=self._measured() + count, predicted=self.costs is not None
+            )
+            most = max(first, min(most, int((left - count * took) // took)))
+            launches, takes = (
+                (f"{first}", _minutes(first * took))
+                if most == first
+                else (f"{first}-{most}", f"{_minutes(first * took)}-{_minutes(most * took)}")
+            )
+            text += f", then {launches} confirmation launches, about {takes}"
         return text
 
     def _sayer(self, started: float) -> Progress:

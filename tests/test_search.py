@@ -4,6 +4,7 @@ end to end against the simulator."""
 from __future__ import annotations
 
 import dataclasses
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -243,6 +244,17 @@ def test_a_time_budget_ends_the_search(tmp_path: Path) -> None:
     assert "of the budget left]" in done.stderr
     assert "of the budget left, less than one more trial" in done.stderr
     assert 2 <= len([t for t in trials(tmp_path) if launched(t)]) < 30
+    # The plan after the first launch speaks of the budget (no trial count bounds the search): the launches the
+    # time left holds, their time within it, and no room for one more (was "99999 more search launches").
+    plan = re.search(
+        r"plan, measured on this launch \((\d+) s: [^)]*\): (\d+)m(\d+)s of the budget left: "
+        r"(?:(\d+) more search launch(?:es)?, about (\d+)m(\d+)s|no more search launch)",
+        done.stderr,
+    )
+    assert plan is not None, done.stderr[-2000:]
+    took, left = int(plan[1]), 60 * int(plan[2]) + int(plan[3])
+    count, held = int(plan[4] or 0), 60 * int(plan[5] or 0) + int(plan[6] or 0)
+    assert count < 100 and held <= left + 1 and left - held <= took + 1.5
 
 
 @pytest.mark.server

@@ -8,7 +8,8 @@
 #   eagle3.sh store-draft      carrying .s4/d: a draft an earlier train call sent back, instead of training again
 #   eagle3.sh study [SPACE]    no carry: specsweep plan / run --budget / report / export on SPACE (default
 #                              space-eagle3.yaml), within what is left of CALL_SECONDS (default 600)
-#   eagle3.sh again [SPACE]    the same study goes on (its confirmation)
+#   eagle3.sh again [SPACE]    the same study goes on (its confirmation); on a fresh machine, after site, store and
+#                              store-draft, carrying .s4/r/runs.tgz (a study an earlier call sent back)
 set -o pipefail
 OUT=${OUT:-$PWD/out}; mkdir -p "$OUT"
 START=$(date +%s); R=$PWD; W=$HOME/w
@@ -63,6 +64,8 @@ SPACE=${1:-gpu/sglang/space-eagle3.yaml}
 # the call's end keeps every finished trial, and `again` resumes the same study (its search, then its confirmation).
 LEFT=$(( ${CALL_SECONDS:-600} - 90 - ($(date +%s) - START) ))
 mkdir -p $W/sweep && sed "s#@W@#$W#g" "$R/$SPACE" > $W/sweep/space.yaml && cd $W/sweep
+# a study an earlier machine sent back (runs.tgz, carried in .s4/r) goes on here: the same paths under $W
+[ ! -d runs ] && [ -f $R/.s4/r/runs.tgz ] && tar xzf $R/.s4/r/runs.tgz && echo "resumed from .s4/r/runs.tgz" | tee -a $OUT/sweep.log
 [ $step = study ] && python3 -m sweep plan --space space.yaml 2>&1 | tail -25 | tee -a $OUT/plan.log
 t0=$(date +%s)
 timeout -s INT $LEFT python3 -m sweep run --space space.yaml --study gpu 2>&1 | tail -40 | tee -a $OUT/sweep.log

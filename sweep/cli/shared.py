@@ -194,7 +194,13 @@ def sweep_space(
     progress(f"study {study}: {paths.shown_url}; server logs and measurements in {paths.run_dir}/trials/")
     if budget_s is not None:
         trials = trials or UNBOUNDED_TRIALS
-        spent = f"{budget_s / 3600:.1f} h" if budget_s >= 3600 else f"{budget_s / 60:.0f} min"
+        spent = (
+            f"{budget_s / 3600:.1f} h"
+            if budget_s >= 3600
+            else f"{budget_s / 60:.0f} min"
+            if budget_s >= 60
+            else f"{budget_s:.0f} s"
+        )
         progress(
             f"budget: {spent} for the search and its confirmation (at most {trials} search trials)"
             if trials < UNBOUNDED_TRIALS
