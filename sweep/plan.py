@@ -198,9 +198,9 @@ def make_plan(
     target = trials or space.trials
     launch = (measured_launch_time(study) if study else None) or assumed_launch_time(space, engine, hardware)
     predicted = costs is not None
-    if (
-        budget_s is not None and trials is None
-    ):  # the clock ends the search: as many as it holds, as the run counts
+    # With a budget and no trial count the clock ends the search: as many launches as it holds, counted as the run
+    # counts them.
+    if budget_s is not None and trials is None:
         target = space.launches_in_budget(budget_s, launch.seconds, 0, None, True, predicted)
     search_launches = min(target, len(pool.items) + 1)  # the baseline, then each configuration at most once
     cover = len(space.covering(max(0, (target - 1 - len(space.enqueue)) // 2)))
