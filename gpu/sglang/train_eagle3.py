@@ -1,9 +1,11 @@
 """Train an EAGLE3 draft for a Llama-architecture target with vLLM's `speculators` (0.9.0), and export it for SGLang.
 
 Runs on the GPU host with its own torch and transformers (speculators 0.9.0 takes torch 2.9-2.14 and transformers
-5.0-5.19; its smaller dependencies travel as wheels). SpecForge 0.2.0 cannot run there: it removed its Hugging Face
+5.0-5.19; its smaller dependencies travel as wheels). SpecForge 0.2.0 was not used: it removed its Hugging Face
 target backend ("HF/custom target backends were removed with the server-only cutover", config/schema.py) and
-captures hidden states only through an SGLang 0.5.14 server it patches, whose torch is not the host's.
+captures hidden states only through an SGLang 0.5.14 server whose model runner it patches. 0.5.14 pins the host's
+torch 2.11.0, but with its own kernels (sglang-kernel 0.4.4, flashinfer 0.6.12) and transformers 5.8.1 against the
+host's 5.17: a second SGLang site beside the 0.5.17 one served here (another 57 MB carry). Not tried.
 
 speculators trains from hidden states that a vLLM server extracts; vLLM is not on the host, so the one thing it
 would do is done here with transformers, in the file layout speculators' `FileTransfer` reads from
