@@ -444,9 +444,10 @@ class Sweep:
             else "no more search launch fits before the confirmation"
         )
         text = f"{_minutes(left)} of the budget left: {search}"
-        if first := self._confirm_first(self._measured() + count):
+        measured = self._measured() + count
+        if first := self._confirm_first(measured):
             most = self.space.confirm_launches(
-                most=True, configurations=self._measured() + count, predicted=self.costs is not None
+                most=True, configurations=measured, predicted=self.costs is not None
             )
             most = max(first, min(most, int((left - count * took) // took)))
             launches, takes = (

@@ -278,19 +278,13 @@ def test_static_and_adaptive_steps_are_arms_of_one_space(tmp_path: Path) -> None
             '  speculative-adaptive-candidate-steps: {choices: [null, "1,3,5"], when: {speculative-algorithm: NEXTN}}',
         )
         .replace(
-            "  - {speculative-algorithm: MEDUSA}\n",
+            "  - {speculative-algorithm: NEXTN, speculative-num-steps: 3}\n  - {speculative-algorithm: MEDUSA}\n",
+            "  - {speculative-algorithm: NEXTN, speculative-num-steps: 3, speculative-adaptive-candidate-steps: null}\n"
             '  - {speculative-algorithm: NEXTN, speculative-num-steps: 3, speculative-adaptive-candidate-steps: "1,3,5"}\n',
         )
         .replace("trials: 4", "trials: 3")
     )
-    study = run_space(
-        tmp_path,
-        space.replace(
-            "speculative-num-steps: 3}",
-            "speculative-num-steps: 3, speculative-adaptive-candidate-steps: null}",
-            1,
-        ),
-    )
+    study = run_space(tmp_path, space)
     static, adaptive = records(study)[1:3]
     assert [t.state.name for t in study.trials] == ["COMPLETE"] * 3
     assert "--speculative-adaptive" not in static["argv"] and static["shape"]["variant"] in (None, "")

@@ -35,7 +35,11 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=7)
     args = p.parse_args()
     data = load_dataset(args.sharegpt, Selection(partial=True, min_chars=20, max_chars=1500))
-    pairs = [(q, r) for q, r in zip(data.prompts, data.replies or ("",) * len(data.prompts)) if english(q)]
+    pairs = [
+        (q, r)
+        for q, r in zip(data.prompts, data.replies or ("",) * len(data.prompts), strict=True)
+        if english(q)
+    ]
     random.Random(args.seed).shuffle(pairs)
     heldout, train = pairs[: args.heldout], pairs[args.heldout : args.heldout + args.train]
     args.out.mkdir(parents=True, exist_ok=True)

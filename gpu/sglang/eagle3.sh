@@ -35,7 +35,7 @@ train)
   # speculators and what the host lacks of its needs (pydantic, openai, loguru come with SGLang's site)
   python3 -m pip install -q --no-index --no-deps --no-compile --target $W/train .s4/m2/wheels/*.whl 2>&1 | tail -2 | tee -a $L
   python3 -m pip install -q --no-index --no-deps --no-compile --target $W/site .s4/m2/site-extra/*.whl 2>&1 | tail -2 | tee -a $L
-  export PYTHONPATH=$W/train:$W/site
+  export PYTHONPATH=$W/train:$W/site:$R  # the checkout last: export reads the target's dtype with its rule
   t0=$(date +%s)
   timeout ${TRAIN_SECONDS:-520} python3 gpu/sglang/train_eagle3.py all $T .s4/m2/chat/train-prompts.jsonl $W/eagle3 \
     --samples ${SAMPLES:-1536} --epochs ${EPOCHS:-10} --train-seconds ${TRAIN_LIMIT:-180} 2>&1 | grep -v "it/s\]$" | tee -a $L

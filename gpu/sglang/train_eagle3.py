@@ -21,6 +21,7 @@ Steps (each reads the previous one's files, so a step can be run again alone):
   export    the newest checkpoint as SGLang's `LlamaForCausalLMEagle3` folder (config names and weight names)
 
 Usage: python train_eagle3.py all|generate|hidden|train|export TARGET_DIR PROMPTS.jsonl WORK_DIR [options]
+(export reads the target's dtype with specsweep's own rule: the checkout on PYTHONPATH)
 """
 
 from __future__ import annotations
@@ -52,7 +53,10 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--lr", type=float, default=3e-4)
     p.add_argument("--total-seq-len", type=int, default=4096)
     p.add_argument(
-        "--draft-vocab", type=int, default=16384, help="the replies' most frequent tokens (SGLang maps them: d2t)"
+        "--draft-vocab",
+        type=int,
+        default=16384,
+        help="the replies' most frequent tokens (SGLang maps them: d2t)",
     )
     p.add_argument("--device", default="cuda")
     p.add_argument(
@@ -104,7 +108,9 @@ def generate(args: argparse.Namespace) -> None:
             )
         width = enc["input_ids"].shape[1]
         for i, prompt in enumerate(chunk):
-            prompt_ids = [int(t) for t, m in zip(enc["input_ids"][i], enc["attention_mask"][i]) if int(m)]
+            prompt_ids = [
+                int(t) for t, m in zip(enc["input_ids"][i], enc["attention_mask"][i], strict=True) if int(m)
+            ]
             reply = [int(t) for t in out[i, width:]]
             if tokenizer.eos_token_id in reply:  # keep the end of turn: the draft learns to end a reply too
                 reply = reply[: reply.index(tokenizer.eos_token_id) + 1]
@@ -123,7 +129,7 @@ def hidden(args: argparse.Namespace) -> None:
     from safetensors.torch import save_file
     from speculators.train.vocab_mapping import save_token_frequency_distribution
 
-    tokenizer, model = load_target(args)
+    _, model = load_target(args)
     layers = model.model.layers
     wanted = aux_layers(len(layers))
     captured: dict[str, Any] = {}
@@ -200,27 +206,33 @@ def train(args: argparse.Namespace) -> None:
     verifier = verifier_folder(args)
     config = args.work / "train.yaml"
     config.write_text(TRAIN_CONFIG)
-    argv = [
-        sys.executable, "-m", "speculators.train", "--config", str(config),
-        "--speculator-type", "eagle3",
-        "--verifier-name-or-path", str(verifier),
-        "--data-path", str(args.work / "data"),
-        "--save-path", str(args.work / "checkpoints"),
-        "--log-dir", str(args.work / "logs"),
-        "--on-missing", "raise",
-        "--num-layers", "1",
-        "--draft-vocab-size", str(args.draft_vocab),
-        "--epochs", str(args.epochs),
-        "--lr", str(args.lr),
-        "--total-seq-len", str(args.total_seq_len),
-        "--train-data-ratio", "0.95",
-        "--num-workers", "8",
-        "--draft-attn-impl", "sdpa",
+    flags: dict[str, object] = {
+        "config": config,
+        "speculator-type": "eagle3",
+        "verifier-name-or-path": verifier,
+        "data-path": args.work / "data",
+        "save-path": args.work / "checkpoints",
+        "log-dir": args.work / "logs",
+        "on-missing": "raise",
+        "num-layers": 1,
+        "draft-vocab-size": args.draft_vocab,
+        "epochs": args.epochs,
+        "lr": args.lr,
+        "total-seq-len": args.total_seq_len,
+        "train-data-ratio": 0.95,
+        "num-workers": 8,
+        "draft-attn-impl": "sdpa",
         # speculators' fused Triton loss under torch.compile dies in dynamo on the host's torch 2.11 / triton 3.6
         # ("ListVariable ... is already tracked for mutation", losses/fused.py): its eager loss, compile off
-        "--loss-implementation", "eager",
+        "loss-implementation": "eager",
+    }
+    argv = [
+        sys.executable,
+        "-m",
+        "speculators.train",
+        *(word for flag, value in flags.items() for word in (f"--{flag}", str(value))),
         *args.train_arg,
-    ]  # fmt: skip
+    ]
     print("$ " + " ".join(argv), flush=True)
     t0 = time.time()
     env = {**os.environ, "TORCHDYNAMO_DISABLE": "1"}
@@ -255,6 +267,8 @@ def export(args: argparse.Namespace) -> Path:
     import torch
     from safetensors.torch import load_file, save_file
 
+    from sweep.engines.sglang_rules import auto_dtype
+
     checkpoint = newest_checkpoint(args.work / "checkpoints")
     spec = json.loads((checkpoint / "config.json").read_text())
     layer = spec["transformer_layer_config"]
@@ -265,7 +279,7 @@ def export(args: argparse.Namespace) -> Path:
     # The draft in the target's dtype: SGLang runs each model in its config's dtype, and an EAGLE3 draft of another
     # one concatenates the target's embeddings with its own hidden state into float32 (0.5.17 on the H100:
     # "expected mat1 and mat2 to have the same dtype, but got: float != c10::BFloat16" in the draft's capture).
-    dtype = target.get("torch_dtype") or target.get("dtype") or "bfloat16"
+    dtype = auto_dtype(target)  # as SGLang resolves `--dtype auto`: the rule specsweep checks a draft against
     kept = {
         name: tensor.to(getattr(torch, dtype)) if tensor.is_floating_point() else tensor
         for name, tensor in weights.items()
