@@ -52,11 +52,20 @@ ExitReason = Callable[[str, int], str]
 _LIVE: set[ServerProcess] = set()  # servers of this driver not yet stopped: stopped at exit whatever happens
 
 
+# The line a Python traceback ends on (`AssertionError: ...`, `torch.OutOfMemoryError: ...`): a server's own
+# exception says more than the shutdown lines printed after it (SGLang's last line names its process tree).
+TRACEBACK = "Traceback (most recent call last):"
+EXCEPTION_LINE = re.compile(r"^((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)(?:: [^\n]*)?)$", re.M)
+
+
 def reason_from_log(log: str, returncode: int, patterns: ExitPatterns, server: str) -> str:
-    """Why a server exited: the first line in its log an engine's table knows, else its last line."""
+    """Why a server exited: the first line in its log an engine's table knows, else the exception its last
+    traceback ends on, else its last line."""
     for pattern, template in patterns:
         if found := pattern.search(log):
             return template.format(*(group.strip() for group in found.groups()))
+    if TRACEBACK in log and (raised := EXCEPTION_LINE.findall(log.rsplit(TRACEBACK, 1)[1])):
+        return f"{server} exited with code {returncode}; it raised {raised[0].strip()}"
     last = [line for line in log.splitlines() if line.strip()][-1:] or ["(empty log)"]
     return f"{server} exited with code {returncode}; last log line: {last[0].strip()}"
 

@@ -12,7 +12,7 @@ import pytest
 
 from sweep import processes
 from sweep.errors import LaunchError
-from sweep.server import ServerProcess, free_port
+from sweep.server import ServerProcess, free_port, reason_from_log
 
 # A server that forks a child which ignores TERM, so only a group KILL ends both.
 STUBBORN = """
@@ -64,6 +64,29 @@ def test_exit_during_start_fails_fast_with_the_reason(tmp_path: Path) -> None:
         server.wait_ready(f"http://127.0.0.1:{free_port()}/health", timeout_s=60)
     assert time.monotonic() - started < 10
     assert "fatal: no such model" in (tmp_path / "server.log").read_text()
+
+
+@pytest.mark.server
+def test_a_server_whose_traceback_is_followed_by_shutdown_lines_is_named_by_its_exception(
+    tmp_path: Path,
+) -> None:
+    """A real Python traceback (a worker's assertion), then the lines a parent prints as it tears down: the reason
+    is the exception the last traceback ends on; without a traceback, the last line."""
+    crash = (
+        "import sys, traceback\n"
+        "try:\n    assert False, 'buffer holds 32 rows but caller needs 64'\n"
+        "except AssertionError:\n    traceback.print_exc()\n"
+        "print('Received sigquit from a child process.'); print('kill_process_tree called: pid=1'); sys.exit(1)"
+    )
+    log = subprocess.run([sys.executable, "-c", crash], capture_output=True, text=True).stderr
+    log += "Received sigquit from a child process.\nkill_process_tree called: pid=1\n"
+    said = reason_from_log(log, -9, (), "the server")
+    assert (
+        said
+        == "the server exited with code -9; it raised AssertionError: buffer holds 32 rows but caller needs 64"
+    )
+    plain = reason_from_log("loading\nError loading the model weights\nbye\n", 1, (), "the server")
+    assert plain == "the server exited with code 1; last log line: bye"
 
 
 @pytest.mark.server

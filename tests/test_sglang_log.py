@@ -280,3 +280,18 @@ def test_a_live_eagle3_launch_without_deep_gemm_names_the_module() -> None:
         said
         == "SGLang could not import a module it needs: No module named 'deep_gemm' (install it where the server runs)"
     )
+
+
+def test_live_adaptive_candidates_above_the_launch_steps_are_named_with_the_fix() -> None:
+    """0.5.17 on the H100, the trained EAGLE3 draft at `--speculative-num-steps 3` with adaptive candidates 1,3,7:
+    every capture ended, then building the 7-step state asked the logits buffer (sized for 4 draft tokens x 8
+    sequences) for 64 rows; the scheduler's traceback is the reason, not the shutdown line printed after it."""
+    log = (LIVE / "adaptive-steps-below-candidates.server.log").read_text()
+    facts = sglang.facts_from_log(log)
+    assert facts.unfinished_capture is None and "target verify" in [c.graph for c in facts.graph_captures]
+    said = SGLangEngine(ServerSetup(launcher=["sglang"], model="/m")).exit_reason(log, -9)
+    assert said == (
+        "SGLang sized its shared logits buffer for fewer draft tokens than a step asks: shared logits buffer holds"
+        " 32 rows but caller needs 64 (with adaptive speculation before 0.5.20, launch at the largest candidate"
+        " step, or run 0.5.20 or later)"
+    )

@@ -68,12 +68,12 @@ mkdir -p $W/sweep && sed "s#@W@#$W#g" "$R/$SPACE" > $W/sweep/space.yaml && cd $W
 [ ! -d runs ] && [ -f $R/.s4/r/runs.tgz ] && tar xzf $R/.s4/r/runs.tgz && echo "resumed from .s4/r/runs.tgz" | tee -a $OUT/sweep.log
 [ $step = study ] && python3 -m sweep plan --space space.yaml 2>&1 | tail -25 | tee -a $OUT/plan.log
 t0=$(date +%s)
-timeout -s INT $LEFT python3 -m sweep run --space space.yaml --study gpu 2>&1 | tail -40 | tee -a $OUT/sweep.log
+timeout -s INT $LEFT python3 -m sweep run --space space.yaml --study ${STUDY:-gpu} 2>&1 | tail -40 | tee -a $OUT/sweep.log
 echo "run rc=$? wall=$(( $(date +%s) - t0 )) s" | tee -a $OUT/sweep.log
 pgrep -fa sglang | tee -a $OUT/sweep.log
-python3 -m sweep report --study gpu > $OUT/report.txt 2>&1
-python3 -m sweep report --study gpu --json > $OUT/report.json 2>&1
-{ echo; echo "== export"; python3 -m sweep export --study gpu 2>&1; } >> $OUT/report.txt
-python3 -m sweep dashboard --study gpu -o $OUT/dashboard.html > /dev/null 2>&1
+python3 -m sweep report --study ${STUDY:-gpu} > $OUT/report.txt 2>&1
+python3 -m sweep report --study ${STUDY:-gpu} --json > $OUT/report.json 2>&1
+{ echo; echo "== export"; python3 -m sweep export --study ${STUDY:-gpu} 2>&1; } >> $OUT/report.txt
+python3 -m sweep dashboard --study ${STUDY:-gpu} -o $OUT/dashboard.html > /dev/null 2>&1
 tar czf $OUT/runs.tgz --exclude="*.db-journal" runs
 ls -la $OUT

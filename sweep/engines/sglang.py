@@ -126,6 +126,14 @@ EXIT_REASONS: ExitPatterns = (
         re.compile(r"(expected mat1 and mat2 to have the same dtype, but got: [^\n]*)"),
         "the draft and the target ran in different dtypes: {0} (set `dtype:` under fixed: so both run in one)",
     ),
+    # Adaptive candidate steps above the launch's steps (0.5.17 on the H100, `--speculative-num-steps 3` with
+    # candidates 1,3,7): the shared logits buffer was sized for the launch's draft tokens only (0.5.20 and later
+    # size it for every candidate, `ModelRunner.max_decode_logits_rows`).
+    (
+        re.compile(r"(shared logits buffer holds \d+ rows but caller needs \d+)"),
+        "SGLang sized its shared logits buffer for fewer draft tokens than a step asks: {0} (with adaptive"
+        " speculation before 0.5.20, launch at the largest candidate step, or run 0.5.20 or later)",
+    ),
     (re.compile(r"Capture (?:[\w -]+ )?(?i:cuda) graph failed: ([^\n]*)"), "CUDA-graph capture failed: {0}"),
     (
         re.compile(r"(?:ModuleNotFoundError|ImportError): (No module named '[^']+')"),
