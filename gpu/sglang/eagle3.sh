@@ -6,8 +6,9 @@
 #   eagle3.sh train            carrying .s4/m2: join and convert the target, train the draft with speculators,
 #                              export it for SGLang (train_eagle3.py); the draft's folder comes back as a tarball
 #   eagle3.sh store-draft      carrying .s4/d: a draft an earlier train call sent back, instead of training again
-#   eagle3.sh study [SPACE]    no carry: specsweep plan / run --budget / report / export on SPACE (default
-#                              space-eagle3.yaml), within what is left of CALL_SECONDS (default 600)
+#   eagle3.sh study [SPACE]    no carry: specsweep plan / run / report / export on SPACE (default
+#                              space-eagle3.yaml), within what is left of CALL_SECONDS (default 600); STUDY names
+#                              the study (default gpu): STUDY=adaptive with space-adaptive.yaml runs beside it
 #   eagle3.sh again [SPACE]    the same study goes on (its confirmation); on a fresh machine, after site, store and
 #                              store-draft, carrying .s4/r/runs.tgz (a study an earlier call sent back)
 set -o pipefail
