@@ -552,3 +552,80 @@ def test_sglangs_ngram_drafts_nothing_from_the_prompt_where_vllms_prompt_lookup_
     assert code == pytest.approx(PROFILE.acceptance.ngram_code, abs=0.01)  # code repeats itself: drafts stay
     looked_up = StepModel(PROFILE, lookup, "tool", 200).chain_acceptance()
     assert looked_up == pytest.approx(PROFILE.acceptance.ngram_tool, abs=0.01) and looked_up > 2 * tool
+
+
+# --- the profile fitted to the live SGLang 0.5.17 study (H100, SmolLM2-135M-Instruct, its trained EAGLE3 draft) ---
+LIVE_H100 = Profile.load(PROFILES / "smollm2-135m-eagle3-h100.yaml")
+LIVE_FIXED = (
+    *("--attention-backend", "triton", "--sampling-backend", "pytorch", "--cuda-graph-max-bs-decode", "8"),
+    *("--cuda-graph-backend-prefill", "disabled", "--context-length", "4096"),
+)
+EAGLE3 = (
+    "--speculative-algorithm",
+    "EAGLE3",
+    "--speculative-draft-model-path",
+    "/d",
+    "--speculative-eagle-topk",
+    "1",
+)
+
+
+def live_model(workload: str, *flags: str, context: int = 60) -> StepModel:
+    a = args(*LIVE_FIXED, *flags, profile=LIVE_H100)
+    return StepModel(LIVE_H100, resolve(a, LIVE_H100), workload, context)
+
+
+def test_a_dense_model_has_no_state_cache_to_cap_its_requests_and_its_pools_are_the_live_servers() -> None:
+    """The live server's KV pools: 3,062,472 tokens without speculation, 2,959,542 beside the draft (each)."""
+    for flags, pool in (((), 3062472), ((*EAGLE3, "--speculative-num-steps", "3"), 2959542)):
+        a = args(*LIVE_FIXED, *flags, profile=LIVE_H100)
+        plan = plan_memory(resolve(a, LIVE_H100), a, LIVE_H100)
+        assert within(plan.pool_tokens, pool, 0.005), (flags, plan.pool_tokens)
+        assert plan.slots_per_request == 0 and plan.log == []
+        assert plan.effective_max_running == (48 if flags else 4096)
+
+
+def test_ngram_below_its_bfs_breadth_still_drafts() -> None:
+    """0.5.17 resolves NGRAM's steps as draft tokens // BFS breadth (10): 0 at 8 draft tokens, where the live
+    server drafted (acceptance length 1.58 on chat); the simulator once ran it as no speculation."""
+    ngram8 = live_model("code", "--speculative-algorithm", "NGRAM", "--speculative-num-draft-tokens", "8")
+    assert ngram8.resolved.steps == 0 and ngram8.speculative and ngram8.depth == 7
+    assert 1.8 < ngram8.expected_accept_length() < 2.0  # live on code: 1.89
+
+
+def test_step_times_of_the_live_study() -> None:
+    """Per verify step, as the study's requests measured them: 1.58 ms without speculation, EAGLE3 3.3 ms at 3
+    steps and 4.4 at 7, NGRAM 2.6-2.7 ms, and NGRAM's lookups at 4 streams (5.1-5.3 ms)."""
+    ms = {
+        "none": live_model("prose").mean_step_seconds(1),
+        "eagle3 3": live_model("prose", *EAGLE3, "--speculative-num-steps", "3").mean_step_seconds(1),
+        "eagle3 7": live_model("prose", *EAGLE3, "--speculative-num-steps", "7").mean_step_seconds(1),
+        "ngram 15": live_model("code", "--speculative-algorithm", "NGRAM").mean_step_seconds(1),
+    }
+    ngram15 = live_model("code", "--speculative-algorithm", "NGRAM", "--speculative-num-draft-tokens", "15")
+    targets = {"none": 1.58, "eagle3 3": 3.3, "eagle3 7": 4.4, "ngram 15": 2.67}
+    assert all(within(1000 * ms[k], t) for k, t in targets.items()), ms
+    assert within(1000 * ngram15.mean_step_seconds(4), 5.2)
+
+
+def test_context_costs_each_verified_token() -> None:
+    """At 1K tokens of prompt NGRAM's 15 verified tokens cost 15/4 of what EAGLE3's 4 do (1.8 and 0.56 ms live)."""
+    ngram = ("--speculative-algorithm", "NGRAM", "--speculative-num-draft-tokens", "15")
+    eagle = (*EAGLE3, "--speculative-num-steps", "3")
+    extra = {
+        name: live_model("prose", *flags, context=910).mean_step_seconds(1)
+        - live_model("prose", *flags, context=30).mean_step_seconds(1)
+        for name, flags in (("ngram", ngram), ("eagle", eagle))
+    }
+    assert extra["ngram"] == pytest.approx(15 / 4 * extra["eagle"], rel=0.02)
+    assert within(1000 * extra["eagle"], 0.56, 0.2)
+
+
+def test_an_answer_that_copies_its_prompt_takes_the_profiles_answer_only_ngram_rate() -> None:
+    """SGLang's NGRAM never holds the prompt: a copying (tool) answer drafts at `ngram_copy` (edit live: 1.15)
+    where the profile gives one, else at the prose rate (the default profile)."""
+    live = live_model("tool", "--speculative-algorithm", "NGRAM", "--speculative-num-draft-tokens", "8")
+    assert live.chain_acceptance() == LIVE_H100.acceptance.ngram_copy == 0.13
+    default = StepModel(PROFILE, resolve(args("--speculative-algorithm", "NGRAM"), PROFILE), "tool", 60)
+    assert PROFILE.acceptance.ngram_copy is None
+    assert default.chain_acceptance() == PROFILE.acceptance.ngram_prose

@@ -101,6 +101,10 @@ class StepModel:
 
     @property
     def speculative(self) -> bool:
+        if (
+            self.resolved.algorithm == "NGRAM"
+        ):  # drafts its budget whatever steps resolved to (draft tokens //
+            return self.draft_budget > 0  # BFS breadth: 0 below 10 draft tokens, where the live H100 drafted)
         return self.resolved.speculative and self.steps > 0
 
     @property
@@ -136,7 +140,7 @@ class StepModel:
         # An answer that copies its prompt gives an answer-only n-gram corpus nothing to find until it repeats
         # itself: as prose does (the H200 measured 1.16 tokens a step on edits and quotes with SGLang's NGRAM).
         copying = ngram and self.workload == "tool" and not self.resolved.lookup_prompt
-        base = a.per_token("prose" if copying else self.workload, ngram=ngram)
+        base = a.answer_only_copy() if copying else a.per_token(self.workload, ngram=ngram)
         return min(0.99, base + (a.at_128k - base) * self._t) if base > a.at_128k else base
 
     def acceptance(self) -> float:
@@ -159,30 +163,17 @@ class StepModel:
         s, r = self.profile.speed, self.resolved
         if not self.speculative:
             ms = s.decode_ms + (s.decode_ms_at_128k - s.decode_ms) * self._t + self.verify_ms(running)
-        elif r.algorithm == "NGRAM":  # no draft model: the verify width is what costs
-            tokens = self.draft_budget + 1
-            ms = (
-                s.step_ms
-                + s.per_draft_ms / 10 * tokens
-                + s.step_ms_at_128k_extra * self._t
-                + self.verify_ms(running * tokens)
-            )
+            return ms * (1 + s.batch_growth * max(0, running - 1)) / 1000
+        tokens = self.draft_budget + 1  # verified a step
+        if r.algorithm == "NGRAM":  # no draft model: the verify width is what costs, and the lookups
+            ms = s.step_ms + s.per_draft_ms / 10 * tokens + s.step_ms_at_128k_extra * self._t
+            ms += s.ngram_ms_per_request * max(0, running - 1)
         elif self.block:  # one draft forward over the block: it costs more the wider the block
-            tokens = self.draft_budget + 1
-            ms = (
-                s.step_ms
-                + s.per_draft_ms * (1 + tokens / 16)
-                + s.step_ms_at_128k_extra * self._t / 3
-                + self.verify_ms(running * tokens)
-            )
+            ms = s.step_ms + s.per_draft_ms * (1 + tokens / 16) + s.step_ms_at_128k_extra * self._t / 3
         else:
             draft = s.per_draft_ms * self.steps * (1 + s.draft_width_cost * (max(1, r.topk) - 1))
-            ms = (
-                s.step_ms
-                + draft
-                + s.step_ms_at_128k_extra * self._t * self.steps / 3
-                + self.verify_ms(running * (self.draft_budget + 1))
-            )
+            ms = s.step_ms + draft + s.step_ms_at_128k_extra * self._t * self.steps / 3
+        ms += s.verify_ms_per_token_at_128k * self._t * tokens + self.verify_ms(running * tokens)
         return ms * (1 + s.batch_growth * max(0, running - 1)) / 1000
 
     def accepted_drafts(self, rng: random.Random) -> int:

@@ -84,6 +84,12 @@ class Speed:
     prefill_quadratic_s_per_token2: float
     startup_s: float
     capture_s_per_bucket: float
+    # Each verified token reads the context again (Triton attention at batch 1 on the H100: a step of 15 NGRAM
+    # tokens took 1.8 ms longer at 1K tokens of prompt, EAGLE3's 4 tokens 0.56 ms): ms per token at 128K.
+    verify_ms_per_token_at_128k: float = 0.0
+    # NGRAM looks every running request up in its corpus on the CPU, one after another (the H100: a step of 5.1-5.3
+    # ms at 4 streams against 2.6 at one, whether 9 or 16 tokens were verified): ms a step per further request.
+    ngram_ms_per_request: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -98,9 +104,15 @@ class Acceptance:
     ngram_code: float
     ngram_tool: float
     ngram_prose: float
+    # An answer that copies its prompt, drafted from n-grams of the answer alone (SGLang's NGRAM): it finds
+    # nothing until the answer repeats itself. None: as prose (the H200's 1.16 a step on edits and quotes).
+    ngram_copy: float | None = None
 
     def per_token(self, workload: str, ngram: bool) -> float:
         return float(getattr(self, f"ngram_{workload}" if ngram else workload))
+
+    def answer_only_copy(self) -> float:
+        return self.ngram_prose if self.ngram_copy is None else self.ngram_copy
 
 
 @dataclass(frozen=True)
