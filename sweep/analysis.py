@@ -667,16 +667,32 @@ def _what_to_run(
         if label == best_label or (against_best is not None and against_best.verdict != Verdict.SLOWER):
             good.append(search_by_label[label])
     gains = dict(intact)
-    # Of equal cost, the faster: "cheaper" is said only where the cost really differs.
-    cheapest = min(good, key=lambda view: (cost(view), -gains[view.label].gain))
+
+    def gives_up(view: TrialView) -> float:
+        """The share of the best's speed a candidate gives up, as measured."""
+        return 1 - (1 + gains[view.label].gain) / (1 + gains[best_label].gain)
+
+    def by_cost(view: TrialView) -> tuple[tuple[bool, float, float], float]:
+        return cost(view), -gains[view.label].gain  # of equal cost, the faster
+
+    # A cheaper configuration replaces the best only where what it gives up as measured is within what a gain
+    # must be worth (`min_gain`): "not slower beyond noise" alone let a noisy study trade 16% for a step less.
+    cheapest = min((view for view in good if gives_up(view) <= study.min_gain), key=by_cost)
+    cheaper = min(good, key=by_cost)
     assert cheapest.record is not None
     why = "the best confirmed"
     if cheapest.label != best_label:
         mine, best = gains[cheapest.label].gain, gains[best_label].gain
         why = (
             f"not slower than {best_label} beyond noise, and cheaper "
-            f"({cheaper_by(cheapest, search_by_label[best_label])}); it gives up {1 - (1 + mine) / (1 + best):.1%} "
+            f"({cheaper_by(cheapest, search_by_label[best_label])}); it gives up {gives_up(cheapest):.1%} "
             f"of {best_label}'s speed as measured ({mine:+.0%} against {best:+.0%} over no speculation)"
+        )
+    if by_cost(cheaper) < by_cost(cheapest) and cost(cheaper) != cost(cheapest):
+        why += (
+            f"; {cheaper.label} is cheaper ({cheaper_by(cheaper, cheapest)}) and not slower beyond noise, but gives"
+            f" up {gives_up(cheaper):.1%} of {best_label}'s speed as measured, more than the {study.min_gain:.0%} a"
+            " gain must be worth"
         )
     if withheld is not None:
         why += f"; withheld {withheld.describe()}"
