@@ -237,6 +237,9 @@ class Recommendation:
     label: str = ""  # the configuration's label ("trial N", "predicted K")
     recommended_name: str = ""  # how outputs name what to run ("trial N", "predicted K")
     output: fidelity.OutputCheck | None = None
+    # What to run's answers moved where the baseline reproduced itself and nothing explains it, below the veto:
+    # said in its own line with why the evidence is too thin (`OutputCheck.silent_change`); "" otherwise.
+    output_note: str = ""
     confirmed_value: float | None = None  # mean over the confirmation launches (geometric)
     confirmed_baseline_value: float | None = None
     # The baseline's answers on this workload (every launch without speculation) and the form they were sent in.
@@ -304,6 +307,7 @@ class Recommendation:
             "recommended_params": self.recommended_params,
             "why": self.why,
             "output": self.output.to_dict() if self.output else None,
+            "output_note": self.output_note,
             "representative": self.representative,
             "baseline_output_health": self.health.to_dict() if self.health else None,
             "form": self.form,
@@ -475,6 +479,12 @@ def output_check(study: Study, label: str, key: str) -> fidelity.OutputCheck | N
     )
 
 
+def silent_change(study: Study, label: str, key: str) -> str:
+    """What a configuration to run changed in the answers without a veto (`OutputCheck.silent_change`)."""
+    check = output_check(study, label, key)
+    return check.silent_change() if check is not None else ""
+
+
 def recommendations(study: Study, warnings: StudyWarnings) -> list[Recommendation]:
     baseline = baseline_view(study.search)
     search_by_label = study.by_label()
@@ -621,6 +631,7 @@ def _what_to_run(
             recommended_params=rec.params,
             why=why,
             recommended_name=rec.trial_label,
+            output_note=silent_change(study, rec.trial_label, key),
         )
     if rec.verdict == Verdict.UNRELIABLE and not rec.confirmed and veto is None:
         # One launch each, and the warnings say why even that one cannot be trusted: the confirmation measures
@@ -703,6 +714,7 @@ def _what_to_run(
         why=why,
         recommended_name=cheapest.name,
         withheld=withheld,
+        output_note=silent_change(study, cheapest.label, key),
     )
 
 

@@ -37,9 +37,12 @@ SmolLM2-135M's Q4_1 weights, 0.60 nats). An explained difference counts as alike
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+import scipy.stats
 
 from sweep.health import PIECE, TEMPLATE_MARKERS
 from sweep.results import TieProbe
@@ -142,6 +145,41 @@ class OutputCheck:
             return ""
         return "engine" if self.floor.share >= 1.0 else "floor"
 
+    @property
+    def unexplained(self) -> int:
+        """Prompts whose answers differ from the baseline's where no probe explains the difference."""
+        return self.prompts - self.identical - self.explained
+
+    @property
+    def veto_needs(self) -> int:
+        """The fewest unexplained differing prompts `changed` vetoes at (structured answers aside)."""
+        return math.floor(((1 - self.floor.share) + TOLERANCE) * self.prompts + 1e-9) + 1
+
+    def chance_under_tolerance(self) -> float:
+        """How often a configuration that parts from the greedy text on the tolerated share of prompts beyond the
+        floor (what batched verification alone was seen to do) would part on this many or more: the binomial tail."""
+        rate = min(1.0, (1 - self.floor.share) + TOLERANCE)
+        return float(scipy.stats.binom.sf(self.unexplained - 1, self.prompts, rate))
+
+    def silent_change(self) -> str:
+        """Where speculation moved answers the baseline reproduced every time, no probe explains it and the
+        veto does not hold: what moved, where, and why the evidence is too thin to veto; "" otherwise."""
+        if self.changed or self.moved != "engine" or not self.unexplained:
+            return ""
+        asked = (
+            "its server, asked where they part, did not call the point a near-tie"
+            if self.asked
+            else "no probe asked its server where they part"
+        )
+        where = f"; {self.example.describe()}" if self.example else ""
+        return (
+            f"speculation moved {self.unexplained} of {self.prompts} answers that the baseline reproduced every "
+            f"time, and {asked}{where}; not vetoed, the evidence is too thin: a configuration whose answers part on "
+            f"{min(1.0, 1 - self.floor.share + TOLERANCE):.0%} of the prompts (batched verification alone was seen to "
+            f"part on one in three) would part on {self.unexplained} or more of {self.prompts} "
+            f"{self.chance_under_tolerance():.0%} of the time; a veto needs {self.veto_needs} of {self.prompts}"
+        )
+
     def ties_text(self) -> str:
         """`2 of them parted where ... (...)`, or "" where no difference was explained."""
         if not self.explained:
@@ -200,6 +238,8 @@ class OutputCheck:
             "example": self.example.__dict__ if self.example else None,
             "identical_share": self.identical_share,
             "changed": self.changed,
+            "unexplained": self.unexplained,
+            "silent_change": self.silent_change(),
         }
 
 

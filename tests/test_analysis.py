@@ -604,3 +604,58 @@ def test_a_baseline_launch_asks_about_each_difference_once() -> None:
         answered(2, "trial 1", said),
     ]
     assert others_to_ask(later, BASELINE) == {"code": {}}  # asked already; the same text is no difference
+
+
+def with_answers(views: list[TrialView], answers: dict[str, tuple[str, str]]) -> list[TrialView]:
+    """Each launch's code answers to prompts p1 and p2, by its configuration's label."""
+    for found in views:
+        if found.record is not None and "code" in found.record.workloads and found.label in answers:
+            summary = found.record.workloads["code"]
+            found.record.workloads["code"] = dataclasses.replace(
+                summary, outputs=answers[found.label], output_prompts=("p1", "p2")
+            )
+    return views
+
+
+SAID = ("def add(a, b):\n    return a + b\n", "The mill stands by the river, and its wheel turns all day.")
+MOVED = "The mill stands by the river, and its wheel stops at night."
+
+
+@pytest.mark.parametrize(("moved", "vetoed"), [(1, False), (2, True)])
+def test_an_answer_speculation_moved_with_nothing_to_explain_it_is_said_in_its_own_line(
+    moved: int, vetoed: bool
+) -> None:
+    """The baseline reproduced both answers in every launch; trial 1 (faster on code) parts from one of them with
+    no probe to explain it: not vetoed, and its own line says what moved and why one of two is too thin (a
+    configuration parting on half the prompts would do as much 75% of the time); both parted: vetoed, withheld."""
+    truth = {BASELINE: SPEEDS, "trial 1": {"code": 90.0}, "trial 2": {"code": 60.0, "prose": 70.0}}
+    from sweep.outputs.console import report_text
+
+    mine = (SAID[0], MOVED) if moved == 1 else ("def add(x, y):\n    return x + y\n", MOVED)
+    answers = {BASELINE: SAID, "trial 1": mine, "trial 2": SAID}
+    study = Study(with_answers(search(), answers), with_answers(confirm(truth), answers))
+    verdicts = study_verdicts(study)
+    code = {r.workload: r for r in verdicts.recommendations}["code"]
+    assert code.output is not None and code.output.changed is vetoed
+    text = report_text("s", study, verdicts)
+    if vetoed:
+        assert code.withheld is not None and code.recommended_trial != 1 and not code.output_note
+        assert "its answers:" not in text
+        return
+    assert code.recommended_trial == 1 and code.output_note.startswith(
+        "speculation moved 1 of 2 answers that the baseline reproduced every time, and no probe asked its server"
+        " where they part; prompt 2 parts at character 44: after 'mill stands by the river, and its wheel ' the"
+        " baseline says 'turns', this configuration 'stops'; not vetoed"
+    )
+    assert code.output_note.endswith(
+        "not vetoed, the evidence is too thin: a configuration whose answers part on 50% of the prompts (batched"
+        " verification alone was seen to part on one in three) would part on 1 or more of 2 75% of the time;"
+        " a veto needs 2 of 2"
+    )
+    assert (
+        f"run for code: trial 1: speculative-algorithm=NEXTN speculative-num-steps=5  (the best confirmed)\n  its answers: {code.output_note}"
+        in text
+    )
+    as_json = code.to_dict()
+    assert as_json["output_note"] == code.output_note and as_json["output"]["changed"] is False
+    assert as_json["output"]["unexplained"] == 1

@@ -3,6 +3,9 @@ the floor measured from the baseline's own launches, and one example of where th
 
 from __future__ import annotations
 
+import dataclasses
+import math
+
 import pytest
 
 from sweep import fidelity
@@ -192,3 +195,30 @@ def test_an_answer_that_ended_parts_on_the_end_of_text_token() -> None:
     )
     assert fidelity.tie_gap(probe) == pytest.approx(0.03) and fidelity.explains(probe)
     assert fidelity.starts("<|im_end|>", "") and not fidelity.starts("<|im_end|>", "text")
+
+
+@pytest.mark.parametrize(("prompts", "moved", "needs"), [(2, 1, 2), (6, 2, 4), (6, 3, 4), (9, 4, 5)])
+def test_too_thin_to_veto_is_the_binomial_tail_at_the_tolerated_share(
+    prompts: int, moved: int, needs: int
+) -> None:
+    """Answers the baseline reproduced every time, `moved` of them parted with nothing to explain it: the veto
+    holds from `needs` on (more than half beyond the floor), and below it the note gives the chance that a
+    configuration parting on half the prompts parts on as many: sum over j >= moved of C(n, j) / 2^n."""
+    check = fidelity.OutputCheck(
+        prompts=prompts,
+        identical=prompts - moved,
+        first_divergence=10,
+        structured=0,
+        structured_broken=0,
+        floor=fidelity.Floor(prompts, prompts),
+    )
+    assert check.unexplained == moved and check.veto_needs == needs and check.moved == "engine"
+    tail = sum(math.comb(prompts, j) for j in range(moved, prompts + 1)) / 2**prompts
+    assert check.chance_under_tolerance() == pytest.approx(tail)
+    note = check.silent_change()
+    assert not check.changed and note.startswith(f"speculation moved {moved} of {prompts} answers")
+    assert note.endswith(f"{tail:.0%} of the time; a veto needs {needs} of {prompts}")
+    at_veto = dataclasses.replace(check, identical=prompts - needs)
+    assert at_veto.changed and at_veto.silent_change() == ""
+    # Where the baseline itself differs launch to launch, floating point moves answers too: no such note.
+    assert dataclasses.replace(check, floor=fidelity.Floor(prompts, prompts - 1)).silent_change() == ""

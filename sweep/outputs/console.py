@@ -133,6 +133,8 @@ def report_text(study_name: str, study: Study, verdicts: Verdicts) -> str:
         lines.append(
             f"run for {r.workload}: {r.recommended_label}: {params_text(r.recommended_params)}  ({r.why})"
         )
+        if r.output_note:
+            lines.append(f"  its answers: {r.output_note}")
     if overall is not None:
         gains = ", ".join(f"{k} {pct(v)}" for k, v in overall.gains.items())
         lines += [

@@ -982,7 +982,7 @@ def recommendations_html(
                 output,
                 r.recommended_label,
                 params_text(r.recommended_params),
-                r.why,
+                f"{r.why}; its answers: {r.output_note}" if r.output_note else r.why,
                 # The faster configuration a veto holds back, with its flags, so a reader can judge the veto.
                 f"{r.withheld.describe()}; {params_text(r.withheld.params)}" if r.withheld else "-",
             ]
