@@ -9,6 +9,7 @@
 #   eagle3.sh study [SPACE]    no carry: specsweep plan / run / report / export on SPACE (default
 #                              space-eagle3.yaml), within what is left of CALL_SECONDS (default 600); STUDY names
 #                              the study (default gpu): STUDY=adaptive with space-adaptive.yaml runs beside it
+#   eagle3.sh costs [SPACE]    no carry: a forced-acceptance cost profile of SPACE's shapes (`specsweep profile`)
 #   eagle3.sh again [SPACE]    the same study goes on (its confirmation); on a fresh machine, after site, store and
 #                              store-draft, carrying .s4/r/runs.tgz (a study an earlier call sent back)
 set -o pipefail
@@ -54,10 +55,21 @@ store-draft)
   cat $(ls .s4/d/draft.part* | sort -V) > $D/model.safetensors && (cd $D && sha256sum -c $R/.s4/d/draft.sha256) | tee $OUT/store.log
   mkdir -p $W/chat && cp .s4/d/chat-heldout.json $W/chat/
   exit 0 ;;
+costs)
+  # The step costs with SGLang's forced acceptance (SGLANG_SIMULATE_ACC_LEN), the arms of SPACE as shapes: a
+  # cost profile (`specsweep profile`) for the simulator's fit. Not yet run on a GPU (its route ran on the
+  # simulator: 6 launches at SHAPES=2, so about 6 minutes here at 50-60 s a launch).
+  source gpu/sglang/dev_common.sh > /dev/null
+  export PYTHONPATH=$R:$W/site
+  mkdir -p $W/sweep && sed "s#@W@#$W#g" "$R/${1:-gpu/sglang/space-eagle3.yaml}" > $W/sweep/costs.yaml && cd $W/sweep
+  timeout -s INT $(( ${CALL_SECONDS:-600} - 60 - ($(date +%s) - START) )) python3 -m sweep profile --space costs.yaml \
+    --study costs --shapes ${SHAPES:-2} 2>&1 | tail -40 | tee $OUT/costs.log
+  cp runs/costs/cost-profile.json $OUT/ 2>/dev/null; tar czf $OUT/costs-runs.tgz runs/costs
+  exit 0 ;;
 study|again)
   source gpu/sglang/dev_common.sh > /dev/null
   export PYTHONPATH=$R:$W/site ;;
-*) echo "unknown step $step: give site, store, train, study or again"; exit 2 ;;
+*) echo "unknown step $step: give site, store, train, store-draft, costs, study or again"; exit 2 ;;
 esac
 SPACE=${1:-gpu/sglang/space-eagle3.yaml}
 # What is left of the call, less a minute and a half for the report and the way back. No `--budget`: it keeps back
