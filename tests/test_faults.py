@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -26,6 +27,7 @@ from sweep import processes
 from sweep.cli import main
 from sweep.errors import SIGNALS, Interrupted, run_interruptible
 from sweep.server import _escalating_interrupts
+from sweep.store import INTERRUPTED
 
 ENV_PREFIX = f"{processes.MARKER_ENV}=".encode()
 
@@ -418,6 +420,52 @@ def test_a_full_disk_keeps_the_measured_trial_and_says_so(
         assert study.trials[0].values[0] > 0
         assert_no_orphans(case)
     finally:
+        _kill_everything(case)
+
+
+def run_with_file_limit(case: Case, limit: int) -> subprocess.CompletedProcess[str]:
+    """`specsweep run` in a process whose files may grow to `limit` bytes and no further (RLIMIT_FSIZE, which
+    any user may lower: a write past it fails with EFBIG, as a full disk's fails with ENOSPC)."""
+
+    def limited() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    argv = [sys.executable, "-m", "sweep", *case.argv()]
+    return subprocess.run(argv, preexec_fn=limited, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.server
+def test_a_disk_that_fills_while_optuna_commits_is_one_line_and_the_study_resumes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The study's database may grow no further than one finished trial's (a disk that fills mid-study): the
+    next trial's commit fails inside Optuna (its StorageInternalError, then its own "Should not reach." once
+    seen), and the run says so in one line, exit 2, no traceback. Room again: the same command marks the trial
+    it interrupted and measures the rest."""
+    (tmp_path / "one").mkdir()
+    first, case = make_case(tmp_path / "one", trials=1), make_case(tmp_path, trials=3)
+    try:
+        assert main(first.argv()) == 0
+        room = (first.runs / "f" / "study.db").stat().st_size
+        done = run_with_file_limit(case, room)
+        assert done.returncode == 2, done.stderr
+        assert "Traceback" not in done.stderr
+        (line,) = [x for x in done.stderr.splitlines() if x.startswith("specsweep: error: ")]
+        assert line.startswith("specsweep: error: the study's storage failed (OperationalError: ")
+        assert line.endswith(
+            "run the same command again to resume: a trial it interrupted is marked and run again"
+        )
+        assert_no_orphans(case)
+        assert main(case.argv()) == 0
+        states = [state for state, _ in case.trials()]
+        assert states.count("COMPLETE") == 3 and set(states) == {"COMPLETE", "FAIL"}
+        capsys.readouterr()
+        assert main(["report", "--study", "f", "--runs", str(case.runs)]) == 0
+        assert f": {INTERRUPTED}" in capsys.readouterr().out.split("failed trials:")[1]
+        assert_no_orphans(case)
+    finally:
+        _kill_everything(first)
         _kill_everything(case)
 
 

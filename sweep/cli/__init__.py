@@ -106,18 +106,37 @@ def _errors_as_lines(command: Callable[[], int]) -> int:
         # `specsweep report | head`: the reader left; say nothing more (and nothing at exit either).
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except sqlalchemy.exc.SQLAlchemyError as exc:
-        _say_error(
-            f"the study's storage failed ({exc.__class__.__name__}: {str(exc).splitlines()[0]})",
-            "check the disk and the database server, then run the same command again to resume",
-        )
-        return 2
-    except OSError as exc:
-        if exc.errno not in DISK_ERRORS:
+    except Exception as exc:
+        # A failed write often arrives wrapped: Optuna raises its StorageInternalError over the database's error
+        # (a commit on a full disk), and its own "Should not reach." assertion over that in turn.
+        cause = storage_or_disk_cause(exc)
+        if cause is None:
             raise
-        error = write_error(exc.filename or "a file", exc.strerror or str(exc))
-        _say_error(error.problem, error.fix)
+        if isinstance(cause, OSError):
+            error = write_error(cause.filename or "a file", cause.strerror or str(cause))
+            _say_error(error.problem, error.fix)
+        else:
+            _say_error(
+                f"the study's storage failed ({cause.__class__.__name__}: {str(cause).splitlines()[0]})",
+                "check the disk (free space) and the database server, then run the same command again to resume:"
+                " a trial it interrupted is marked and run again",
+            )
         return 2
+
+
+def storage_or_disk_cause(exc: BaseException) -> BaseException | None:
+    """The storage error, or the write a full or read-only disk refused, that `exc` was raised over (itself
+    included, through its causes and contexts), or None."""
+    seen: set[int] = set()
+    found: BaseException | None = exc
+    while found is not None and id(found) not in seen:
+        seen.add(id(found))
+        if isinstance(found, sqlalchemy.exc.SQLAlchemyError):
+            return found
+        if isinstance(found, OSError) and found.errno in DISK_ERRORS:
+            return found
+        found = found.__cause__ or found.__context__
+    return None
 
 
 def _say_error(problem: str, fix: str) -> None:
