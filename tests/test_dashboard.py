@@ -9,6 +9,7 @@ import re
 import shlex
 import shutil
 import subprocess
+from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -135,19 +136,33 @@ def test_dashboard_in_a_real_browser(study_runs: Path, capsys: pytest.CaptureFix
     assert main(["report", "--study", "dash", "--runs", str(study_runs), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     table = sections[0][1]
-    for rec in report["recommendations"]:
-        row = re.search(
-            rf"<tr><td>{re.escape(rec['workload'])}</td><td>trial (\d+)</td><td>([\d.]+) x\d+</td><td>([\d.]+) x\d+</td>",
-            table,
+    # One headline row a workload: what to run, the gain and its interval, the verdict in a word; four columns.
+    headlines = re.findall(r'<tr class="headline">(.*?)</tr>', table, re.S)
+    assert len(headlines) == len(report["recommendations"])
+    for rec, row in zip(report["recommendations"], headlines, strict=True):
+        cells = re.findall(r"<td>(.*?)</td>", row, re.S)
+        assert len(cells) == 4 and cells[0] == escape(rec["workload"])
+        assert cells[1].startswith(escape(rec["recommended_configuration"]) + ": <code>speculative-algorithm=")
+        assert f"<b>{escape(rec['verdict'])}" in cells[3]
+        # The evidence beneath it, folded: the numbers the verdict rests on, as `report --json` has them.
+        measured = re.search(
+            rf"<tr class=\"evidence\">.*?<dd>{re.escape(rec['configuration'])}: ([\d.]+) x\d+ against ([\d.]+) x\d+",
+            table.split(row, 1)[1],
+            re.S,
         )
-        assert row, rec["workload"]
-        assert int(row.group(1)) == rec["trial"] and rec["confirmed"]
-        assert row.group(2) == f"{rec['confirmed_tps']:.1f}"
-        assert row.group(3) == f"{rec['confirmed_baseline_tps']:.1f}"
-    assert "Noise measured in this study" in table
-    # The form the prompts were sent in and whether the baseline's answers read as text, beside each verdict.
-    assert "prompts and answers (no speculation)" in table
-    assert table.count("sent in the chat form (the model's chat template") == len(report["recommendations"])
+        assert measured, rec["workload"]
+        assert rec["confirmed"] and measured.group(1) == f"{rec['confirmed_tps']:.1f}"
+        assert measured.group(2) == f"{rec['confirmed_baseline_tps']:.1f}"
+    assert table.count("<details>") == len(report["recommendations"]) and "<details open" not in table
+    assert table.count("noise measured in this study: within a round") == len(report["recommendations"])
+    # The space's fixed flags, which every row runs, are said once under the table, not in each row.
+    assert "Every row also runs <code>kv-cache-dtype=fp8_e4m3" in table
+    assert all("kv-cache-dtype" not in row for row in headlines)
+    # The form the prompts were sent in and whether the baseline's answers read as text, once a workload.
+    assert table.count("prompts and answers (no speculation)") == len(report["recommendations"])
+    assert table.count("sent in the chat form (the model's chat template") == len(
+        report["recommendations"]
+    )
     assert "answers read as text" in table
 
 

@@ -958,53 +958,63 @@ def timeline_panel(study: optuna.Study) -> Panel:
     return Panel("Trial timeline", fig)
 
 
+@dataclass(frozen=True)
+class Headline:
+    """One workload's answer in a row (what to run, its gain and interval, the verdict in a word), and the
+    evidence folded beneath it, each piece said once."""
+
+    workload: str
+    run: str
+    params: dict[str, Any]
+    gain: str
+    verdict: str
+    evidence: list[tuple[str, str]]
+
+
+def headline(r: Recommendation) -> Headline:
+    tps, base = speed_text(r)
+    acc = r.summary.acceptance_length
+    ttft = r.summary.latency.get("ttft_s", {})
+    measured = (
+        f"{r.trial_label}: {tps} against {base} without speculation; the search said {pct(r.search_gain)}"
+        + (f"; acceptance length {acc.median:.2f}" if acc else "")
+        + (f"; TTFT p50 / p90 {ttft['p50']:.2f} / {ttft['p90']:.2f} s" if ttft else "")
+    )
+    evidence = [
+        ("measured", measured),
+        ("verdict", f"{r.verdict_text}: {r.why_verdict}; noise measured in this study: {r.noise.describe()}"),
+        ("prompts and answers (no speculation)", text_health(r)),
+    ]
+    if r.output is not None:
+        evidence.append(
+            (
+                f"output of {r.trial_label} vs baseline",
+                ("CHANGED: " if r.output.changed else "") + r.output.describe(),
+            )
+        )
+    evidence.append(("why this", r.why))  # a veto's reason is in it ("withheld trial N (...): ...")
+    if r.output_note:
+        evidence.append(("its answers", r.output_note))
+    if r.withheld is not None:  # the flags of what the veto holds back, so a reader can judge the veto
+        evidence.append((f"{r.withheld.label}'s flags", params_text(r.withheld.params)))
+    gain = gain_text(r)
+    if r.recommended_label != r.trial_label and r.gain is not None:
+        gain = f"{r.trial_label}: {gain}"  # what the best candidate measured, where something else is to run
+    return Headline(r.workload, r.recommended_label, r.recommended_params, gain, r.verdict_text, evidence)
+
+
 def recommendations_html(
     recs: list[Recommendation], overall: OverallRecommendation | None, warnings: StudyWarnings
 ) -> str:
-    rows = []
-    for r in recs:
-        tps, base = speed_text(r)
-        acc = r.summary.acceptance_length
-        ttft = r.summary.latency.get("ttft_s", {})
-        output = "-" if r.output is None else ("CHANGED: " if r.output.changed else "") + r.output.describe()
-        rows.append(
-            [
-                r.workload,
-                r.trial_label,
-                tps,
-                base,
-                gain_text(r),
-                pct(r.search_gain),
-                f"{acc.median:.2f}" if acc else "-",
-                f"{ttft['p50']:.2f} / {ttft['p90']:.2f}" if ttft else "-",
-                f"{r.verdict_text}: {r.why_verdict}",
-                text_health(r),
-                output,
-                r.recommended_label,
-                params_text(r.recommended_params),
-                f"{r.why}; its answers: {r.output_note}" if r.output_note else r.why,
-                # The faster configuration a veto holds back, with its flags, so a reader can judge the veto.
-                f"{r.withheld.describe()}; {params_text(r.withheld.params)}" if r.withheld else "-",
-            ]
-        )
-    headers = [
-        "workload",
-        "config",
-        "t/s (launches)",
-        "no-spec t/s",
-        "gain [98% interval]",
-        "search said",
-        "accept len",
-        "TTFT p50 / p90 (s)",
-        "verdict",
-        "prompts and answers (no speculation)",
-        "output vs baseline",
-        "run",
-        "flags",
-        "why",
-        "withheld (faster, vetoed)",
-    ]
-    noise = "; ".join(f"{r.workload}: {r.noise.describe()}" for r in recs)
+    rows = [headline(r) for r in recs]
+    # Flags every row runs (the space's fixed ones, mostly) are said once, under the table.
+    others = rows[1:]
+    shared = {
+        k: v
+        for k, v in rows[0].params.items()
+        if others and all(k in r.params and r.params[k] == v for r in others)
+    }
+    flags = [params_text({k: v for k, v in row.params.items() if k not in shared}) for row in rows]
     one = None
     if overall is not None:
         gain = f"; worst-case gain {overall.worst_gain:+.0%}" if overall.gains else ""
@@ -1014,13 +1024,15 @@ def recommendations_html(
             "why": overall.why,
             "gain": gain,
         }
-    return str(HTML.recommendations(headers, rows, noise, one, warnings.messages))
+    return str(HTML.recommendations(rows, flags, params_text(shared), one, warnings.messages))
 
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}h2{margin-top:1.6em}
 table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:3px 8px;font-size:13px;text-align:left}
 .empty{color:#666;font-style:italic}code{background:#f4f4f4}
-.warning{border:2px solid #c0392b;background:#fdecea;padding:.3em 1em;margin:.8em 0}"""
+.warning{border:2px solid #c0392b;background:#fdecea;padding:.3em 1em;margin:.8em 0}
+table.headlines{width:100%}tr.headline td{font-size:14px}tr.evidence td{border-top:none;background:#fafafa}
+summary{cursor:pointer;color:#555}dl{margin:.3em 0}dt{font-weight:600}dd{margin:0 0 .4em 1em}"""
 
 
 def script_json(text: str) -> str:
