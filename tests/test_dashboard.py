@@ -142,7 +142,9 @@ def test_dashboard_in_a_real_browser(study_runs: Path, capsys: pytest.CaptureFix
     for rec, row in zip(report["recommendations"], headlines, strict=True):
         cells = re.findall(r"<td>(.*?)</td>", row, re.S)
         assert len(cells) == 4 and cells[0] == escape(rec["workload"])
-        assert cells[1].startswith(escape(rec["recommended_configuration"]) + ": <code>speculative-algorithm=")
+        assert cells[1].startswith(
+            escape(rec["recommended_configuration"]) + ": <code>speculative-algorithm="
+        )
         assert f"<b>{escape(rec['verdict'])}" in cells[3]
         # The evidence beneath it, folded: the numbers the verdict rests on, as `report --json` has them.
         measured = re.search(
@@ -160,9 +162,7 @@ def test_dashboard_in_a_real_browser(study_runs: Path, capsys: pytest.CaptureFix
     assert all("kv-cache-dtype" not in row for row in headlines)
     # The form the prompts were sent in and whether the baseline's answers read as text, once a workload.
     assert table.count("prompts and answers (no speculation)") == len(report["recommendations"])
-    assert table.count("sent in the chat form (the model's chat template") == len(
-        report["recommendations"]
-    )
+    assert table.count("sent in the chat form (the model's chat template") == len(report["recommendations"])
     assert "answers read as text" in table
 
 
