@@ -1008,12 +1008,8 @@ def recommendations_html(
 ) -> str:
     rows = [headline(r) for r in recs]
     # Flags every row runs (the space's fixed ones, mostly) are said once, under the table.
-    others = rows[1:]
-    shared = {
-        k: v
-        for k, v in rows[0].params.items()
-        if others and all(k in r.params and r.params[k] == v for r in others)
-    }
+    first, others = (rows[0].params, rows[1:]) if len(rows) > 1 else ({}, [])
+    shared = {k: v for k, v in first.items() if all(k in r.params and r.params[k] == v for r in others)}
     flags = [params_text({k: v for k, v in row.params.items() if k not in shared}) for row in rows]
     one = None
     if overall is not None:
