@@ -142,9 +142,14 @@ def test_dashboard_in_a_real_browser(study_runs: Path, capsys: pytest.CaptureFix
     for rec, row in zip(report["recommendations"], headlines, strict=True):
         cells = re.findall(r"<td>(.*?)</td>", row, re.S)
         assert len(cells) == 4 and cells[0] == escape(rec["workload"])
-        assert cells[1].startswith(
-            escape(rec["recommended_configuration"]) + ": <code>speculative-algorithm="
-        )
+        assert cells[1].startswith(escape(rec["recommended_configuration"]) + ": <code>")
+        # Its flags: those that set it apart in the row, the rest in the line every row shares.
+        shared = re.search(r"Every row also runs <code>(.*?)</code>", table)
+        said = {
+            *re.findall(r"<code>(.*?)</code>", cells[1])[0].split(),
+            *(shared.group(1).split() if shared else ()),
+        }
+        assert {f"{k}={v}" for k, v in rec["recommended_params"].items()} <= said
         assert f"<b>{escape(rec['verdict'])}" in cells[3]
         # The evidence beneath it, folded: the numbers the verdict rests on, as `report --json` has them.
         measured = re.search(
