@@ -161,7 +161,7 @@ def test_dashboard_in_a_real_browser(study_runs: Path, capsys: pytest.CaptureFix
         assert rec["confirmed"] and measured.group(1) == f"{rec['confirmed_tps']:.1f}"
         assert measured.group(2) == f"{rec['confirmed_baseline_tps']:.1f}"
     assert table.count("<details>") == len(report["recommendations"]) and "<details open" not in table
-    assert table.count("noise measured in this study: within a round") == len(report["recommendations"])
+    assert table.count("noise measured in this study: ") == len(report["recommendations"])
     # The space's fixed flags, which every row runs, are said once under the table, not in each row.
     assert "Every row also runs <code>kv-cache-dtype=fp8_e4m3" in table
     assert all("kv-cache-dtype" not in row for row in headlines)
@@ -203,7 +203,10 @@ def test_recommendations_come_from_the_confirmation(
     for rec in report["recommendations"]:
         assert rec["confirmed"] and rec["launches"][0] >= 2 and rec["search_gain"] is not None
         low, high = rec["gain_interval"]
-        assert low < rec["gain"] < high and rec["noise"]["pair_df"] >= 1
+        assert low < rec["gain"] < high
+        # Paired noise from the rounds; a busy machine (the suite's own workers beside it) can leave a launch out
+        # and no pair to measure: then the verdict says it cannot be trusted.
+        assert rec["noise"]["pair_df"] >= 1 or rec["verdict"].startswith("unreliable"), rec["verdict"]
         if rec["verdict"] == "faster":
             assert f"trial {rec['recommended_trial']}" in confirmed
         else:  # anything short of faster for sure: speculation off
