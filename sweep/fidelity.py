@@ -134,8 +134,13 @@ class OutputCheck:
     def changed(self) -> bool:
         """More than TOLERANCE of the structured answers broken, or of the prompts changed beyond the floor."""
         broken = self.structured_broken > TOLERANCE * self.structured if self.structured else False
-        differing = self.prompts - self.identical - self.explained
-        return broken or differing > ((1 - self.floor.share) + TOLERANCE) * self.prompts + 1e-9
+        return broken or self.unexplained > self.tolerated_share * self.prompts + 1e-9
+
+    @property
+    def tolerated_share(self) -> float:
+        """The share of prompts whose answers may part, unexplained, before the veto: what the baseline's own
+        launches part on (1 - floor), and TOLERANCE more."""
+        return (1 - self.floor.share) + TOLERANCE
 
     @property
     def moved(self) -> str:
@@ -153,12 +158,12 @@ class OutputCheck:
     @property
     def veto_needs(self) -> int:
         """The fewest unexplained differing prompts `changed` vetoes at (structured answers aside)."""
-        return math.floor(((1 - self.floor.share) + TOLERANCE) * self.prompts + 1e-9) + 1
+        return math.floor(self.tolerated_share * self.prompts + 1e-9) + 1
 
     def chance_under_tolerance(self) -> float:
         """How often a configuration that parts from the greedy text on the tolerated share of prompts beyond the
         floor (what batched verification alone was seen to do) would part on this many or more: the binomial tail."""
-        rate = min(1.0, (1 - self.floor.share) + TOLERANCE)
+        rate = min(1.0, self.tolerated_share)
         return float(scipy.stats.binom.sf(self.unexplained - 1, self.prompts, rate))
 
     def silent_change(self) -> str:
@@ -175,7 +180,7 @@ class OutputCheck:
         return (
             f"speculation moved {self.unexplained} of {self.prompts} answers that the baseline reproduced every "
             f"time, and {asked}{where}; not vetoed, the evidence is too thin: a configuration whose answers part on "
-            f"{min(1.0, 1 - self.floor.share + TOLERANCE):.0%} of the prompts (batched verification alone was seen to "
+            f"{min(1.0, self.tolerated_share):.0%} of the prompts (batched verification alone was seen to "
             f"part on one in three) would part on {self.unexplained} or more of {self.prompts} "
             f"{self.chance_under_tolerance():.0%} of the time; a veto needs {self.veto_needs} of {self.prompts}"
         )

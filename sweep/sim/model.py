@@ -101,10 +101,10 @@ class StepModel:
 
     @property
     def speculative(self) -> bool:
-        if (
-            self.resolved.algorithm == "NGRAM"
-        ):  # drafts its budget whatever steps resolved to (draft tokens //
-            return self.draft_budget > 0  # BFS breadth: 0 below 10 draft tokens, where the live H100 drafted)
+        # NGRAM drafts its budget whatever its steps resolved to (draft tokens // BFS breadth: 0 below 10 draft
+        # tokens, where the live H100 drafted).
+        if self.resolved.algorithm == "NGRAM":
+            return self.draft_budget > 0
         return self.resolved.speculative and self.steps > 0
 
     @property

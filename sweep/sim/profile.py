@@ -50,6 +50,11 @@ class Geometry:
     # server can only continue (its chat routes and /tokenize with messages answer 400).
     chat_template: bool = True
 
+    @property
+    def hybrid(self) -> bool:
+        """Whether the model keeps a state cache (mamba / linear attention) beside its KV: a dense one has none."""
+        return self.hybrid_state_slots_per_request > 0
+
 
 @dataclass(frozen=True)
 class Gpu:

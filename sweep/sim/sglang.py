@@ -300,10 +300,9 @@ def plan_memory(r: Resolved, args: argparse.Namespace, profile: Profile) -> Memo
     pool_gb = pool_tokens * cell / GIB
     free = gpu.memory_gb - gpu.cuda_context_gb - m.weight_gb - draft_gb - gpu.other_static_gb - pool_gb
     slots = args.max_mamba_cache_size or m.max_mamba_cache_size
-    # A dense model (no state slots a request) keeps no state cache: nothing there caps the running requests.
-    hybrid = m.hybrid_state_slots_per_request > 0
-    per_request = m.hybrid_state_slots_per_request + (r.draft_tokens if r.speculative and hybrid else 0)
-    if hybrid and slots < per_request:
+    # A dense model keeps no state cache: nothing there caps the running requests.
+    per_request = m.hybrid_state_slots_per_request + (r.draft_tokens if r.speculative and m.hybrid else 0)
+    if m.hybrid and slots < per_request:
         raise StartupFailure(
             "RuntimeError: Hybrid (mamba/linear-attention) state cache is too small to serve any requests. "
             f"max_mamba_cache_size={slots}, mamba_ratio={per_request}, resulting max_num_reqs=0. Try: (1) reduce "
@@ -314,7 +313,7 @@ def plan_memory(r: Resolved, args: argparse.Namespace, profile: Profile) -> Memo
         running = r.max_running_requests
     else:  # estimated from KV capacity: clamp(tokens/context_len*512, 2048, 4096), at most tokens//2
         running = min(max(2048, min(4096, pool_tokens * 512 // r.context_length)), pool_tokens // 2)
-    if hybrid and slots // per_request < running:
+    if m.hybrid and slots // per_request < running:
         log.append(
             f"max_running_requests is capped to {slots // per_request} by the mamba state cache "
             f"(max_mamba_cache_size={slots}, {per_request} state slots per request). To raise it: increase "

@@ -365,7 +365,7 @@ def start_up(args: argparse.Namespace, profile: Profile) -> SGLangSimulator:
     plan = plan_memory(resolved, args, profile)
     dtype = "torch.float8_e4m3fn" if resolved.kv_bytes == 1 else "torch.bfloat16"
     half = plan.pool_gb / 2
-    if m.hybrid_state_slots_per_request:  # a dense model keeps no state cache
+    if m.hybrid:  # a dense model keeps no state cache
         log(
             f"Mamba Cache is allocated. max_mamba_cache_size: {plan.mamba_slots}, conv_state size: 0.05GB, ssm_state size: 1.20GB",
             scheduler=True,
