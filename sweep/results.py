@@ -450,6 +450,9 @@ class LaunchFacts:
     speculation_requested: bool = False
     speculation_active: bool | None = None
     speculation_problem: str = ""
+    # Whether the server's per-request draft counts are the drafts it made: SGLang 0.5.17-0.5.23 count an
+    # adaptive launch's as verify steps x the launch's draft tokens, whatever steps its controller ran.
+    drafts_counted: bool = True
     # Whether the served model has a chat template (None: the engine cannot tell), and where that was read.
     chat_template: bool | None = None
     chat_template_source: str = ""

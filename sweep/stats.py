@@ -206,7 +206,10 @@ def compare(
     width = (high - low) / 2
     if width > max(abs(gain), 2 * min_gain):
         verdict = Verdict.UNRELIABLE
-        why = f"the noise (±{width:.0%}) dwarfs the effect ({gain:+.1%})"
+        # Past ±100% the figure says only that the rounds were too few or too far apart (one degree of
+        # freedom gives t = 31.8 at 98%): "±2887%" reads as a measurement, and it is not one.
+        noise_text = f"±{width:.0%}" if width < 1 else "more than ±100%"
+        why = f"the noise ({noise_text}) dwarfs the effect ({gain:+.1%})"
     elif low > 0 and gain >= min_gain:
         verdict, why = Verdict.FASTER, f"{confidence:.0%} interval above zero and gain >= {min_gain:.0%}"
     elif high < 0 and gain <= -min_gain:

@@ -263,7 +263,11 @@ class TrialRunner:
                         say,
                         watch=host.watcher(launch.server.pid),
                         deadline=self._deadline,
-                        served=Served(facts.chat_template, facts.chat_template_source),
+                        served=Served(
+                            facts.chat_template,
+                            facts.chat_template_source,
+                            drafts_counted=facts.drafts_counted,
+                        ),
                         others=others,
                     )
                 )

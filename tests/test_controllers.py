@@ -44,6 +44,21 @@ def test_a_study_answers_static_against_the_controller_against_none_per_load(
         "confirm: {top: 1, launches: 2}\nseed: 1\n"
     )
     report, runs = studied(space, "c", capsys)
+    # SGLang counts an adaptive launch's proposed drafts at its launch's steps, whatever its controller ran:
+    # those launches keep the acceptance length (tokens over verify steps) and no acceptance rate.
+    speculated = [
+        t["record"]
+        for t in report["trials"]
+        if t["state"] == "COMPLETE" and t["record"]["params"].get("speculative-algorithm") == "NEXTN"
+    ]
+    assert {bool(r["params"].get("speculative-adaptive")) for r in speculated} == {False, True}
+    for record in speculated:
+        adaptive = bool(record["params"].get("speculative-adaptive"))
+        assert record["facts"]["drafts_counted"] is not adaptive
+        for summary in record["workloads"].values():
+            assert summary["acceptance_length"]["median"] > 1
+            assert (summary["acceptance_rate"] is None) is adaptive
+            assert (summary["draft_tokens"] == 0) is adaptive
     answers = {a["workload"]: a for a in report["controllers"]}
     assert set(answers) == {"code", "code/4streams", "prose/8rps"}  # each load: streams, or a rate
     for answer in answers.values():

@@ -289,6 +289,10 @@ def test_live_adaptive_candidates_above_the_launch_steps_are_named_with_the_fix(
     log = (LIVE / "adaptive-steps-below-candidates.server.log").read_text()
     facts = sglang.facts_from_log(log)
     assert facts.unfinished_capture is None and "target verify" in [c.graph for c in facts.graph_captures]
+    # Its controller started, so replies would count drafts at the launch's steps, not the ones it ran; a
+    # static launch's counts are the drafts.
+    assert not facts.drafts_counted
+    assert sglang.facts_from_log((LIVE / "eagle3-bf16-draft.server.log").read_text()).drafts_counted
     said = SGLangEngine(ServerSetup(launcher=["sglang"], model="/m")).exit_reason(log, -9)
     assert said == (
         "SGLang sized its shared logits buffer for fewer draft tokens than a step asks: shared logits buffer holds"

@@ -608,6 +608,30 @@ def test_step_times_of_the_live_study() -> None:
     assert within(1000 * ngram15.mean_step_seconds(4), 5.2)
 
 
+def test_step_times_of_the_live_cost_profile_and_the_adaptive_controllers_own_cost() -> None:
+    """The forced-acceptance cost profile (6 Dec): EAGLE3 at 1 step 3.1-3.9 ms, 6 steps top-k 4 with 15 tokens
+    4.1-4.5 ms; a draft model's fixed cost that NGRAM does not pay; the adaptive arm 4.2-4.4 ms a step while its
+    controller switched between 1 and 3 steps (`adaptive_ms` on top of the steps it drafts)."""
+    one = live_model("prose", *EAGLE3, "--speculative-num-steps", "1", "--speculative-num-draft-tokens", "2")
+    tree = live_model(
+        "prose",
+        *EAGLE3[:-1],
+        "4",
+        *("--speculative-num-steps", "6", "--speculative-num-draft-tokens", "16"),
+    )
+    assert tree.resolved.topk == 4 and tree.draft_budget == 15
+    assert within(1000 * one.mean_step_seconds(1), 3.5, 0.15)
+    assert within(1000 * tree.mean_step_seconds(1), 4.3, 0.10)
+    adaptive = (*EAGLE3, "--speculative-num-steps", "3", "--speculative-adaptive")
+    static = live_model("prose", *EAGLE3, "--speculative-num-steps", "3")
+    switching = live_model("prose", *adaptive)
+    assert switching.resolved.adaptive_slots is not None
+    added = switching.mean_step_seconds(1) - static.mean_step_seconds(1)
+    assert added == pytest.approx(LIVE_H100.speed.adaptive_ms / 1000) and LIVE_H100.speed.adaptive_ms > 0
+    ngram = live_model("code", "--speculative-algorithm", "NGRAM", "--speculative-num-draft-tokens", "2")
+    assert ngram.mean_step_seconds(1) < one.mean_step_seconds(1) - LIVE_H100.speed.draft_model_ms / 1000
+
+
 def test_context_costs_each_verified_token() -> None:
     """At 1K tokens of prompt NGRAM's 15 verified tokens cost 15/4 of what EAGLE3's 4 do (1.8 and 0.56 ms live)."""
     ngram = ("--speculative-algorithm", "NGRAM", "--speculative-num-draft-tokens", "15")

@@ -8,6 +8,7 @@ import random
 import pytest
 
 from sweep import stats
+from sweep.outputs.console import pct
 from sweep.stats import Launch, Noise, Verdict
 
 
@@ -94,6 +95,17 @@ def test_noise_that_dwarfs_the_effect_is_unreliable() -> None:
     noise = Noise(launch_sd=0.3, request_sd=0.1, df=4, launches=6)
     found = stats.compare([Launch((52.0,))] * 3, [Launch((50.0,))] * 3, noise)
     assert found is not None and found.verdict == Verdict.UNRELIABLE and "dwarfs" in found.why
+
+
+def test_noise_past_a_doubling_is_not_written_as_a_measurement() -> None:
+    """Two launches a side at 17% launch noise and one degree of freedom (a noisy GPU host, 6 Dec): the
+    interval runs past +999%, which the verdict words as noise, not as a figure; the console caps its ends."""
+    noise = Noise(launch_sd=0.6, request_sd=0.05, df=1, launches=4)
+    found = stats.compare([Launch((36.0,))] * 2, [Launch((48.0,))] * 2, noise)
+    assert found is not None and found.verdict == Verdict.UNRELIABLE
+    assert "the noise (more than ±100%) dwarfs the effect (-25.0%)" in found.why
+    assert found.high is not None and found.high > 9.99 and pct(found.high) == ">+999%"
+    assert pct(-0.245) == "-24%" and pct(None) == "-"
 
 
 def test_percentiles_interpolate_like_numpy() -> None:

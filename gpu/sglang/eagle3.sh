@@ -5,17 +5,19 @@
 #   eagle3.sh store            carrying .s4/m1: the GGUF's first piece
 #   eagle3.sh train            carrying .s4/m2: join and convert the target, train the draft with speculators,
 #                              export it for SGLang (train_eagle3.py); the draft's folder comes back as a tarball
+#   eagle3.sh target           carrying .s4/m2: join and convert the target only (for store-draft, not train)
 #   eagle3.sh store-draft      carrying .s4/d: a draft an earlier train call sent back, instead of training again
 #   eagle3.sh study [SPACE]    no carry: specsweep plan / run / report / export on SPACE (default
 #                              space-eagle3.yaml), within what is left of CALL_SECONDS (default 600); STUDY names
-#                              the study (default gpu): STUDY=adaptive with space-adaptive.yaml runs beside it
+#                              the study (default gpu): STUDY=adaptive with space-adaptive.yaml runs beside it;
+#                              PROFILE=runs/costs/cost-profile.json takes the step costs `costs` measured
 #   eagle3.sh costs [SPACE]    no carry: a forced-acceptance cost profile of SPACE's shapes (`specsweep profile`)
 #   eagle3.sh again [SPACE]    the same study goes on (its confirmation); on a fresh machine, after site, store and
 #                              store-draft, carrying .s4/r/runs.tgz (a study an earlier call sent back)
 set -o pipefail
 OUT=${OUT:-$PWD/out}; mkdir -p "$OUT"
 START=$(date +%s); R=$PWD; W=$HOME/w
-step=${1:?site, store, train, study or again}; shift
+step=${1:?site, store, train, target, store-draft, costs, study or again}; shift
 case $step in
 site)
   source gpu/sglang/dev_common.sh 2>&1 | tee $OUT/site.log
@@ -26,17 +28,20 @@ site)
 store)
   mkdir -p $W/real && cp .s4/m1/smol.gguf.part* $W/real/ && ls -la $W/real | tee $OUT/store.log
   exit 0 ;;
-train)
+train|target)
   source gpu/sglang/dev_common.sh > /dev/null
-  L=$OUT/train.log
+  L=$OUT/$step.log
   cp .s4/m2/smol.gguf.part* .s4/m2/smol.gguf.sha256 $W/real/
   cat $(ls $W/real/smol.gguf.part* | sort -V) > $W/real/smol.gguf
   echo "$(cat $W/real/smol.gguf.sha256)  $W/real/smol.gguf" | sha256sum -c | tee $L
   T=$W/real/smollm2-135m-instruct
   [ -f $T/model.safetensors ] || PYTHONPATH=$W/site python3 gpu/sglang/gguf_to_hf.py all $W/real/smol.gguf $T 2>&1 | tee -a $L
-  # speculators and what the host lacks of its needs (pydantic, openai, loguru come with SGLang's site)
-  python3 -m pip install -q --no-index --no-deps --no-compile --target $W/train .s4/m2/wheels/*.whl 2>&1 | tail -2 | tee -a $L
+  # EAGLE's draft CUDA graphs import deep_gemm; speculators and what the host lacks of its needs (pydantic,
+  # openai, loguru come with SGLang's site)
   python3 -m pip install -q --no-index --no-deps --no-compile --target $W/site .s4/m2/site-extra/*.whl 2>&1 | tail -2 | tee -a $L
+  # `target` stops here: the target converted, for a draft that `store-draft` brings instead of training again
+  [ $step = target ] && { ls -la $T | tee -a $L; exit 0; }
+  python3 -m pip install -q --no-index --no-deps --no-compile --target $W/train .s4/m2/wheels/*.whl 2>&1 | tail -2 | tee -a $L
   export PYTHONPATH=$W/train:$W/site:$R  # the checkout last: export reads the target's dtype with its rule
   t0=$(date +%s)
   timeout ${TRAIN_SECONDS:-520} python3 gpu/sglang/train_eagle3.py all $T .s4/m2/chat/train-prompts.jsonl $W/eagle3 \
@@ -57,8 +62,9 @@ store-draft)
   exit 0 ;;
 costs)
   # The step costs with SGLang's forced acceptance (SGLANG_SIMULATE_ACC_LEN), the arms of SPACE as shapes: a
-  # cost profile (`specsweep profile`) for the simulator's fit. Not yet run on a GPU (its route ran on the
-  # simulator: 6 launches at SHAPES=2, so about 6 minutes here at 50-60 s a launch).
+  # cost profile (`specsweep profile`) for the simulator's fit. 6 launches at SHAPES=2: 381 s on the H100 (6 Dec;
+  # benchmarks/data/sglang-0.5.17-h100-smollm2-costs.json); a `study` after it on the same machine can take it
+  # with PROFILE=runs/costs/cost-profile.json.
   source gpu/sglang/dev_common.sh > /dev/null
   export PYTHONPATH=$R:$W/site
   mkdir -p $W/sweep && sed "s#@W@#$W#g" "$R/${1:-gpu/sglang/space-eagle3.yaml}" > $W/sweep/costs.yaml && cd $W/sweep
@@ -69,7 +75,7 @@ costs)
 study|again)
   source gpu/sglang/dev_common.sh > /dev/null
   export PYTHONPATH=$R:$W/site ;;
-*) echo "unknown step $step: give site, store, train, store-draft, costs, study or again"; exit 2 ;;
+*) echo "unknown step $step: give site, store, train, target, store-draft, costs, study or again"; exit 2 ;;
 esac
 SPACE=${1:-gpu/sglang/space-eagle3.yaml}
 # What is left of the call, less a minute and a half for the report and the way back. No `--budget`: it keeps back
@@ -81,7 +87,7 @@ mkdir -p $W/sweep && sed "s#@W@#$W#g" "$R/$SPACE" > $W/sweep/space.yaml && cd $W
 [ ! -d runs ] && [ -f $R/.s4/r/runs.tgz ] && tar xzf $R/.s4/r/runs.tgz && echo "resumed from .s4/r/runs.tgz" | tee -a $OUT/sweep.log
 [ $step = study ] && python3 -m sweep plan --space space.yaml 2>&1 | tail -25 | tee -a $OUT/plan.log
 t0=$(date +%s)
-timeout -s INT $LEFT python3 -m sweep run --space space.yaml --study ${STUDY:-gpu} 2>&1 | tail -40 | tee -a $OUT/sweep.log
+timeout -s INT $LEFT python3 -m sweep run --space space.yaml --study ${STUDY:-gpu} ${PROFILE:+--profile $PROFILE} 2>&1 | tail -40 | tee -a $OUT/sweep.log
 echo "run rc=$? wall=$(( $(date +%s) - t0 )) s" | tee -a $OUT/sweep.log
 pgrep -fa sglang | tee -a $OUT/sweep.log
 python3 -m sweep report --study ${STUDY:-gpu} > $OUT/report.txt 2>&1

@@ -90,6 +90,8 @@ CAPTURE_OOM = re.compile(
     r"Capture cuda graph failed: .*?Tried to allocate ([\d.]+) GiB.*?of which ([\d.]+) GiB is free"
 )
 BATCH_SIZES = re.compile(r"(?:bs|num_tokens)=\[([^\]]*)\]")
+# SGLang's adaptive controller, as its start-up logs it (adaptive_spec_params.py, 0.5.17-0.5.23).
+ADAPTIVE_RUNNING = "AdaptiveSpeculativeParams initialized"
 LIMIT_LINES = (
     re.compile(r"max_running_requests is capped to \d+ by the mamba state cache[^.]*\)"),
     re.compile(
@@ -213,6 +215,10 @@ def facts_from_log(log: str) -> LaunchFacts:
     facts.limit_changes = [
         m.group(0) for line in log.splitlines() for p in LIMIT_LINES if (m := p.search(line))
     ]
+    # The controller runs (the line is its start-up's): each reply's spec_num_proposed_drafts is then verify
+    # steps x (the launch's --speculative-num-draft-tokens - 1) (tokenizer_manager.py, 0.5.17-0.5.23), while
+    # the controller drafted 1 to 3 steps of a launch at 7 (the H100, 6 Dec): the count is not the drafts.
+    facts.drafts_counted = ADAPTIVE_RUNNING not in log
     return facts
 
 

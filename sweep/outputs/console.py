@@ -18,7 +18,12 @@ def _spread(s: Spread | None, fmt: str = "{:.1f}") -> str:
     return f"{fmt.format(s.median)} ({fmt.format(s.low)}-{fmt.format(s.high)})"
 
 
+PCT_SHOWN = 9.99  # an interval's end past +999% says only that the noise is huge (the verdict says so)
+
+
 def pct(x: float | None) -> str:
+    if x is not None and x > PCT_SHOWN:
+        return f">{PCT_SHOWN:+.0%}"
     return "-" if x is None else f"{x * 100:+.0f}%"
 
 

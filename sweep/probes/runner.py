@@ -96,11 +96,13 @@ class ProbeResult:
 @dataclass(frozen=True)
 class Served:
     """What the running server takes: whether it has a chat template (None: unknown) and where that was read,
-    and how many tokens its template puts before every user message."""
+    how many tokens its template puts before every user message, and whether its replies' draft counts are the
+    drafts it made (`LaunchFacts.drafts_counted`)."""
 
     chat_template: bool | None = None
     source: str = ""
     template_tokens: int = 0
+    drafts_counted: bool = True
 
     def form(self, workload: Workload) -> tuple[PromptForm, str]:
         """The form the workload's requests take here, and why."""
@@ -163,6 +165,8 @@ async def probe(
                 for repeat in range(settings.repeats):
                     progress(f"{workload.key} {repeat + 1}/{settings.repeats}")
                     batches.append(await _measured_batch(client, engine, sending, repeat))
+            if not served.drafts_counted:
+                batches = [_drafts_uncounted(b) for b in batches]
             # Every request goes to requests.jsonl, discarded attempts too (with their status and reason).
             result.requests += [row for batch in batches for row in (*batch.discarded, *batch.rows)]
             summary = dataclasses.replace(
@@ -575,6 +579,20 @@ async def _with_acceptance_length(
         )
         for r in rows
     ]
+
+
+def _drafts_uncounted(batch: Batch) -> Batch:
+    """The batch without the replies' draft counts (and the acceptance rate read from them), where the server
+    counts drafts it did not make; the acceptance length (tokens over verify steps) stands."""
+
+    def uncounted(row: RequestMeasurement) -> RequestMeasurement:
+        return dataclasses.replace(row, draft_tokens=0, acceptance_rate=None)
+
+    return dataclasses.replace(
+        batch,
+        rows=[uncounted(r) for r in batch.rows],
+        discarded=[uncounted(r) for r in batch.discarded],
+    )
 
 
 def summarize(workload: Workload, batches: list[Batch], capacity: Capacity | None = None) -> WorkloadSummary:

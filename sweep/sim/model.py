@@ -169,10 +169,12 @@ class StepModel:
             ms = s.step_ms + s.per_draft_ms / 10 * tokens + s.step_ms_at_128k_extra * self._t
             ms += s.ngram_ms_per_request * max(0, running - 1)
         elif self.block:  # one draft forward over the block: it costs more the wider the block
-            ms = s.step_ms + s.per_draft_ms * (1 + tokens / 16) + s.step_ms_at_128k_extra * self._t / 3
+            ms = s.step_ms + s.draft_model_ms + s.per_draft_ms * (1 + tokens / 16)
+            ms += s.step_ms_at_128k_extra * self._t / 3
         else:
             draft = s.per_draft_ms * self.steps * (1 + s.draft_width_cost * (max(1, r.topk) - 1))
-            ms = s.step_ms + draft + s.step_ms_at_128k_extra * self._t * self.steps / 3
+            ms = s.step_ms + s.draft_model_ms + draft + s.step_ms_at_128k_extra * self._t * self.steps / 3
+            ms += s.adaptive_ms if r.adaptive_slots is not None else 0.0
         ms += s.verify_ms_per_token_at_128k * self._t * tokens + self.verify_ms(running * tokens)
         return ms * (1 + s.batch_growth * max(0, running - 1)) / 1000
 

@@ -95,6 +95,14 @@ class Speed:
     # NGRAM looks every running request up in its corpus on the CPU, one after another (the H100: a step of 5.1-5.3
     # ms at 4 streams against 2.6 at one, whether 9 or 16 tokens were verified): ms a step per further request.
     ngram_ms_per_request: float = 0.0
+    # A draft model's own fixed cost a step (its extend over the accepted tokens, its graphs' launches), which
+    # NGRAM does not pay: the H100's forced-acceptance profile measured EAGLE3 at 1 draft step 3.5 ms a step
+    # against NGRAM's 2.6 ms, and each further draft step only 0.17 ms more.
+    draft_model_ms: float = 0.0
+    # SGLang's adaptive controller's own cost a step (its runtime states, one set of graphs per candidate): the
+    # H100 under 0.5.17 took 4.2-4.4 ms a step while the controller switched between 1 and 3 steps, whose static
+    # steps cost 3.3-3.5 ms.
+    adaptive_ms: float = 0.0
 
 
 @dataclass(frozen=True)

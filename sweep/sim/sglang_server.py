@@ -58,6 +58,15 @@ class SGLangSimulator(Simulator):
     def notice(self, line: str) -> None:
         log(line, scheduler=True)
 
+    def _meta(
+        self, prompt: int, completion: int, cached: int, drafts: tuple[int, int, int], times: dict[str, float]
+    ) -> dict[str, Any]:
+        """As SGLang's tokenizer manager writes it: proposed drafts are verify steps x (the launch's draft tokens
+        - 1), whatever depth an adaptive controller ran (`tokenizer_manager.py`, 0.5.17-0.5.23)."""
+        verify, correct, _ = drafts
+        proposed = verify * max(1, self.resolved.draft_tokens - 1)
+        return super()._meta(prompt, completion, cached, (verify, correct, proposed), times)
+
     def server_info(self) -> dict[str, Any]:
         r, p = self.resolved, self.plan
         args = {k: v for k, v in vars(self.args).items() if not k.startswith("sim_")}
