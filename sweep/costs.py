@@ -112,7 +112,7 @@ def check_space(profile: CostProfile, path: Path, space: Space, engine: Engine) 
         )
 
 
-def launch_differences(key: ProfileKey, record: TrialRecord) -> list[str]:
+def profile_mismatches(key: ProfileKey, record: TrialRecord) -> list[str]:
     """How a run's launch differs from what the profile was measured on, in what only a launch tells."""
     seen = dataclasses.replace(key, engine_version=record.facts.engine_version, hardware=hardware(record))
     return key.differences(seen, LAUNCH_FIELDS)

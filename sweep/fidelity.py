@@ -38,13 +38,12 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import scipy.stats
 
-from sweep.health import PIECE, TEMPLATE_MARKERS
+from sweep.health import FENCED, JSON_FIELD, PIECE, TEMPLATE_MARKERS
 from sweep.results import TieProbe
 
 TIE_CHOICES = 5  # next tokens a tie probe asks the baseline's server for
@@ -56,8 +55,6 @@ TIE_STEPS = 4  # tokens a probe walks past where both answers share the server's
 # Differences a baseline launch asks about per batch (a changed answer each is evidence enough).
 TIE_PROBES = 4
 TOLERANCE = 0.5  # share of prompts that may differ beyond what the baseline's own launches do
-FIELD = re.compile(r'"([^"\\]{1,80})"\s*:\s*("(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?|true|false|null)')
-FENCE = re.compile(r"```(?:json)?\s*(.*?)(?:```|$)", re.S)
 CONTEXT_CHARS = 40  # of the text both sides share, shown before the first difference
 
 # One launch's answers: the prompt each answered (its digest) to the text.
@@ -343,7 +340,7 @@ def _probe_for(
 
 def structured_answer(text: str) -> object | None:
     """The JSON in an answer (fenced or bare), or its "key": value fields where the JSON is cut short."""
-    fenced = FENCE.search(text)
+    fenced = FENCED.search(text)
     body = fenced.group(1) if fenced else text
     start = min((i for i in (body.find("{"), body.find("[")) if i >= 0), default=-1)
     if start >= 0:
@@ -352,7 +349,7 @@ def structured_answer(text: str) -> object | None:
             return parsed
         except json.JSONDecodeError:
             pass
-    fields = FIELD.findall(body)
+    fields = JSON_FIELD.findall(body)
     return sorted(set(fields)) if fields else None
 
 

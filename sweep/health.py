@@ -74,8 +74,14 @@ COPY_WORDS = re.compile(
     r"translate|transcribe|unchanged|exactly|as it is|word for word)\b",
     re.I,
 )
-FENCE_LINE = re.compile(r"^\s*```[\w-]*\s*$", re.M)
-JSON_KEY = re.compile(r'"(?:[^"\\\n]|\\.){1,80}"\s*:')
+# A Markdown code fence with its language tag (```json, ```python, ```jsonc): its own lines, and what it holds.
+FENCE_TAG = r"```[\w-]*"
+FENCE_LINE = re.compile(rf"^\s*{FENCE_TAG}\s*$", re.M)
+FENCED = re.compile(rf"{FENCE_TAG}\s*(.*?)(?:```|$)", re.S)
+# A JSON object's key and its colon (escapes allowed, one line), and a key with a scalar value after it.
+JSON_KEY_TEXT = r'"((?:[^"\\\n]|\\.){1,80})"\s*:'
+JSON_KEY = re.compile(JSON_KEY_TEXT)
+JSON_FIELD = re.compile(JSON_KEY_TEXT + r'\s*("(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?|true|false|null)')
 YAML_LINE = re.compile(r"^\s*(?:-\s+)?[\w][\w .\-/]{0,60}:(?:\s|$)")
 TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{2,}")
 STRUCTURED_SHARE = 0.6  # lines of the shape's kind a structured answer is made of, at least

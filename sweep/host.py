@@ -12,10 +12,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from sweep import processes
+from sweep.processes import PROC  # where the counters are read (tests read a recorded tree instead)
 from sweep.results import HostLoad
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-PROC = Path("/proc")  # where the counters are read (tests read a recorded tree instead of the live host)
 
 
 @dataclass(frozen=True)
@@ -48,31 +49,9 @@ def cpu_name() -> str:
     return "unknown"
 
 
-def group_members(pgid: int, proc: Path = PROC) -> dict[int, list[str]]:
-    """The live members of a process group, each with its `/proc/PID/stat` fields after the name (state, ppid,
-    pgrp, ..., utime at 11, stime, cutime, cstime)."""
-    members = {}
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid:
-            members[int(entry.name)] = fields
-    return members
-
-
 def group_cpu_s(pgid: int, proc: Path = PROC) -> float:
     """CPU seconds used by the live members of a process group (with their reaped children)."""
-    members = group_members(pgid, proc).values()
-    return sum(sum(int(v) for v in fields[11:15]) for fields in members) / CLOCK_TICKS
-
-
-def group_pids(pgid: int | None) -> set[int]:
-    """The process ids of a process group's live members (none before it starts)."""
-    return set(group_members(pgid)) if pgid is not None else set()
+    return sum(p.cpu_ticks for p in processes.table(proc) if p.pgid == pgid) / CLOCK_TICKS
 
 
 def own_cpu_s() -> float:

@@ -28,25 +28,29 @@ class Proc:
     pgid: int
     state: str
     start_ticks: int  # clock ticks after boot: with the pid, identifies one process for its whole life
+    cpu_ticks: int = 0  # CPU time in clock ticks (user and system, its reaped children's with it)
 
     @property
     def alive(self) -> bool:
         return self.state not in ("Z", "X")
 
 
-def read(pid: int) -> Proc | None:
+def read(pid: int, root: Path = PROC) -> Proc | None:
+    """The process from `root`/PID/stat (`root`: the /proc tree; tests read a recorded one), None if gone."""
     try:
-        stat = (PROC / str(pid) / "stat").read_text()
+        stat = (root / str(pid) / "stat").read_text()
     except OSError:
         return None
-    # The command name may hold spaces and parentheses: the fields start after the last ")".
+    # The command name may hold spaces and parentheses: the fields start after the last ")" (state, ppid, pgrp,
+    # ..., utime at 11, stime, cutime, cstime, ..., starttime at 19).
     fields = stat.rsplit(")", 1)[1].split()
-    return Proc(pid, int(fields[1]), int(fields[2]), fields[0], int(fields[19]))
+    cpu = sum(int(v) for v in fields[11:15])
+    return Proc(pid, int(fields[1]), int(fields[2]), fields[0], int(fields[19]), cpu)
 
 
-def table() -> Iterator[Proc]:
-    for entry in PROC.iterdir():
-        if entry.name.isdigit() and (proc := read(int(entry.name))) is not None:
+def table(root: Path = PROC) -> Iterator[Proc]:
+    for entry in root.iterdir():
+        if entry.name.isdigit() and (proc := read(int(entry.name), root)) is not None:
             yield proc
 
 

@@ -19,11 +19,12 @@ from pathlib import Path
 from sweep.costs import CostProfile, ProfileKey, ShapeStart, hardware, space_key, step_times
 from sweep.engines import Engine
 from sweep.errors import UserError
+from sweep.probes.runner import Progress
 from sweep.results import SpecShape, TrialRecord
 from sweep.search import Candidate, candidates
 from sweep.space import Space
 from sweep.store import StudyPaths
-from sweep.trial import Progress, TrialRunner
+from sweep.trial import RECORD_FILE, TrialRunner
 
 DEFAULT_SHAPES = 6  # per method
 
@@ -118,7 +119,7 @@ class Profiler:
                     number, dict(launch.params), shape=launch.shape, synthetic_length=launch.length
                 )
                 record = self.trials.run(record, say, trial_dir=trial_dir)
-                self.trials.write(trial_dir / "record.json", json.dumps(record.to_dict(), indent=2))
+                self.trials.write_record(record, trial_dir)
                 if self.trials.write_error:
                     raise self.trials.write_error
             else:
@@ -139,9 +140,7 @@ class Profiler:
     @staticmethod
     def _measured(trial_dir: Path, launch: ProfileLaunch) -> TrialRecord | None:
         try:
-            record = TrialRecord.from_dict(
-                json.loads((trial_dir / "record.json").read_text(encoding="utf-8"))
-            )
+            record = TrialRecord.from_dict(json.loads((trial_dir / RECORD_FILE).read_text(encoding="utf-8")))
         except (OSError, ValueError, KeyError):
             return None
         same = record.params == launch.params and record.synthetic_length == launch.length

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,11 +13,10 @@ import optuna
 from optuna.trial import TrialState
 
 from sweep import processes
+from sweep.probes.runner import Progress
 from sweep.results import Stage
 from sweep.server import reap
 from sweep.store import DRIVER_ATTR, RECORD_ATTR
-
-Progress = Callable[[str], None]
 
 
 def driver_identity() -> dict[str, Any]:

@@ -39,7 +39,7 @@ from sweep.surface import (
 
 MIN_START_CHANCE = 0.02
 GEOMETRIC = 4.0  # numeric choices spanning this factor are compared by ratio (log scale)
-NEAR_TIE = 0.8  # expected improvements within this share of the highest are a tie to the model
+TIE_SHARE = 0.8  # expected improvements within this share of the highest are a tie to the model
 # With a cost profile: an expected improvement below this share of the best is not worth a launch.
 NEGLIGIBLE_GAIN = 0.01
 # The confirmation adds a configuration of a width none of its picks has where the cost profile's step-time
@@ -298,7 +298,7 @@ class ModelSearch:
 
     def propose(self, records: Sequence[TrialRecord]) -> Proposal | None:
         """The untried candidate with the highest expected improvement (times its chance to start) on any
-        workload. Where several are within NEAR_TIE of the highest, the model cannot tell them apart, and the
+        workload. Where several are within TIE_SHARE of the highest, the model cannot tell them apart, and the
         one nearest the best measured configuration goes first: one step from what works (a trust region),
         not the corner farthest from every measurement."""
         if (first := self.acceptance_next(records)) is not None:
@@ -319,7 +319,7 @@ class ModelSearch:
         if not proposals:
             return None
         top = max(p.improvement for p in proposals)
-        near = [p for p in proposals if p.improvement >= NEAR_TIE * top]
+        near = [p for p in proposals if p.improvement >= TIE_SHARE * top]
         shape_axes = axes(self.space)
         incumbents = {key: _fastest(records, key) for key in surfaces}
 

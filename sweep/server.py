@@ -32,7 +32,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from sweep import processes
+from sweep import _session_exec, processes
 from sweep.errors import SIGNALS, Interrupted, LaunchError, UserError
 
 # (log pattern, reason template filled with the pattern's groups), most specific first: each engine's table.
@@ -156,7 +156,8 @@ class ServerProcess:
             self._spawn_error = exc
             self._started.set()
             return
-        shim = [sys.executable, "-m", "sweep._session_exec", "--", *self.argv]
+        # The server runs under the shim (its own session, dying with this thread): named by import, not by hand.
+        shim = [sys.executable, "-m", _session_exec.__name__, "--", *self.argv]
         with log:
             try:
                 self._proc = subprocess.Popen(
@@ -252,6 +253,10 @@ class ServerProcess:
     def processes(self) -> list[processes.Proc]:
         """Every live process of this launch: its group, and anything carrying its marker."""
         return processes.launched(self.marker, self.pid)
+
+    def pids(self) -> set[int]:
+        """The ids of `processes()`: the launch's GPU memory is counted by the processes stopping it ends."""
+        return {p.pid for p in self.processes()}
 
     def wait_ready(self, health_url: str, timeout_s: float = STARTUP_TIMEOUT_S) -> float:
         """Poll `health_url` until the launched server answers 200. Fails at once when the process exits, or when

@@ -41,7 +41,7 @@ from sweep.engines.base import PromptForm, RequestSettings, Turn
 from sweep.errors import UserError
 from sweep.files import read_text
 from sweep.probes.datasets import SELECTION_KEYS, Selection, load_dataset
-from sweep.probes.runner import ProbeSettings
+from sweep.probes.runner import DEFAULT_REPEATS, ProbeSettings
 from sweep.probes.workloads import (
     BUILTIN,
     BUILTIN_CLASSES,
@@ -52,6 +52,7 @@ from sweep.probes.workloads import (
     Workload,
 )
 from sweep.results import LATENCY_LIMIT
+from sweep.stats import MIN_GAIN
 
 TOP_KEYS = {
     "engine",
@@ -193,7 +194,7 @@ class ConfirmSettings:
     top: int = 2
     launches: int = 3
     max_launches: int = 10
-    min_gain: float = 0.03
+    min_gain: float = MIN_GAIN
 
 
 @dataclass(frozen=True)
@@ -795,18 +796,19 @@ def parse_space(data: Any, base: Path, source: Path | None = None) -> Space:
                 f"'{name}: {limit}' is not a limit in seconds",
                 "name one of ttft, itl, tpot, e2e with p50, p90 or p99, e.g. `latency_limits: {ttft_p90_s: 2.0}`",
             )
-    confirm = _mapping(data.get("confirm"), "confirm")
+    confirm = {**dataclasses.asdict(ConfirmSettings()), **_mapping(data.get("confirm"), "confirm")}
     _unknown_keys(confirm, CONFIRM_KEYS, "confirm")
-    if not all(
-        isinstance(confirm.get(k, 1), int | float) and confirm.get(k, 1) >= 0 for k in CONFIRM_KEYS
-    ) or not (confirm.get("min_gain", 0.03) < 1 and confirm.get("launches", 3) != 1):
+    if not all(isinstance(confirm[k], int | float) and confirm[k] >= 0 for k in CONFIRM_KEYS) or not (
+        confirm["min_gain"] < 1 and confirm["launches"] != 1
+    ):
+        example = ", ".join(f"{k}: {v}" for k, v in dataclasses.asdict(ConfirmSettings()).items())
         raise _fail(
             "confirm",
-            f"bad values {confirm}",
+            f"bad values {_mapping(data.get('confirm'), 'confirm')}",
             "top >= 0, launches 0 (no confirmation) or >= 2, max_launches >= launches, min_gain from 0 to 1, "
-            "e.g. `confirm: {top: 2, launches: 3, max_launches: 10, min_gain: 0.03}`",
+            f"e.g. `confirm: {{{example}}}`",
         )
-    repeats = _number(probe.get("repeats", 3), "probe.repeats", "repeats: 3", 1, 1000)
+    repeats = _number(probe.get("repeats", DEFAULT_REPEATS), "probe.repeats", "repeats: 3", 1, 1000)
     max_tokens = _probe_tokens(probe)
     timeouts = {
         key: _number(probe[key], f"probe.{key}", f"{key}: 300", 1, WEEK_S, integer=False)
@@ -865,7 +867,7 @@ def parse_space(data: Any, base: Path, source: Path | None = None) -> Space:
                 **timeouts,
                 request=RequestSettings(
                     max_tokens=max_tokens,
-                    seed=int(probe.get("seed", 1234)),
+                    seed=int(probe.get("seed", RequestSettings.seed)),
                     ignore_eos=bool(probe.get("ignore_eos", False)),
                 ),
                 latency_limits={str(k): float(v) for k, v in limits.items()},
@@ -875,10 +877,10 @@ def parse_space(data: Any, base: Path, source: Path | None = None) -> Space:
             seed=None if data.get("seed") is None else int(data["seed"]),
             source=source,
             confirm=ConfirmSettings(
-                top=int(confirm.get("top", 2)),
-                launches=int(confirm.get("launches", 3)),
-                max_launches=int(confirm.get("max_launches", 10)),
-                min_gain=float(confirm.get("min_gain", 0.03)),
+                top=int(confirm["top"]),
+                launches=int(confirm["launches"]),
+                max_launches=int(confirm["max_launches"]),
+                min_gain=float(confirm["min_gain"]),
             ),
             latency_limits={str(k): float(v) for k, v in limits.items()},
             search=SearchKind(search),

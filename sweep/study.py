@@ -14,13 +14,14 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from sweep.costs import CostProfile, launch_differences
+from sweep.costs import CostProfile, profile_mismatches
 from sweep.engines import Engine
 from sweep.errors import (
     UserError,
     interrupted_how,
 )
 from sweep.files import write_error
+from sweep.probes.runner import Progress
 from sweep.recovery import driver_identity, recover
 from sweep.results import Stage, TrialRecord
 from sweep.search import ModelSearch, acceptance_launches, candidates
@@ -41,7 +42,7 @@ from sweep.store import (
     make_storage,
     search_records,
 )
-from sweep.trial import Progress, TrialRunner
+from sweep.trial import TrialRunner
 
 # Suggestions in a row that were not launches (already measured, or infeasible for the engine): the space has
 # no untried feasible configuration left, and the sweep stops short of its target.
@@ -239,7 +240,7 @@ class Sweep:
         first = next((r for r in records if not r.failed and r.facts.engine_version), None)
         if self.model is None or self.model.costs is None or first is None:
             return
-        if differences := launch_differences(self.model.costs.key, first):
+        if differences := profile_mismatches(self.model.costs.key, first):
             self.progress(
                 f"the cost profile does not hold for this server ({'; '.join(differences)}): the search goes on "
                 "without it, learning step times from its own launches"

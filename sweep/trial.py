@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,16 +30,15 @@ from sweep.errors import (
 )
 from sweep.files import write_atomic, write_error
 from sweep.health import NOT_REPRESENTATIVE
-from sweep.probes.runner import Others, Served, probe
+from sweep.probes.runner import Others, Progress, Served, probe
 from sweep.probes.workloads import Workload
 from sweep.results import HostLoad, LaunchFacts, RequestMeasurement, Stage, TrialRecord
 from sweep.server import ServerProcess, free_port
 from sweep.space import Space
 from sweep.store import RECORD_ATTR, StudyPaths
 
+RECORD_FILE = "record.json"  # a trial's record in its folder (`runs/<study>/trials/<n>/`)
 EXIT_SETTLE_S = 0.3  # after the last measured answer, how long a server that is exiting has to show it
-
-Progress = Callable[[str], None]
 
 
 # A launch that asked for no speculation and got it anyway (a default that turned it on, a flag in extra_args):
@@ -59,7 +58,7 @@ class Measured:
 
 
 @dataclass(frozen=True)
-class Launch:
+class TrialServer:
     """One server of a trial: the process, where it answers, and the trial's plan and doctor's rules."""
 
     server: ServerProcess
@@ -189,8 +188,8 @@ class TrialRunner:
             record.argv = command.argv  # known before the launch: an interrupted trial still says what it ran
             record.measuring_argv = command.measuring_argv
         server = ServerProcess(command.argv, log, command.env, self.engine.exit_reason, self.paths.registry)
-        launch = Launch(server, f"http://{host_name}:{port}", command.health_path, plan, rules, first)
-        watch = gpu.GpuWatch(self.gpu_source, lambda: host.group_pids(server.pid))
+        launch = TrialServer(server, f"http://{host_name}:{port}", command.health_path, plan, rules, first)
+        watch = gpu.GpuWatch(self.gpu_source, server.pids)
         watch.before_launch()
         with server:
             facts = self._start(launch, record)
@@ -207,7 +206,7 @@ class TrialRunner:
             record.stage = Stage.PROBE
         return served and not record.failed
 
-    def _start(self, launch: Launch, record: TrialRecord) -> LaunchFacts | None:
+    def _start(self, launch: TrialServer, record: TrialRecord) -> LaunchFacts | None:
         """Wait for the server to serve, read its facts and size its pool; None (the trial failed) otherwise."""
         server = launch.server
         try:
@@ -240,7 +239,7 @@ class TrialRunner:
 
     def _probe(
         self,
-        launch: Launch,
+        launch: TrialServer,
         facts: LaunchFacts,
         record: TrialRecord,
         workloads: list[Workload],
@@ -300,10 +299,12 @@ class TrialRunner:
     def save(self, trial: optuna.Trial, record: TrialRecord, trial_dir: Path | None = None) -> None:
         """The record goes into the study first: a file that cannot be written (a full disk) does not turn a
         measured trial into a failure; the sweep stops after the trial with one line saying why."""
-        data = record.to_dict()
-        trial.set_user_attr(RECORD_ATTR, data)
-        trial_dir = trial_dir or self.paths.trial_dir(record.number)
-        self.write(trial_dir / "record.json", json.dumps(data, indent=2, ensure_ascii=False))
+        trial.set_user_attr(RECORD_ATTR, record.to_dict())
+        self.write_record(record, trial_dir or self.paths.trial_dir(record.number))
+
+    def write_record(self, record: TrialRecord, trial_dir: Path) -> None:
+        """The trial's record beside its server log and requests (`RECORD_FILE`), as every reader expects it."""
+        self.write(trial_dir / RECORD_FILE, json.dumps(record.to_dict(), indent=2, ensure_ascii=False))
 
     def write(self, path: Path, text: str) -> None:
         try:

@@ -13,7 +13,7 @@ import pytest
 
 from sweep import fidelity
 from sweep.analysis import (
-    Candidate,
+    Relaunch,
     VetoKind,
     ab_rows,
     confirmation_plan,
@@ -322,7 +322,7 @@ def test_a_busy_launch_keeps_the_confirmation_going(tmp_path: Path) -> None:
     )
     engine = build_engine(the_space)
     trials = TrialRunner(the_space, engine, StudyPaths.for_study("s", tmp_path / "runs", None))
-    candidate = Candidate("trial 1", DEEP, ("code",))
+    candidate = Relaunch("trial 1", DEEP, ("code",))
     truth = {BASELINE: SPEEDS, "trial 1": {"code": 90.0}}
     quiet = confirm(truth, rounds=2)
     assert Confirmation(trials, lambda _m: None)._settled(
@@ -562,14 +562,14 @@ def test_a_configuration_only_the_confirmation_launched_is_recommended_by_its_la
 
 def test_the_predicted_plan_keeps_a_launched_configurations_label_and_names_the_rest() -> None:
     from sweep.confirm import predicted_plan
-    from sweep.search import Candidate as Configuration
+    from sweep.search import Candidate
 
     searched = search()
     shape = SpecShape("NEXTN", 4, 1, 4)
     deep, four, six = (
-        Configuration({}, DEEP, shape),
-        Configuration({}, PREDICTED, shape),
-        Configuration({}, {**PREDICTED, "speculative-num-steps": 6}, shape),
+        Candidate({}, DEEP, shape),
+        Candidate({}, PREDICTED, shape),
+        Candidate({}, {**PREDICTED, "speculative-num-steps": 6}, shape),
     )
     plan = predicted_plan(searched, {"code": [four, deep], "prose": [six, four]}, (0.01, six), min_gain=0.03)
     assert [(c.label, c.workloads) for c in plan] == [

@@ -21,7 +21,7 @@ from sweep.costs import (
     StepTable,
     StepTime,
     check_space,
-    launch_differences,
+    profile_mismatches,
 )
 from sweep.engines import ServerSetup, SGLangEngine
 from sweep.errors import UserError
@@ -136,7 +136,7 @@ def test_a_profile_for_another_set_up_is_refused_before_a_launch_and_dropped_aft
     with pytest.raises(UserError, match=r"model: 'named /models/other' vs 'named /models/q'.*fixed"):
         check_space(CostProfile(other, ()), Path("p.json"), space, engine)
     record = TrialRecord(0, {}, facts=LaunchFacts(engine_version="0.5.24"))
-    found = launch_differences(KEY, record)
+    found = profile_mismatches(KEY, record)
     assert (
         found[0] == "engine version: '0.5.23' vs '0.5.24'" and "hardware: 'NVIDIA H200' vs 'CPU: " in found[1]
     )
@@ -346,8 +346,11 @@ def test_a_profile_measures_the_simulators_step_costs_and_a_new_workload_needs_i
     for measured in profile.steps:  # the forced length was what the server counted, and the step its cost
         assert measured.measured_length == pytest.approx(measured.forced_length, rel=0.15)
         assert measured.tokens == pytest.approx(sim_step_tokens(measured.shape), rel=0.15)
-    forced = [json.loads(p.read_text()) for p in (tmp_path / "runs" / "p" / "profile").glob("*/record.json")]
+    files = [p.read_text() for p in (tmp_path / "runs" / "p" / "profile").glob("*/record.json")]
+    forced = [json.loads(text) for text in files]
     assert sorted(r["synthetic_length"] or 0 for r in forced)[:2] == [0, 0]  # the baseline, before and after
+    # Written as a study's trial records are (one writer: once ASCII-escaped here and not there).
+    assert all(t == json.dumps(r, indent=2, ensure_ascii=False) for t, r in zip(files, forced, strict=True))
 
     planned = cli(tmp_path, "plan", "--space", str(tmp_path / "tool.yaml"), "--profile", str(path))
     assert planned.returncode == 0, planned.stderr[-2000:]

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from sweep.errors import UserError
-from sweep.probes import datasets
+from sweep.probes import datasets, make_prompts
 from sweep.probes.datasets import Selection, load_dataset
 from tests.conftest import specsweep_argv
 
@@ -348,3 +348,20 @@ def test_a_conversation_reaches_the_server_as_its_turns_and_stays_uncached(tmp_p
         r["prompt_tokens"] for r in rows_by["last"]
     )
     assert all(not r["cached_tokens"] for r in rows_by["whole"])  # the simulator's template has no header
+
+
+def test_the_built_in_copy_heavy_prompts_can_be_made_again_from_the_tree(tmp_path: Path) -> None:
+    """`make prompts` still runs on the current tree (its sources found by import name, so a module that moves
+    is found where it went). Its output may differ from the committed files, which keep the prompts the
+    published figures were measured on: the classes, their forms and their counts do not."""
+    make_prompts.main(["--out", str(tmp_path)])
+    made = sorted(p.name for p in tmp_path.glob("*.jsonl"))
+    assert made == sorted(
+        f"{name}.{form}.jsonl" for name in make_prompts.CLASSES for form in ("chat", "completion")
+    )
+    for name in made:
+        rows = [json.loads(line) for line in (tmp_path / name).read_text(encoding="utf-8").splitlines()]
+        committed = (make_prompts.OUT / name).read_text(encoding="utf-8").splitlines()
+        form = name.split(".")[1]
+        assert len(rows) == len(committed) == make_prompts.PER_FORM, name
+        assert all(r["form"] == form and len(r["prompt"]) > 100 for r in rows), name

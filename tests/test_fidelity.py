@@ -222,3 +222,17 @@ def test_too_thin_to_veto_is_the_binomial_tail_at_the_tolerated_share(
     assert at_veto.changed and at_veto.silent_change() == ""
     # Where the baseline itself differs launch to launch, floating point moves answers too: no such note.
     assert dataclasses.replace(check, floor=fidelity.Floor(prompts, prompts - 1)).silent_change() == ""
+
+
+def test_a_structured_answer_is_read_the_same_whatever_its_fence_says() -> None:
+    """One fence and one JSON-key pattern for the health check and the output check. Where the two copies
+    disagreed, `health`'s was right: `fidelity`'s key pattern took no escapes, so a cut answer's field whose key
+    holds an escaped quote was not compared (the fence tag never mattered: the body is read from its first
+    brace either way)."""
+    body = '{"name": "a \\"b\\"", "n": 3}'
+    bare = fidelity.structured_answer(body)
+    assert bare == {"name": 'a "b"', "n": 3}
+    for tag in ("json", "jsonc", "JSON", "", "json5"):
+        assert fidelity.structured_answer(f"Here:\n```{tag}\n{body}\n```\nDone.") == bare, tag
+    cut = '```json\n{"say \\"hi\\"": "yes", "count": 12, "note": "unfinish'
+    assert fidelity.structured_answer(cut) == [("count", "12"), ('say \\"hi\\"', '"yes"')]

@@ -13,7 +13,7 @@ import optuna
 import pytest
 import yaml
 
-from sweep.analysis import Candidate
+from sweep.analysis import Relaunch
 from sweep.confirm import Confirmation
 from sweep.engines import ServerSetup, SGLangEngine
 from sweep.preflight import build_engine
@@ -277,7 +277,7 @@ def test_a_spent_budget_adds_no_confirmation_round(tmp_path: Path) -> None:
     paths = StudyPaths.for_study("budget", tmp_path / "runs", None)
     sweep = Sweep(the_space, engine, paths, said.append, budget_s=0.001)
     baseline = engine.derive(the_space.launch_params(engine.baseline_params()))
-    plan = [Candidate(BASELINE, baseline, ("prose",)), Candidate("trial 1", dict(baseline), ("prose",))]
+    plan = [Relaunch(BASELINE, baseline, ("prose",)), Relaunch("trial 1", dict(baseline), ("prose",))]
     confirmation = Confirmation(sweep.trials, said.append, time_left=sweep.time_left)
     study = confirmation.run(plan, rounds=2, max_rounds=10)
     assert len([t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]) == 4

@@ -53,6 +53,40 @@ def test_ready_then_group_stop_kills_children_that_ignore_term(tmp_path: Path) -
     assert not _alive(child)
 
 
+# A server whose worker leaves the process group (a new session), as a daemonising server's does.
+DEPARTING = """
+import os, sys, time, http.server
+child = os.fork()
+if child == 0:
+    os.setsid()
+    while True: time.sleep(1)
+open(sys.argv[2], "w").write(str(child))
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), http.server.SimpleHTTPRequestHandler).serve_forever()
+"""
+
+
+@pytest.mark.server
+def test_a_worker_that_leaves_the_group_is_still_the_launchs_for_its_gpu_memory_and_its_stop(
+    tmp_path: Path,
+) -> None:
+    """One definition of a launch's processes: its group and whatever carries its marker. The GPU watch once
+    took the process group alone, so a worker in its own session was stopped but its memory not counted."""
+    port = free_port()
+    child_file = tmp_path / "child.pid"
+    argv = [sys.executable, "-c", DEPARTING, str(port), str(child_file)]
+    with ServerProcess(argv, tmp_path / "server.log", os.environ) as server:
+        server.wait_ready(f"http://127.0.0.1:{port}/", timeout_s=20)
+        child = int(child_file.read_text())
+        for _ in range(100):  # the fork writes its pid before the child's setsid has run
+            if os.getpgid(child) != server.pid:
+                break
+            time.sleep(0.05)
+        assert os.getpgid(child) == child != server.pid
+        assert server.pids() == {server.pid, child}
+        server.stop(grace_s=1.0)
+    assert not _alive(child)
+
+
 @pytest.mark.server
 def test_exit_during_start_fails_fast_with_the_reason(tmp_path: Path) -> None:
     argv = [sys.executable, "-c", "import sys; print('fatal: no such model', file=sys.stderr); sys.exit(3)"]

@@ -1,5 +1,5 @@
 """The SGLang engine: argv, release-aware flags, SGLang's rules in the space, and whole studies driven
-against the SGLang-compatible simulator (success, capture OOM, exit at start, input too long, overrides)."""
+against the simulator's SGLang front end (success, capture OOM, exit at start, input too long, overrides)."""
 
 from __future__ import annotations
 

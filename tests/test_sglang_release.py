@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+
 import pytest
 
 from sweep.engines import sglang
@@ -9,10 +11,12 @@ from sweep.engines.sglang_release import (
     PINNED,
     RELEASES,
     load_table,
+    parse_source,
     read_flags,
     source_root,
     table_json,
 )
+from sweep.engines.sglang_rules import EAGLE_FAMILY
 
 # Every test here reads the real SGLang release source (downloaded once): `make check` leaves them out.
 pytestmark = pytest.mark.release
@@ -47,3 +51,16 @@ def test_the_release_refuses_the_short_tp_and_knows_its_choices() -> None:
     )
     assert table["attention-backend"].choices is not None and len(table["attention-backend"].choices) == 25
     assert table["speculative-adaptive"].kind == "switch" and table["speculative-num-steps"].type == "int"
+
+
+def test_the_eagle_family_holds_what_the_pinned_releases_is_eagle_does() -> None:
+    """The adapter and the simulator read one family (`sglang_rules.EAGLE_FAMILY`); the adapter's own copy once
+    left out FROZEN_KV_MTP, which `SpeculativeAlgorithm.is_eagle` holds (what NEXTN/EAGLE become for Gemma 4
+    assistant drafts): the simulator's copy was the right one."""
+    tree = parse_source(source_root(PINNED) / "sglang" / "srt" / "speculative" / "spec_info.py")
+    is_eagle = next(
+        node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) and node.name == "is_eagle"
+    )
+    named = {n.attr for n in ast.walk(is_eagle) if isinstance(n, ast.Attribute) and n.attr.isupper()}
+    assert named == {"EAGLE", "EAGLE3", "FROZEN_KV_MTP"}
+    assert named <= set(EAGLE_FAMILY) and {"NEXTN", "STANDALONE"} <= set(EAGLE_FAMILY)

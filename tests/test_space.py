@@ -11,9 +11,11 @@ import optuna
 import pytest
 import yaml
 
-from sweep.engines.base import PromptForm
+from sweep.engines.base import PromptForm, RequestSettings
 from sweep.errors import UserError
-from sweep.space import load_space, parse_space
+from sweep.probes.runner import ProbeSettings
+from sweep.space import ConfirmSettings, load_space, parse_space
+from sweep.stats import MIN_GAIN
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -44,6 +46,20 @@ def test_parse_expands_context_and_stream_variants(tmp_path: Path) -> None:
         "parallel": 1,
         "spec-type": "ngram-mod",
     }
+
+
+def test_a_space_that_says_nothing_takes_each_default_from_its_one_home(tmp_path: Path) -> None:
+    """The minimum gain, the confirmation, the repeats and the sampling seed are stated once, as the value
+    objects' defaults (once written again as literals in the parser); a partial confirmation keeps the rest."""
+    data = yaml.safe_load(SPACE)
+    del data["probe"]
+    data["workloads"] = data["workloads"][:2]  # "mine" holds 2 prompts, fewer than the default repeats
+    space = parse_space(data, tmp_path)
+    assert space.confirm == ConfirmSettings() and space.confirm.min_gain == MIN_GAIN
+    assert space.probe.repeats == ProbeSettings().repeats
+    assert space.probe.request.seed == RequestSettings().seed
+    data["confirm"] = {"min_gain": 0.05}
+    assert parse_space(data, tmp_path).confirm == ConfirmSettings(min_gain=0.05)
 
 
 def test_conditional_parameters_follow_their_condition(tmp_path: Path) -> None:

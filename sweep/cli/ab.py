@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from sweep.analysis import Candidate, ab_rows, study_warnings
+from sweep.analysis import Relaunch, ab_rows, study_warnings
 from sweep.cli.shared import add_study_options, load, progress
 from sweep.confirm import Confirmation
 from sweep.engines import Engine
@@ -87,7 +87,7 @@ def main(args: argparse.Namespace) -> int:
     keys = tuple(space.workload_keys)
     paths = StudyPaths.for_study(name, args.runs, args.storage)
     progress(f"A/B {name}: {args.rounds} rounds of A and B, interleaved; logs in {paths.run_dir}/confirm/")
-    plan = [Candidate("A", a, keys), Candidate("B", b, keys)]
+    plan = [Relaunch("A", a, keys), Relaunch("B", b, keys)]
     confirmation = Confirmation(TrialRunner(space, engine, paths), progress, name, reference="A")
     study = confirmation.run(plan, args.rounds, args.max_rounds)
     views = latest_plan(trial_views(study, Phase.CONFIRM))

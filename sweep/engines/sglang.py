@@ -38,7 +38,9 @@ from sweep.engines.base import (
 from sweep.engines.schedules import sglang_adaptive_config
 from sweep.engines.sglang_rules import (
     ADAPTIVE_UNSUPPORTED,
+    BLOCK_DRAFTS,
     BLOCK_SIZES,
+    EAGLE_FAMILY,
     MTP_ALGORITHMS,
     GraphReserve,
     adaptive_candidate_steps,
@@ -281,8 +283,6 @@ RENAMED = {
     "cuda-graph-max-bs": "cuda-graph-max-bs-decode",
     "cuda-graph-bs": "cuda-graph-bs-decode",
 }
-EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
-BLOCK_DRAFTS = tuple(BLOCK_SIZES)  # a block of draft tokens in one step (steps and topk forced to 1)
 # specsweep's own dimension: adaptive speculation's candidate steps ("1,3,5"), written as a one-slot config file
 # (`--speculative-adaptive-config`, content-addressed under ADAPTIVE_CONFIGS) at launch.
 CANDIDATES = "speculative-adaptive-candidate-steps"

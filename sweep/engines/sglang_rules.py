@@ -87,12 +87,17 @@ def auto_spec_params(algorithm: str, architecture: str | None) -> tuple[int, int
     return AUTO_SPEC_BY_ARCHITECTURE.get(architecture, AUTO_SPEC_DEFAULT)
 
 
+# Algorithms that draft with a model, step by step (SpeculativeAlgorithm.is_eagle in 0.5.23 holds EAGLE, EAGLE3
+# and FROZEN_KV_MTP, which NEXTN/EAGLE become for Gemma 4 assistant drafts; NEXTN is EAGLE's alias, STANDALONE a
+# separate draft model run the same way). The adapter and the simulator both read this one tuple.
+EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "FROZEN_KV_MTP")
 # Block drafts: the flag of the block size, its default, and whether the block excludes the root it is verified
 # with (DSPARK's gamma: num_draft_tokens = gamma + 1) or includes it (DFLASH: num_draft_tokens = block size).
 BLOCK_SIZES = {
     "DFLASH": ("speculative-dflash-block-size", 16, False),
     "DSPARK": ("speculative-dspark-block-size", 7, True),
 }
+BLOCK_DRAFTS = tuple(BLOCK_SIZES)  # one draft forward proposes a whole block (steps and topk forced to 1)
 # `adaptive_unsupported_reason` (0.5.23): the switches under which adaptive speculation does not run, and the
 # reason it logs for each.
 ADAPTIVE_UNSUPPORTED = (

@@ -6,15 +6,19 @@ classes are made from real text (never generated filler): specsweep's own functi
 and the SGLang release's flag records it keeps. Each task ends where its answer does: an instruct model stops on
 its own, and the completion form (a base model continues text) ends on the class's stop sequence.
 
-    .venv/bin/python -m sweep.probes.make_prompts      # from the checkout root; rewrites sweep/probes/prompts/
+    make prompts      # .venv/bin/python -m sweep.probes.make_prompts [--out DIR]: rewrites sweep/probes/prompts/
 
 The files it writes are committed: the prompts stay what they were when the figures were measured, whatever
-the code and docs become. Run it again on purpose, and say so where figures are compared.
+the code and docs become, so they lag the tree on purpose (tests/test_datasets.py runs the generator on the
+current tree into a temporary folder, so that it keeps working). Run it again on purpose, and say so where
+figures are compared.
 """
 
 from __future__ import annotations
 
+import argparse
 import ast
+import importlib.util
 import json
 import re
 from collections.abc import Iterator
@@ -23,6 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 OUT = Path(__file__).resolve().parent / "prompts"
 PER_FORM = 36  # as many as the other built-in classes hold, so that repeats x streams rarely need one twice
+# Modules whose functions an edit copies, by import name: their files are found wherever a module lives.
 SOURCES = ("analysis", "stats", "health", "space", "plan", "surface", "confirm", "search", "doctor", "costs")
 RELEASE = "sweep/engines/releases/sglang-0.5.23.json"
 FENCE = "```"
@@ -34,7 +39,7 @@ def functions() -> Iterator[tuple[str, str]]:
     """Top-level functions of 6 to 16 lines (at most 640 characters: the copy fits 256 tokens) with a parameter
     to rename: (source, the parameter's name)."""
     for module in SOURCES:
-        text = (ROOT / "sweep" / f"{module}.py").read_text(encoding="utf-8")
+        text = module_file(module).read_text(encoding="utf-8")
         for node in ast.parse(text).body:
             if not isinstance(node, ast.FunctionDef) or node.name.startswith("__"):
                 continue
@@ -181,19 +186,37 @@ def reformat() -> tuple[list[str], list[str]]:
 CLASSES = {"edit": edit, "quote": quote, "summary": summary, "reformat": reformat}
 
 
-def write(name: str, form: str, prompts: list[str]) -> None:
+def module_file(module: str) -> Path:
+    """The source file of `sweep.<module>`, found as Python finds it."""
+    spec = importlib.util.find_spec(f"sweep.{module}")
+    if spec is None or spec.origin is None:
+        raise SystemExit(
+            f"make_prompts: sweep.{module} is gone: name the module its functions moved to in SOURCES"
+        )
+    return Path(spec.origin)
+
+
+def write(out: Path, name: str, form: str, prompts: list[str]) -> None:
     lines = [json.dumps({"form": form, "prompt": p}, ensure_ascii=False) for p in prompts]
-    (OUT / f"{name}.{form}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (out / f"{name}.{form}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     print(
         f"{name}.{form}.jsonl: {len(prompts)} prompts, {sum(map(len, prompts)) // len(prompts)} characters each"
     )
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--out", type=Path, default=OUT, help="the folder to write (default: the built-in one)"
+    )
+    out = parser.parse_args(argv).out
+    out.mkdir(parents=True, exist_ok=True)
     for name, make in CLASSES.items():
         chat, completion = make()
-        write(name, "chat", chat)
-        write(name, "completion", completion)
+        write(out, name, "chat", chat)
+        write(out, name, "completion", completion)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""An SGLang-compatible simulator: SGLang's CLI, log lines and HTTP API, with tokens at a performance model's rates."""
+"""The engine simulator: SGLang's or vLLM's command line, log lines and HTTP API (`front.py` picks by the command
+line), with tokens at a performance model's rates."""
 
 from sweep.sim.profile import DEFAULT_PROFILE, Profile
 

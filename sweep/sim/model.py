@@ -10,11 +10,9 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from sweep.engines.sglang_rules import BLOCK_SIZES
+from sweep.engines.sglang_rules import BLOCK_DRAFTS, EAGLE_FAMILY
 from sweep.sim.profile import Profile
 
-EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "FROZEN_KV_MTP")
-BLOCK_DRAFTS = tuple(BLOCK_SIZES)  # one draft forward proposes a whole block, verified as a chain
 ALGORITHMS = (*EAGLE_FAMILY, "NGRAM", *BLOCK_DRAFTS, "UNO")
 GIB = 1024**3
 CONTEXT_128K = 131072

@@ -14,6 +14,7 @@ from typing import Any
 from sweep.engines.sglang_rules import (
     ADAPTIVE_UNSUPPORTED,
     BLOCK_SIZES,
+    EAGLE_FAMILY,
     GraphReserve,
     adaptive_unsupported_reason,
     auto_memory_fraction,
@@ -24,7 +25,6 @@ from sweep.engines.sglang_rules import (
 from sweep.sim.adaptive import AdaptiveConfigError, load_config
 from sweep.sim.model import (
     ALGORITHMS,
-    EAGLE_FAMILY,
     GIB,
     SPEC_DEFAULT_MAX_RUNNING,
     MemoryPlan,

@@ -20,6 +20,7 @@ from http.server import ThreadingHTTPServer
 from typing import Any
 
 from sweep.engines.sglang_release import version_tuple
+from sweep.engines.sglang_rules import EAGLE_FAMILY
 from sweep.sim.core import (
     NO_TEMPLATE,
     Handler,
@@ -35,7 +36,7 @@ from sweep.sim.core import (
     usage,
 )
 from sweep.sim.flags import build_parser, normalize, startup_scale
-from sweep.sim.model import EAGLE_FAMILY, MemoryPlan, Resolved, StartupFailure
+from sweep.sim.model import MemoryPlan, Resolved, StartupFailure
 from sweep.sim.profile import Profile
 from sweep.sim.sglang import plan_memory, resolve
 

@@ -30,6 +30,7 @@ from datetime import datetime
 from http.server import ThreadingHTTPServer
 from typing import Any
 
+from sweep.engines.sglang_rules import EAGLE_FAMILY
 from sweep.sim.adaptive import AdaptiveSteps
 from sweep.sim.core import (
     NO_TEMPLATE,
@@ -45,7 +46,7 @@ from sweep.sim.core import (
     usage,
 )
 from sweep.sim.flags import add_sim_flags, startup_scale
-from sweep.sim.model import EAGLE_FAMILY, GIB, MemoryPlan, Resolved, StartupFailure
+from sweep.sim.model import GIB, MemoryPlan, Resolved, StartupFailure
 from sweep.sim.profile import Profile
 from sweep.sim.verify_budget import VerifyBudget
 
