@@ -202,11 +202,13 @@ def test_recommendations_come_from_the_confirmation(
     assert "baseline" in confirmed and len(confirmed) >= 2
     for rec in report["recommendations"]:
         assert rec["confirmed"] and rec["launches"][0] >= 2 and rec["search_gain"] is not None
+        # Paired noise from the rounds; a busy machine (the suite's own workers beside it) can leave launches out
+        # and no noise to measure (CI, 6 Dec: no interval at all): then the verdict says it cannot be trusted,
+        # and speculation stays off (below).
+        untrusted = rec["verdict"].startswith(("unreliable", "unconfirmed"))
         low, high = rec["gain_interval"]
-        assert low < rec["gain"] < high
-        # Paired noise from the rounds; a busy machine (the suite's own workers beside it) can leave a launch out
-        # and no pair to measure: then the verdict says it cannot be trusted.
-        assert rec["noise"]["pair_df"] >= 1 or rec["verdict"].startswith("unreliable"), rec["verdict"]
+        assert (low is not None and low < rec["gain"] < high) or untrusted, rec
+        assert rec["noise"]["pair_df"] >= 1 or untrusted, rec["verdict"]
         if rec["verdict"] == "faster":
             assert f"trial {rec['recommended_trial']}" in confirmed
         else:  # anything short of faster for sure: speculation off
