@@ -796,15 +796,16 @@ def parse_space(data: Any, base: Path, source: Path | None = None) -> Space:
                 f"'{name}: {limit}' is not a limit in seconds",
                 "name one of ttft, itl, tpot, e2e with p50, p90 or p99, e.g. `latency_limits: {ttft_p90_s: 2.0}`",
             )
-    confirm = {**dataclasses.asdict(ConfirmSettings()), **_mapping(data.get("confirm"), "confirm")}
+    given, defaults = _mapping(data.get("confirm"), "confirm"), dataclasses.asdict(ConfirmSettings())
+    confirm = {**defaults, **given}
     _unknown_keys(confirm, CONFIRM_KEYS, "confirm")
     if not all(isinstance(confirm[k], int | float) and confirm[k] >= 0 for k in CONFIRM_KEYS) or not (
         confirm["min_gain"] < 1 and confirm["launches"] != 1
     ):
-        example = ", ".join(f"{k}: {v}" for k, v in dataclasses.asdict(ConfirmSettings()).items())
+        example = ", ".join(f"{k}: {v}" for k, v in defaults.items())
         raise _fail(
             "confirm",
-            f"bad values {_mapping(data.get('confirm'), 'confirm')}",
+            f"bad values {given}",
             "top >= 0, launches 0 (no confirmation) or >= 2, max_launches >= launches, min_gain from 0 to 1, "
             f"e.g. `confirm: {{{example}}}`",
         )
