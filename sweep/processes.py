@@ -19,6 +19,7 @@ from pathlib import Path
 PROC = Path("/proc")
 MARKER_ENV = "SPECSWEEP_SERVER"  # every process of one launch carries SPECSWEEP_SERVER=<launch id>
 TCP_LISTEN = "0A"
+EMPTY_SCANS = 3  # scans that must all find no process of a launch before it is called gone (`launched`)
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,20 @@ def has_marker(pid: int, marker: str) -> bool:
 
 
 def launched(marker: str, pgid: int | None = None) -> list[Proc]:
-    """Live processes of one launch: its marker in their environment, or a member of its process group."""
+    """Live processes of one launch: its marker in their environment, or a member of its process group.
+
+    "None" is only said after `EMPTY_SCANS` scans in a row agree. One scan lists /proc first and reads each
+    process after: a process that forks its heir after the listing and exits before it is read is seen gone
+    while the heir lives; the heir is in the next listing. A double fork (daemonising) relays twice, so a
+    launch whose first process is alive may hide from two scans, never from three.
+    """
+    for _ in range(EMPTY_SCANS):
+        if found := _scan(marker, pgid):
+            return found
+    return []
+
+
+def _scan(marker: str, pgid: int | None) -> list[Proc]:
     return [
         p
         for p in table()

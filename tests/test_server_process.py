@@ -87,6 +87,41 @@ def test_a_worker_that_leaves_the_group_is_still_the_launchs_for_its_gpu_memory_
     assert not _alive(child)
 
 
+# A server that daemonises: a double fork and a new session, its heir the only process left.
+DAEMONISING = """
+import os, time
+time.sleep(0.1)
+if os.fork() > 0:
+    os._exit(0)
+os.setsid()
+if os.fork() > 0:
+    os._exit(0)
+time.sleep(30)
+"""
+
+
+@pytest.mark.server
+def test_a_daemonising_launch_is_never_seen_gone_while_its_heir_lives(tmp_path: Path) -> None:
+    """Scanned without pause through its double fork, a launch is never reported without processes while its
+    heir lives. One scan lists /proc before it reads each process: the fork's parent, listed alive, has exited
+    by its read and its heir was not listed, so one scan once saw none (CI: a daemonised server left running)."""
+    argv = [sys.executable, "-c", DAEMONISING]
+    for attempt in range(4):
+        server = ServerProcess(argv, tmp_path / f"server{attempt}.log", os.environ)
+        server.start()
+        try:
+            scans = []
+            deadline = time.monotonic() + 0.6
+            while time.monotonic() < deadline:
+                scans.append(bool(server.pids()))
+            heirs = server.pids()
+            assert server.returncode == 0 and len(heirs) == 1 and server.pid not in heirs  # it did daemonise
+            assert all(scans[scans.index(True) :]), f"attempt {attempt}: seen gone while its heir lived"
+        finally:
+            server.stop(grace_s=1.0)
+        assert not server.pids()
+
+
 @pytest.mark.server
 def test_exit_during_start_fails_fast_with_the_reason(tmp_path: Path) -> None:
     argv = [sys.executable, "-c", "import sys; print('fatal: no such model', file=sys.stderr); sys.exit(3)"]
