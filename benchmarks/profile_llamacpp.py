@@ -30,8 +30,8 @@ from pathlib import Path
 import optuna
 
 from sweep.confirm import load_confirm_study
+from sweep.core.embedded import gemma_model
 from sweep.costs import CostProfile
-from sweep.embedded import gemma_model
 from sweep.results import TrialRecord
 from sweep.store import Phase, make_storage, search_records, trial_views
 

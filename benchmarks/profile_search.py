@@ -35,6 +35,7 @@ import yaml
 from replay import drive, ranked
 from search_vs_grid import PROFILE_FILES, SPACE, Truth, perturbed_profiles
 
+from sweep.core.stats import MIN_GAIN
 from sweep.costs import CostProfile, ProfileKey, ShapeStart, StepTime
 from sweep.engines import ServerSetup, SGLangEngine
 from sweep.profiling import forced_lengths, spread_shapes
@@ -42,7 +43,6 @@ from sweep.results import TrialRecord
 from sweep.search import Candidate, Candidates, ModelSearch, acceptance_launches, candidates
 from sweep.sim.profile import PROFILES, Profile
 from sweep.space import ConfirmSettings, SearchKind, Space, parse_space
-from sweep.stats import MIN_GAIN
 
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
 optuna.logging.set_verbosity(optuna.logging.ERROR)

@@ -39,13 +39,13 @@ from typing import Any
 import busy_suite
 from search_vs_grid import perturbed_profiles, report_json, sweep_on_sim
 
-from sweep import stats
+from sweep.core import stats
+from sweep.core.stats import Launch, Verdict
 from sweep.engines.base import PromptForm
 from sweep.probes.client import prompt_nonce, unique_content
 from sweep.probes.workloads import BUILTIN
 from sweep.sim.profile import DEFAULT_PROFILE, Profile
 from sweep.sim.sglang_server import in_process
-from sweep.stats import Launch, Verdict
 
 REPEATS = 3
 MAX_TOKENS = 128

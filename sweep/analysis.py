@@ -20,10 +20,11 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from sweep import fidelity, health, stats
+from sweep import fidelity, health
+from sweep.core import stats
+from sweep.core.stats import Comparison, Launch, Noise, Verdict
 from sweep.health import OutputHealth
 from sweep.results import Spread, WorkloadSummary
-from sweep.stats import Comparison, Launch, Noise, Verdict
 from sweep.store import BASELINE, Phase, Study, TrialView, complete_views, latest_plan
 
 DRIFT_MIN = 0.05  # a baseline that moved less than this (and less than 3 launch sds) did not drift

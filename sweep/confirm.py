@@ -15,7 +15,7 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from sweep import fidelity, stats
+from sweep import fidelity
 from sweep.analysis import (
     Relaunch,
     baseline_view,
@@ -28,6 +28,7 @@ from sweep.analysis import (
     quiet_views,
     study_noise,
 )
+from sweep.core import stats
 from sweep.costs import CostProfile
 from sweep.fidelity import TIE_CONTEXT
 from sweep.probes.runner import Others, Progress

@@ -23,7 +23,7 @@ from enum import StrEnum
 from typing import Any
 
 from sweep.analysis import StudyWarnings, Verdicts, headline_median, launches, quiet_compare, study_noise
-from sweep.stats import Comparison
+from sweep.core.stats import Comparison
 from sweep.store import BASELINE, Study, TrialView, latest_plan
 
 

@@ -38,9 +38,9 @@ import numpy as np
 import optuna
 
 from sweep import host
+from sweep.core.errors import UserError
+from sweep.core.files import write_atomic
 from sweep.engines import Engine
-from sweep.errors import UserError
-from sweep.files import write_atomic
 from sweep.modelfiles import model_identity
 from sweep.results import SpecShape, TrialRecord
 from sweep.space import Space

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sweep.errors import UserError
+from sweep.core.errors import UserError
 from sweep.modelfiles import gguf_metadata, read_config, safetensors_header
 from sweep.results import DraftAsk, DraftKind, Finding, GraphCapture, LaunchFacts, WindowPool
 

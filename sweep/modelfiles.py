@@ -10,7 +10,7 @@ import struct
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from sweep.errors import UserError
+from sweep.core.errors import UserError
 
 # Files next to a Hugging Face model that hold its chat template (besides tokenizer_config.json's key).
 TEMPLATE_FILES = ("chat_template.jinja", "chat_template.json")

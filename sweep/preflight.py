@@ -3,8 +3,8 @@ values, conditions, enqueued trials, the baseline, streams against the server's 
 
 from __future__ import annotations
 
+from sweep.core.errors import UserError
 from sweep.engines import Engine, ServerSetup, engine_class
-from sweep.errors import UserError
 from sweep.server import ensure_port_free
 from sweep.space import Space
 

@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from sweep.core.errors import UserError
 from sweep.costs import CostProfile, ProfileKey, ShapeStart, hardware, space_key, step_times
 from sweep.engines import Engine
-from sweep.errors import UserError
 from sweep.probes.runner import Progress
 from sweep.results import SpecShape, TrialRecord
 from sweep.search import Candidate, candidates

@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from sweep import _session_exec, processes
-from sweep.errors import SIGNALS, Interrupted, LaunchError, UserError
+from sweep.core.errors import SIGNALS, Interrupted, LaunchError, UserError
 
 # (log pattern, reason template filled with the pattern's groups), most specific first: each engine's table.
 ExitPatterns = tuple[tuple[re.Pattern[str], str], ...]

@@ -37,9 +37,10 @@ from typing import Any, NamedTuple
 import optuna
 import yaml
 
+from sweep.core.errors import UserError
+from sweep.core.files import read_text
+from sweep.core.stats import MIN_GAIN
 from sweep.engines.base import PromptForm, RequestSettings, Turn
-from sweep.errors import UserError
-from sweep.files import read_text
 from sweep.probes.datasets import SELECTION_KEYS, Selection, load_dataset
 from sweep.probes.runner import DEFAULT_REPEATS, ProbeSettings
 from sweep.probes.workloads import (
@@ -52,7 +53,6 @@ from sweep.probes.workloads import (
     Workload,
 )
 from sweep.results import LATENCY_LIMIT
-from sweep.stats import MIN_GAIN
 
 TOP_KEYS = {
     "engine",

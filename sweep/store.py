@@ -14,10 +14,10 @@ import optuna
 import sqlalchemy.exc
 from optuna.trial import TrialState
 
+from sweep.core.errors import UserError, mask_secrets
+from sweep.core.stats import MIN_GAIN
 from sweep.engines import engine_of_argvs
-from sweep.errors import UserError, mask_secrets
 from sweep.results import Stage, TrialRecord
-from sweep.stats import MIN_GAIN
 
 HEARTBEAT_S = 20
 STORAGE_ATTEMPTS = 4

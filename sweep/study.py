@@ -14,13 +14,13 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from sweep.costs import CostProfile, profile_mismatches
-from sweep.engines import Engine
-from sweep.errors import (
+from sweep.core.errors import (
     UserError,
     interrupted_how,
 )
-from sweep.files import write_error
+from sweep.core.files import write_error
+from sweep.costs import CostProfile, profile_mismatches
+from sweep.engines import Engine
 from sweep.probes.runner import Progress
 from sweep.recovery import driver_identity, recover
 from sweep.results import Stage, TrialRecord

@@ -16,10 +16,7 @@ import httpx
 import optuna
 
 from sweep import gpu, host
-from sweep.doctor import EngineRules, draft_refusal, sizing
-from sweep.engines import Engine
-from sweep.engines.base import LaunchPlan
-from sweep.errors import (
+from sweep.core.errors import (
     LaunchError,
     ProbeError,
     SpeculationInactive,
@@ -28,7 +25,10 @@ from sweep.errors import (
     interrupted_how,
     run_interruptible,
 )
-from sweep.files import write_atomic, write_error
+from sweep.core.files import write_atomic, write_error
+from sweep.doctor import EngineRules, draft_refusal, sizing
+from sweep.engines import Engine
+from sweep.engines.base import LaunchPlan
 from sweep.health import NOT_REPRESENTATIVE
 from sweep.probes.runner import Others, Progress, Served, probe
 from sweep.probes.workloads import Workload

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from sweep import host
-from sweep.embedded import gemma_model, llama_server_binary
+from sweep.core.embedded import gemma_model, llama_server_binary
 from sweep.server import free_port
 
 REPO = Path(__file__).resolve().parents[1]

@@ -21,6 +21,7 @@ from sweep.analysis import (
     study_warnings,
 )
 from sweep.confirm import Confirmation, others_to_ask
+from sweep.core.stats import Verdict
 from sweep.health import OutputHealth
 from sweep.preflight import build_engine
 from sweep.results import (
@@ -34,7 +35,6 @@ from sweep.results import (
     WorkloadSummary,
 )
 from sweep.space import parse_space
-from sweep.stats import Verdict
 from sweep.store import BASELINE, Phase, Study, StudyPaths, TrialView
 from sweep.trial import TrialRunner
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import optuna
 import pytest
 
+from sweep.core.errors import UserError
 from sweep.costs import (
     CostProfile,
     ProfileKey,
@@ -24,7 +25,6 @@ from sweep.costs import (
     profile_mismatches,
 )
 from sweep.engines import ServerSetup, SGLangEngine
-from sweep.errors import UserError
 from sweep.profiling import forced_lengths, spread_shapes
 from sweep.results import LaunchFacts, SpecShape, Spread, Stage, TrialRecord, WorkloadSummary
 from sweep.search import (

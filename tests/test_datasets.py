@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from sweep.errors import UserError
+from sweep.core.errors import UserError
 from sweep.probes import datasets, make_prompts
 from sweep.probes.datasets import Selection, load_dataset
 from tests.conftest import specsweep_argv

@@ -16,8 +16,8 @@ import optuna
 import pytest
 
 from sweep.cli import main
+from sweep.core.embedded import gemma_model, llama_server_binary
 from sweep.doctor import EngineRules, diagnose, geometry_of, read_geometry
-from sweep.embedded import gemma_model, llama_server_binary
 from sweep.engines import SGLangEngine
 from sweep.engines.sglang import facts_from_log
 from sweep.server import ServerProcess, free_port

@@ -25,8 +25,8 @@ from typing import Any
 import pytest
 
 from sweep.cli import main
+from sweep.core.embedded import gemma_model
 from sweep.doctor import Diagnosis, EngineRules, diagnose, draft_refusal
-from sweep.embedded import gemma_model
 from sweep.engines import ENGINES
 from sweep.engines.base import Engine, ServerSetup, params_from_flags
 from sweep.results import DraftKind

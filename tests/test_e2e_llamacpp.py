@@ -19,7 +19,7 @@ import yaml
 
 from sweep import fidelity
 from sweep.cli import main
-from sweep.embedded import gemma_model, llama_server_binary
+from sweep.core.embedded import gemma_model, llama_server_binary
 from sweep.engines import ServerSetup
 from sweep.engines.llamacpp import LlamaCppEngine
 from sweep.probes.runner import probe

@@ -21,13 +21,13 @@ from typing import Any
 import httpx
 import pytest
 
-from sweep.embedded import gemma_model, llama_server_binary
+from sweep.core.embedded import gemma_model, llama_server_binary
+from sweep.core.errors import LaunchError
 from sweep.engines import ENGINES, Engine, ServerSetup
 from sweep.engines.base import DraftCounters, PromptForm, RequestSettings
 from sweep.engines.llamacpp import LlamaCppEngine
 from sweep.engines.sglang import SGLangEngine
 from sweep.engines.vllm import VLLMEngine
-from sweep.errors import LaunchError
 from sweep.probes.client import measure_request, probe_client
 from sweep.results import RequestMeasurement
 from sweep.server import ServerProcess, free_port

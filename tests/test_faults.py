@@ -25,7 +25,7 @@ import pytest
 
 from sweep import processes
 from sweep.cli import main
-from sweep.errors import SIGNALS, Interrupted, run_interruptible
+from sweep.core.errors import SIGNALS, Interrupted, run_interruptible
 from sweep.server import _escalating_interrupts
 from sweep.store import INTERRUPTED
 

@@ -15,8 +15,8 @@ import pytest
 
 from sweep.analysis import study_verdicts
 from sweep.cli import main
+from sweep.core.embedded import gemma_model
 from sweep.doctor import EngineRules, diagnose, sizing
-from sweep.embedded import gemma_model
 from sweep.engines import LlamaCppEngine, ServerSetup
 from sweep.engines.llamacpp import facts_from_log
 from sweep.gpu import (

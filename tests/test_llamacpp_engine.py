@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from sweep.core.embedded import gemma_model
+from sweep.core.errors import UserError
 from sweep.doctor import EngineRules, diagnose
-from sweep.embedded import gemma_model
 from sweep.engines import LlamaCppEngine, ServerSetup
 from sweep.engines.llamacpp import facts_from_log
-from sweep.errors import UserError
 from sweep.outputs.export import served
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from sweep import processes
-from sweep.errors import LaunchError
+from sweep.core.errors import LaunchError
 from sweep.server import ServerProcess, free_port, reason_from_log
 
 # A server that forks a child which ignores TERM, so only a group KILL ends both.

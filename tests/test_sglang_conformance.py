@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from sweep.core.errors import UserError
 from sweep.engines import ServerSetup, SGLangEngine, sglang
 from sweep.engines import sglang_rules as rules
 from sweep.engines.sglang_release import (
@@ -29,7 +30,6 @@ from sweep.engines.sglang_release import (
     source_root,
     source_strings,
 )
-from sweep.errors import UserError
 from sweep.server import reason_from_log
 from sweep.sim.flags import build_parser, normalize
 from sweep.sim.model import StartupFailure

@@ -12,8 +12,8 @@ import optuna
 import pytest
 
 from sweep.cli import main
+from sweep.core.errors import UserError
 from sweep.engines import ServerSetup, SGLangEngine, sglang_rules
-from sweep.errors import UserError
 from sweep.sim.profile import PROFILES
 from sweep.store import launched as study_launched
 

@@ -11,11 +11,11 @@ import optuna
 import pytest
 import yaml
 
+from sweep.core.errors import UserError
+from sweep.core.stats import MIN_GAIN
 from sweep.engines.base import PromptForm, RequestSettings
-from sweep.errors import UserError
 from sweep.probes.runner import ProbeSettings
 from sweep.space import ConfirmSettings, load_space, parse_space
-from sweep.stats import MIN_GAIN
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -7,9 +7,9 @@ import random
 
 import pytest
 
-from sweep import stats
+from sweep.core import stats
+from sweep.core.stats import Launch, Noise, Verdict
 from sweep.outputs.console import pct
-from sweep.stats import Launch, Noise, Verdict
 
 
 def launches(

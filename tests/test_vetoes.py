@@ -8,11 +8,11 @@ import dataclasses
 import json
 
 from sweep.analysis import VetoKind, study_verdicts
+from sweep.core.stats import Verdict
 from sweep.health import OutputHealth, distinct_share, judge, pieces
 from sweep.outputs.export import Export, WithheldRun, render
 from sweep.results import Spread
 from sweep.sim.core import GreedyText
-from sweep.stats import Verdict
 from sweep.store import BASELINE, Study, TrialView
 from tests.test_analysis import BASE, DEEP, SPEEDS, confirm, search
 

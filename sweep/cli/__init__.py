@@ -25,8 +25,8 @@ from sweep.cli import (
     run,
     sim,
 )
-from sweep.errors import SIGNALS, UserError, interrupted_how, mask_secrets
-from sweep.files import write_error
+from sweep.core.errors import SIGNALS, UserError, interrupted_how, mask_secrets
+from sweep.core.files import write_error
 
 DISK_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EFBIG}
 COMMANDS = (

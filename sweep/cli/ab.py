@@ -15,8 +15,8 @@ import yaml
 from sweep.analysis import Relaunch, ab_rows, study_warnings
 from sweep.cli.shared import add_study_options, load, progress
 from sweep.confirm import Confirmation
+from sweep.core.errors import UserError
 from sweep.engines import Engine
-from sweep.errors import UserError
 from sweep.outputs.console import ab_text
 from sweep.preflight import build_engine, validate
 from sweep.space import Space, load_space

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from sweep.analysis import study_verdicts
 from sweep.cli.shared import DEFAULT_DIR, DEFAULT_RUNS, load, results
-from sweep.errors import UserError
-from sweep.files import write_atomic
+from sweep.core.errors import UserError
+from sweep.core.files import write_atomic
 from sweep.outputs.compare import Column, html_page, markdown
 from sweep.store import Phase
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from sweep.cli.shared import add_study_options, load, progress, publish, stored_space
 from sweep.confirm import confirm_search
-from sweep.errors import UserError
+from sweep.core.errors import UserError
 from sweep.preflight import build_engine, validate
 from sweep.store import StudyPaths
 from sweep.trial import TrialRunner

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from sweep.analysis import study_verdicts
 from sweep.cli.shared import DEFAULT_DIR, add_study_options, load, page, results
-from sweep.files import write_atomic
+from sweep.core.files import write_atomic
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

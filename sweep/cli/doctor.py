@@ -9,10 +9,10 @@ import argparse
 import json
 from pathlib import Path
 
+from sweep.core.errors import UserError
 from sweep.doctor import KV_DTYPE_BYTES, EngineRules, MemoryBudget, diagnose
 from sweep.engines import ENGINES
 from sweep.engines.base import ServerSetup, params_from_flags
-from sweep.errors import UserError
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -9,8 +9,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from sweep.core.errors import UserError
 from sweep.engines import ENGINES, Engine, ServerSetup
-from sweep.errors import UserError
 from sweep.results import LaunchFacts
 
 

@@ -14,15 +14,15 @@ import yaml
 
 from sweep.analysis import Verdicts, study_verdicts
 from sweep.confirm import confirm_search, load_confirm_study
+from sweep.core.errors import UserError, mask_secrets
+from sweep.core.files import write_atomic
+from sweep.core.stats import MIN_GAIN
 from sweep.costs import CostProfile, check_space
-from sweep.errors import UserError, mask_secrets
-from sweep.files import write_atomic
 from sweep.outputs.console import report_text
 from sweep.outputs.dashboard import build
 from sweep.preflight import build_engine, validate
 from sweep.search import ModelSearch
 from sweep.space import Space, load_space, parse_space
-from sweep.stats import MIN_GAIN
 from sweep.store import (
     LIMITS_ATTR,
     MIN_GAIN_ATTR,

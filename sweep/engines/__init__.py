@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from sweep.core.errors import UserError
 from sweep.engines import llamacpp, sglang, vllm
 from sweep.engines.base import REGISTRY, DraftCounters, Engine, RunningLimit, ServerReport, ServerSetup
 from sweep.engines.llamacpp import LlamaCppEngine
 from sweep.engines.schedules import no_counterpart_notes, tensorrt_llm_form
 from sweep.engines.sglang import SGLangEngine
-from sweep.errors import UserError
 from sweep.results import SpecShape
 
 ENGINES = REGISTRY

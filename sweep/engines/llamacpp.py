@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 
+from sweep.core.errors import OffloadInactive, SpeculationInactive, UserError
 from sweep.engines.base import (
     DraftCounters,
     Engine,
@@ -25,7 +26,6 @@ from sweep.engines.base import (
     chat_messages,
     parse_prometheus,
 )
-from sweep.errors import OffloadInactive, SpeculationInactive, UserError
 from sweep.modelfiles import chat_template
 from sweep.results import DraftAsk, DraftKind, LaunchFacts, RequestStatus, SpecShape
 from sweep.server import ExitPatterns
@@ -182,7 +182,7 @@ class LlamaCppEngine(Engine):
     @classmethod
     def default_launcher(cls, binary: str) -> list[str]:
         if binary == "embedded":
-            from sweep.embedded import llama_server_binary
+            from sweep.core.embedded import llama_server_binary
 
             return [str(llama_server_binary())]
         if not Path(binary).is_file():
@@ -192,7 +192,7 @@ class LlamaCppEngine(Engine):
     @classmethod
     def resolve_model(cls, model: str) -> str:
         if model == "embedded":
-            from sweep.embedded import gemma_model
+            from sweep.core.embedded import gemma_model
 
             return str(gemma_model())
         if not Path(model).is_file():

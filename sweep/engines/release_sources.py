@@ -11,7 +11,7 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
-from sweep.errors import UserError
+from sweep.core.errors import UserError
 
 
 def unpack_release(package: str, version: str, root: Path, keep: Callable[[str], bool]) -> None:

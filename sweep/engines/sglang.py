@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 
+from sweep.core.errors import SpeculationInactive, UserError
 from sweep.engines.base import (
     Engine,
     Params,
@@ -53,7 +54,6 @@ from sweep.engines.sglang_rules import (
     resolved_algorithm,
     swa_ratio,
 )
-from sweep.errors import SpeculationInactive, UserError
 from sweep.modelfiles import read_config
 from sweep.results import (
     CaptureOom,

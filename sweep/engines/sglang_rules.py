@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sweep.errors import UserError
+from sweep.core.errors import UserError
 
 # Memory defaults by GPU size (`arg_groups/memory_hook.py`, tensor parallel under 4): the largest GPU memory
 # (GB) each row applies below, its chunked-prefill size and its decode CUDA-graph max batch size.

@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 
+from sweep.core.errors import SpeculationInactive, UserError
 from sweep.engines.base import (
     DraftCounters,
     Engine,
@@ -35,7 +36,6 @@ from sweep.engines.base import (
     template_header,
 )
 from sweep.engines.schedules import counterpart_elsewhere, drafts_somewhere, vllm_speculative_config
-from sweep.errors import SpeculationInactive, UserError
 from sweep.results import DraftAsk, DraftKind, LaunchFacts, RequestStatus, SpecShape
 from sweep.server import ExitPatterns
 

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 from sweep.analysis import ABRow, Recommendation, Verdicts
 from sweep.controllers import ControllerAnswer, controller_answers
+from sweep.core.stats import Comparison, Verdict
 from sweep.results import Spread, Stage, WorkloadSummary
-from sweep.stats import Comparison, Verdict
 from sweep.store import Study
 
 

@@ -31,8 +31,8 @@ from typing import Any
 
 import yaml
 
+from sweep.core.errors import UserError
 from sweep.engines.base import PromptForm, Turn
-from sweep.errors import UserError
 
 GZIP_MAGIC = b"\x1f\x8b"
 GZIP_WBITS = 16 + zlib.MAX_WBITS  # zlib reads the gzip header and trailer

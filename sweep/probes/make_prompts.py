@@ -28,7 +28,18 @@ ROOT = Path(__file__).resolve().parents[2]
 OUT = Path(__file__).resolve().parent / "prompts"
 PER_FORM = 36  # as many as the other built-in classes hold, so that repeats x streams rarely need one twice
 # Modules whose functions an edit copies, by import name: their files are found wherever a module lives.
-SOURCES = ("analysis", "stats", "health", "space", "plan", "surface", "confirm", "search", "doctor", "costs")
+SOURCES = (
+    "sweep.analysis",
+    "sweep.core.stats",
+    "sweep.health",
+    "sweep.space",
+    "sweep.plan",
+    "sweep.surface",
+    "sweep.confirm",
+    "sweep.search",
+    "sweep.doctor",
+    "sweep.costs",
+)
 RELEASE = "sweep/engines/releases/sglang-0.5.23.json"
 FENCE = "```"
 QUOTED = 700  # the longest paragraph asked for word for word, in characters (about 170 tokens)
@@ -187,11 +198,11 @@ CLASSES = {"edit": edit, "quote": quote, "summary": summary, "reformat": reforma
 
 
 def module_file(module: str) -> Path:
-    """The source file of `sweep.<module>`, found as Python finds it."""
-    spec = importlib.util.find_spec(f"sweep.{module}")
+    """The source file of `module` (an import name), found as Python finds it."""
+    spec = importlib.util.find_spec(module)
     if spec is None or spec.origin is None:
         raise SystemExit(
-            f"make_prompts: sweep.{module} is gone: name the module its functions moved to in SOURCES"
+            f"make_prompts: {module} is gone: name the module its functions moved to in SOURCES"
         )
     return Path(spec.origin)
 

@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from sweep.core.errors import ProbeError
+from sweep.core.stats import percentile
 from sweep.engines.base import DraftCounters, Engine, PromptForm, RequestSettings, Turn
-from sweep.errors import ProbeError
 from sweep.fidelity import TIE_CHOICES, TIE_CONTEXT, TIE_PROBES, TIE_STEPS, part_at
 from sweep.health import OutputHealth, judge
 from sweep.probes.client import measure_request, new_nonce, probe_client, prompt_nonce, unique_content
@@ -37,7 +38,6 @@ from sweep.results import (
     TieProbe,
     WorkloadSummary,
 )
-from sweep.stats import percentile
 
 DEFAULT_REPEATS = 3
 COUNTER_SETTLE_S = 0.05  # llama-server adds a request's draft counters when its slot is released

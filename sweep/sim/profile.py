@@ -9,7 +9,7 @@ from typing import Any, Self, TypeVar
 
 import yaml
 
-from sweep.errors import UserError
+from sweep.core.errors import UserError
 
 PROFILES = Path(__file__).parent / "profiles"
 DEFAULT_PROFILE = PROFILES / "qwen3.8-27b-int4-32gb.yaml"

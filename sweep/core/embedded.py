@@ -7,7 +7,7 @@ import functools
 import json
 from pathlib import Path
 
-from sweep.errors import UserError
+from sweep.core.errors import UserError
 
 SETUP_FIX = "run `make setup` (it installs the llamacpp extra), or set server.binary / server.model to paths"
 

@@ -7,7 +7,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from sweep.errors import UserError
+from sweep.core.errors import UserError
 
 
 def write_atomic(path: Path, text: str) -> None:
