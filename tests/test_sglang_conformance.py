@@ -20,8 +20,8 @@ import pytest
 
 from sweep.core.errors import UserError
 from sweep.engines import ServerSetup, SGLangEngine, sglang
-from sweep.engines import sglang_rules as rules
-from sweep.engines.sglang_release import (
+from sweep.releases import sglang_rules as rules
+from sweep.releases.sglang import (
     PINNED,
     RELEASES,
     load_table,

@@ -13,7 +13,8 @@ import pytest
 
 from sweep.cli import main
 from sweep.core.errors import UserError
-from sweep.engines import ServerSetup, SGLangEngine, sglang_rules
+from sweep.engines import ServerSetup, SGLangEngine
+from sweep.releases import sglang_rules
 from sweep.sim.profile import PROFILES
 from sweep.store import launched as study_launched
 
@@ -593,7 +594,7 @@ def test_the_0_5_17_table_is_what_the_real_server_s_help_lists() -> None:
     flag in the help's option lines is in the table, and what specsweep always adds is in both."""
     import re
 
-    from sweep.engines.sglang_release import load_table
+    from sweep.releases.sglang import load_table
 
     table = load_table("0.5.17")
     spelled = {name for flag in table.values() for name in flag.names}

@@ -7,7 +7,7 @@ import ast
 import pytest
 
 from sweep.engines import sglang
-from sweep.engines.sglang_release import (
+from sweep.releases.sglang import (
     PINNED,
     RELEASES,
     load_table,
@@ -16,7 +16,7 @@ from sweep.engines.sglang_release import (
     source_root,
     table_json,
 )
-from sweep.engines.sglang_rules import EAGLE_FAMILY
+from sweep.releases.sglang_rules import EAGLE_FAMILY
 
 # Every test here reads the real SGLang release source (downloaded once): `make check` leaves them out.
 pytestmark = pytest.mark.release
@@ -25,9 +25,7 @@ pytestmark = pytest.mark.release
 @pytest.mark.parametrize("version", RELEASES)
 def test_the_committed_table_is_what_the_release_source_declares(version: str) -> None:
     flags = read_flags(source_root(version))
-    assert table_json(flags) == table_json(load_table(version)), (
-        "run: python -m sweep.engines.sglang_release write"
-    )
+    assert table_json(flags) == table_json(load_table(version)), "run: python -m sweep.releases.sglang write"
     assert len(flags) > 400
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from sweep.engines import ServerSetup
 from sweep.engines import vllm as adapter
-from sweep.engines.vllm_release import (
+from sweep.releases.vllm import (
     PINNED,
     Release,
     load_table,
@@ -50,9 +50,7 @@ def release_text() -> str:
 
 
 def test_the_committed_table_is_what_the_release_source_declares() -> None:
-    assert table_json(release()) == table_json(load_table(PINNED)), (
-        "run: python -m sweep.engines.vllm_release write"
-    )
+    assert table_json(release()) == table_json(load_table(PINNED)), "run: python -m sweep.releases.vllm write"
     found = release()
     assert len(found.flags) > 300 and len(found.speculative) > 40
     # Spot checks against the source as a person reads it: a bool is --x/--no-x, a config takes JSON, an

@@ -267,7 +267,7 @@ def export(args: argparse.Namespace) -> Path:
     import torch
     from safetensors.torch import load_file, save_file
 
-    from sweep.engines.sglang_rules import auto_dtype
+    from sweep.releases.sglang_rules import auto_dtype
 
     checkpoint = newest_checkpoint(args.work / "checkpoints")
     spec = json.loads((checkpoint / "config.json").read_text())

@@ -37,7 +37,8 @@ from sweep.engines.base import (
     template_header,
 )
 from sweep.engines.schedules import sglang_adaptive_config
-from sweep.engines.sglang_rules import (
+from sweep.modelfiles import read_config
+from sweep.releases.sglang_rules import (
     ADAPTIVE_UNSUPPORTED,
     BLOCK_DRAFTS,
     BLOCK_SIZES,
@@ -54,7 +55,6 @@ from sweep.engines.sglang_rules import (
     resolved_algorithm,
     swa_ratio,
 )
-from sweep.modelfiles import read_config
 from sweep.results import (
     CaptureOom,
     DraftAsk,

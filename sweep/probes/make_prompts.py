@@ -40,7 +40,7 @@ SOURCES = (
     "sweep.doctor",
     "sweep.costs",
 )
-RELEASE = "sweep/engines/releases/sglang-0.5.23.json"
+RELEASE = "sweep/releases/tables/sglang-0.5.23.json"
 FENCE = "```"
 QUOTED = 700  # the longest paragraph asked for word for word, in characters (about 170 tokens)
 RECORDS = 4  # flag records per reformatting: their table fits 256 tokens
@@ -201,9 +201,7 @@ def module_file(module: str) -> Path:
     """The source file of `module` (an import name), found as Python finds it."""
     spec = importlib.util.find_spec(module)
     if spec is None or spec.origin is None:
-        raise SystemExit(
-            f"make_prompts: {module} is gone: name the module its functions moved to in SOURCES"
-        )
+        raise SystemExit(f"make_prompts: {module} is gone: name the module its functions moved to in SOURCES")
     return Path(spec.origin)
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from sweep.engines.sglang_rules import DEFAULT_ADAPTIVE_CONFIG
+from sweep.releases.sglang_rules import DEFAULT_ADAPTIVE_CONFIG
 
 
 class DepthController(Protocol):

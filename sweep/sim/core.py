@@ -24,7 +24,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from sweep.engines.sglang_release import version_tuple
+from sweep.releases.sglang import version_tuple
 from sweep.sim.adaptive import AdaptiveSteps, DepthController
 from sweep.sim.faults import Faults
 from sweep.sim.model import MemoryPlan, Resolved, StartupFailure, StepModel

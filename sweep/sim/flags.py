@@ -1,6 +1,6 @@
 """The SGLang command line the simulator accepts: the release its profile names, flag for flag.
 
-The parser is rebuilt from the release's committed table (`sweep/engines/releases/`, read from its own source),
+The parser is rebuilt from the release's committed table (`sweep/releases/tables/`, read from its own source),
 so a flag the release lacks fails with `unrecognized arguments`, a shortened one that two flags share (`--tp`,
 `--cuda-graph-max-bs`) is ambiguous, a value outside its choices is refused, as on the real server.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from sweep.engines.sglang_release import PINNED, load_table, release_parser
+from sweep.releases.sglang import PINNED, load_table, release_parser
 
 
 def build_parser(version: str) -> argparse.ArgumentParser:

@@ -10,7 +10,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from sweep.engines.sglang_rules import BLOCK_DRAFTS, EAGLE_FAMILY
+from sweep.releases.sglang_rules import BLOCK_DRAFTS, EAGLE_FAMILY
 from sweep.sim.profile import Profile
 
 ALGORITHMS = (*EAGLE_FAMILY, "NGRAM", *BLOCK_DRAFTS, "UNO")

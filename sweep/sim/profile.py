@@ -132,7 +132,7 @@ class Acceptance:
 class Profile:
     name: str
     # The release whose command line the simulator parses: one with a committed table (0.5.20, 0.5.23), else
-    # the nearest one (`sweep/engines/sglang_release.py`).
+    # the nearest one (`sweep/releases/sglang.py`).
     sglang_version: str
     model: Geometry
     gpu: Gpu

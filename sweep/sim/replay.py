@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sweep.engines.sglang_release import release_parser
+from sweep.releases.sglang import release_parser
 from sweep.sim.core import Handler, Listener, chat_prompt, tokenize
 
 READY = "The server is fired up and ready to roll!"

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from sweep.engines.sglang_rules import (
+from sweep.releases.sglang_rules import (
     ADAPTIVE_UNSUPPORTED,
     BLOCK_SIZES,
     EAGLE_FAMILY,

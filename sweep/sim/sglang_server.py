@@ -19,8 +19,8 @@ from datetime import datetime
 from http.server import ThreadingHTTPServer
 from typing import Any
 
-from sweep.engines.sglang_release import version_tuple
-from sweep.engines.sglang_rules import EAGLE_FAMILY
+from sweep.releases.sglang import version_tuple
+from sweep.releases.sglang_rules import EAGLE_FAMILY
 from sweep.sim.core import (
     NO_TEMPLATE,
     Handler,

@@ -30,7 +30,7 @@ from datetime import datetime
 from http.server import ThreadingHTTPServer
 from typing import Any
 
-from sweep.engines.sglang_rules import EAGLE_FAMILY
+from sweep.releases.sglang_rules import EAGLE_FAMILY
 from sweep.sim.adaptive import AdaptiveSteps
 from sweep.sim.core import (
     NO_TEMPLATE,

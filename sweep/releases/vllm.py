@@ -15,7 +15,7 @@ with `ast`:
 - **metric names**: every `vllm:` string of the `v1` tree (a counter is exported with `_total` added).
 
 Names the source computes at run time (a registry's choices, a factory's default) are kept as "any value". The
-table of each release specsweep knows is committed under `releases/` (`python -m sweep.engines.vllm_release
+table of each release specsweep knows is committed under `releases/` (`python -m sweep.releases.vllm
 write`); the conformance tests read the source again and require the same table.
 """
 
@@ -31,11 +31,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from sweep.engines.release_sources import unpack_release
+from sweep.releases.sources import unpack_release
 
 PINNED = "0.34.0"  # the release the adapter and the simulator follow
 RELEASES = ("0.34.0",)
-TABLES = Path(__file__).parent / "releases"
+TABLES = Path(__file__).parent / "tables"
 CACHE = Path.home() / ".cache" / "specsweep" / "vllm"
 ARG_UTILS = Path("vllm/engine/arg_utils.py")
 FRONTEND = Path("vllm/entrypoints/common/cli_args.py")
@@ -489,9 +489,9 @@ def release_parser(version: str = PINNED) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str]) -> int:
-    """`python -m sweep.engines.vllm_release write`: regenerate the committed tables from the releases."""
+    """`python -m sweep.releases.vllm write`: regenerate the committed tables from the releases."""
     if argv != ["write"]:
-        print("usage: python -m sweep.engines.vllm_release write", file=sys.stderr)
+        print("usage: python -m sweep.releases.vllm write", file=sys.stderr)
         return 2
     for version in RELEASES:
         release = read_release(source_root(version))

@@ -8,7 +8,7 @@ Literal -> choices, List -> nargs "+", bool -> store_true, int/float/str -> type
 run time (a choices list built from a registry, a custom type parser) are kept as "any value".
 
 The tables of the releases specsweep knows are committed under `releases/` (`python -m
-sweep.engines.sglang_release write` regenerates them from the cached source); the conformance tests read the
+sweep.releases.sglang write` regenerates them from the cached source); the conformance tests read the
 source again and require the same table. The simulator builds its parser from the table of the release its
 profile names.
 """
@@ -28,12 +28,12 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
 
-from sweep.engines.release_sources import unpack_release
+from sweep.releases.sources import unpack_release
 
 PINNED = "0.5.23"  # the release the adapter and the simulator follow
 # Releases with a committed table: report 004 ran 0.5.20; 0.5.17 is the newest that runs on the lent H200's torch.
 RELEASES = ("0.5.17", "0.5.20", "0.5.23")
-TABLES = Path(__file__).parent / "releases"
+TABLES = Path(__file__).parent / "tables"
 CACHE = Path.home() / ".cache" / "specsweep" / "sglang"
 FIELDS = Path("sglang/srt/arg_groups/fields")
 SERVER_ARGS = Path("sglang/srt/server_args.py")
@@ -487,9 +487,9 @@ def table_json(flags: dict[str, ReleaseFlag]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    """`python -m sweep.engines.sglang_release write`: regenerate the committed tables from the releases."""
+    """`python -m sweep.releases.sglang write`: regenerate the committed tables from the releases."""
     if argv != ["write"]:
-        print("usage: python -m sweep.engines.sglang_release write", file=sys.stderr)
+        print("usage: python -m sweep.releases.sglang write", file=sys.stderr)
         return 2
     TABLES.mkdir(exist_ok=True)
     for version in RELEASES:
