@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from sweep import fidelity, health
+from sweep.answers import fidelity, health
+from sweep.answers.health import OutputHealth
 from sweep.core import stats
 from sweep.core.stats import Comparison, Launch, Noise, Verdict
-from sweep.health import OutputHealth
 from sweep.results import Spread, WorkloadSummary
 from sweep.store import BASELINE, Phase, Study, TrialView, complete_views, latest_plan
 

@@ -15,7 +15,6 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from sweep import fidelity
 from sweep.analysis import (
     Relaunch,
     baseline_view,
@@ -28,9 +27,10 @@ from sweep.analysis import (
     quiet_views,
     study_noise,
 )
+from sweep.answers import fidelity
+from sweep.answers.fidelity import TIE_CONTEXT
 from sweep.core import stats
 from sweep.costs import CostProfile
-from sweep.fidelity import TIE_CONTEXT
 from sweep.probes.runner import Others, Progress
 from sweep.recovery import driver_identity, recover
 from sweep.results import TrialRecord
@@ -292,7 +292,7 @@ class Confirmation:
 def others_to_ask(views: list[TrialView], reference: str) -> Others:
     """The other configurations' answers, by workload and prompt, less the differences a launch of the
     reference already asked about (its records' `ties`): what the reference's next launch asks its server
-    about, where they part from its own answers (`sweep/fidelity.py`'s near-ties)."""
+    about, where they part from its own answers (`sweep/answers/fidelity.py`'s near-ties)."""
     found: dict[str, dict[str, tuple[str, ...]]] = {}
     for key in {k for v in views if v.record for k in v.record.workloads}:
         ours = [s for v in views if v.label == reference and (s := ok_summary(v, key))]

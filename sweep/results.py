@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal, Self
 
-from sweep.health import OutputHealth
+from sweep.answers.fidelity import TieProbe
+from sweep.answers.health import OutputHealth
 
 # "stalled": the server stopped sending (or the request passed its deadline): the trial ends there.
 RequestStatus = Literal["ok", "invalid", "does_not_fit", "error", "stalled"]
@@ -64,12 +65,12 @@ class RequestMeasurement:
     )
     health: tuple[
         str, ...
-    ] = ()  # what is wrong with the text (sweep/health.py's symptoms); empty: it reads as text
+    ] = ()  # what is wrong with the text (sweep/answers/health.py's symptoms); empty: it reads as text
     # Where the answer did its task and ran on (health's "ran_on"): the tokens before it did, estimated from
     # the share of the answer's characters.
     task_tokens: int | None = None
     # The prompt as sent (nonce, context and task), digested: texts compare across launches only where the
-    # same prompt was sent (`sweep/fidelity.py`).
+    # same prompt was sent (`sweep/answers/fidelity.py`).
     prompt_id: str = ""
 
     @property
@@ -220,31 +221,6 @@ class Capacity:
 
     rps: float
     steps: tuple[CapacityStep, ...] = ()
-
-
-@dataclass(frozen=True)
-class TieProbe:
-    """At the point where another configuration's answer to a prompt parts from this (baseline) launch's, the
-    next tokens this server ranks likeliest and their log-probabilities: whether the two answers parted on a
-    near-tie (`sweep/fidelity.py`). Asked after the launch's measured requests, outside their clock."""
-
-    prompt_id: str  # the prompt both answered (`RequestMeasurement.prompt_id`)
-    at: int  # the character where the answers part, moved back to the start of its word
-    shared: str  # the tokens from `at` that both answers hold (the probe walked past them)
-    baseline: str  # this launch's answer after `shared` (its first characters)
-    other: str  # the other configuration's answer after `shared`
-    choices: tuple[tuple[str, float], ...] = ()  # (token text, log-probability), likeliest first
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> TieProbe:
-        return cls(
-            str(data["prompt_id"]),
-            int(data["at"]),
-            str(data.get("shared", "")),
-            str(data["baseline"]),
-            str(data["other"]),
-            tuple((str(token), float(logprob)) for token, logprob in data.get("choices") or ()),
-        )
 
 
 def series_label(name: str, streams: int, rate: float | None = None) -> str:

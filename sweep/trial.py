@@ -16,6 +16,7 @@ import httpx
 import optuna
 
 from sweep import gpu, host
+from sweep.answers.health import NOT_REPRESENTATIVE
 from sweep.core.errors import (
     LaunchError,
     ProbeError,
@@ -29,7 +30,6 @@ from sweep.core.files import write_atomic, write_error
 from sweep.doctor import EngineRules, draft_refusal, sizing
 from sweep.engines import Engine
 from sweep.engines.base import LaunchPlan
-from sweep.health import NOT_REPRESENTATIVE
 from sweep.probes.runner import Others, Progress, Served, probe
 from sweep.probes.workloads import Workload
 from sweep.results import HostLoad, LaunchFacts, RequestMeasurement, Stage, TrialRecord

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from sweep import fidelity
 from sweep.analysis import (
     Relaunch,
     VetoKind,
@@ -20,9 +19,10 @@ from sweep.analysis import (
     study_verdicts,
     study_warnings,
 )
+from sweep.answers import fidelity
+from sweep.answers.health import OutputHealth
 from sweep.confirm import Confirmation, others_to_ask
 from sweep.core.stats import Verdict
-from sweep.health import OutputHealth
 from sweep.preflight import build_engine
 from sweep.results import (
     HostLoad,

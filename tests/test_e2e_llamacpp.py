@@ -17,7 +17,7 @@ import optuna
 import pytest
 import yaml
 
-from sweep import fidelity
+from sweep.answers import fidelity
 from sweep.cli import main
 from sweep.core.embedded import gemma_model, llama_server_binary
 from sweep.engines import ServerSetup

@@ -8,9 +8,9 @@ import math
 
 import pytest
 
-from sweep import fidelity
+from sweep.answers import fidelity
+from sweep.answers.fidelity import TieProbe
 from sweep.engines.base import read_top_logprobs
-from sweep.results import TieProbe
 
 BASE = [
     '{"city": "BUSAN", "id": "A-1042"}',

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sweep.health import (
+from sweep.answers.health import (
     DEGENERATE_SHARE,
     OutputHealth,
     Shape,

@@ -8,8 +8,8 @@ import dataclasses
 import json
 
 from sweep.analysis import VetoKind, study_verdicts
+from sweep.answers.health import OutputHealth, distinct_share, judge, pieces
 from sweep.core.stats import Verdict
-from sweep.health import OutputHealth, distinct_share, judge, pieces
 from sweep.outputs.export import Export, WithheldRun, render
 from sweep.results import Spread
 from sweep.sim.core import GreedyText

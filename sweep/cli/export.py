@@ -14,6 +14,7 @@ from typing import Any
 import optuna
 
 from sweep.analysis import baseline_health, output_check, study_verdicts
+from sweep.answers.health import NOT_REPRESENTATIVE
 from sweep.cli.shared import add_study_options, load, results, stored_space
 from sweep.core.errors import UserError
 from sweep.core.files import write_atomic
@@ -21,7 +22,6 @@ from sweep.engines import engine_class, schedule_forms
 from sweep.engines.schedules import (
     drafts_somewhere,
 )
-from sweep.health import NOT_REPRESENTATIVE
 from sweep.outputs.export import FORMATS, Export, WithheldRun, render, served, with_port
 from sweep.preflight import build_engine
 from sweep.probes.workloads import Workload

@@ -31,7 +31,7 @@ PER_FORM = 36  # as many as the other built-in classes hold, so that repeats x s
 SOURCES = (
     "sweep.analysis",
     "sweep.core.stats",
-    "sweep.health",
+    "sweep.answers.health",
     "sweep.space",
     "sweep.plan",
     "sweep.surface",

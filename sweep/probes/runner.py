@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from sweep.answers.fidelity import TIE_CHOICES, TIE_CONTEXT, TIE_PROBES, TIE_STEPS, TieProbe, part_at
+from sweep.answers.health import OutputHealth, judge
 from sweep.core.errors import ProbeError
 from sweep.core.stats import percentile
 from sweep.engines.base import DraftCounters, Engine, PromptForm, RequestSettings, Turn
-from sweep.fidelity import TIE_CHOICES, TIE_CONTEXT, TIE_PROBES, TIE_STEPS, part_at
-from sweep.health import OutputHealth, judge
 from sweep.probes.client import measure_request, new_nonce, probe_client, prompt_nonce, unique_content
 from sweep.probes.filler import fill_to
 from sweep.probes.workloads import CAPACITY_RECHECKS, NEAR_LIMIT, Workload, served_form
@@ -35,7 +35,6 @@ from sweep.results import (
     HostLoad,
     RequestMeasurement,
     Spread,
-    TieProbe,
     WorkloadSummary,
 )
 
@@ -389,7 +388,7 @@ async def _tie_probes(
     histories: list[tuple[Turn, ...]],
 ) -> tuple[TieProbe, ...]:
     """For each answer here that another configuration's answer to the same prompt parts from, the server's
-    likeliest next tokens at the point where they part (after the batch's clock; `sweep/fidelity.py`), at most
+    likeliest next tokens at the point where they part (after the batch's clock; `sweep/answers/fidelity.py`), at most
     TIE_PROBES a batch: a configuration that changes every answer needs no more evidence, and a CPU server
     prefills each probe's prompt again."""
     probes: list[TieProbe] = []
@@ -437,7 +436,7 @@ def prompt_id(content: str, form: PromptForm, history: tuple[Turn, ...] = ()) ->
 
 
 def _judged(row: RequestMeasurement, workload: Workload, content: str) -> RequestMeasurement:
-    """The row with its answer's health (`sweep/health.py`) and, where it ran on, the tokens of its task."""
+    """The row with its answer's health (`sweep/answers/health.py`) and, where it ran on, the tokens of its task."""
     if row.status != "ok":
         return row
     found = judge(

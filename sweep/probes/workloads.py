@@ -40,7 +40,7 @@ class BuiltinClass:
     prompt's text, and the stop sequences that end the completion form's task (a base model runs on past it)."""
 
     name: str
-    copies: bool | None = None  # None: read from each prompt's words (`sweep/health.py`)
+    copies: bool | None = None  # None: read from each prompt's words (`sweep/answers/health.py`)
     completion_stop: tuple[str, ...] = ()
 
     @property
@@ -140,7 +140,7 @@ class Workload:
     stop: tuple[str, ...] = ()  # stop sequences: where the task ends, so that only the task is measured
     completion_stop: tuple[str, ...] = ()  # more of them in the completion form (a built-in class's)
     # Whether the task repeats its input (a quote, an edit, a reformatting): its answer holds the input's lines,
-    # which is not an echo (`sweep/health.py`). None: read from each prompt's words.
+    # which is not an echo (`sweep/answers/health.py`). None: read from each prompt's words.
     copies: bool | None = None
     source: str = ""  # where a dataset file's prompts came from, in one line (`Dataset.summary`)
     max_tokens: int | None = None  # a task's length (None: the probe's max_tokens, never more than it)

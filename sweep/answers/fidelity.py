@@ -40,11 +40,11 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import scipy.stats
 
-from sweep.health import FENCED, JSON_FIELD, PIECE, TEMPLATE_MARKERS
-from sweep.results import TieProbe
+from sweep.answers.health import FENCED, JSON_FIELD, PIECE, TEMPLATE_MARKERS
 
 TIE_CHOICES = 5  # next tokens a tie probe asks the baseline's server for
 NEAR_TIE = 0.1  # nats (about 10% in probability) between the two answers' tokens: a near-tie at the least
@@ -59,6 +59,31 @@ CONTEXT_CHARS = 40  # of the text both sides share, shown before the first diffe
 
 # One launch's answers: the prompt each answered (its digest) to the text.
 Answers = Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class TieProbe:
+    """At the point where another configuration's answer to a prompt parts from this (baseline) launch's, the
+    next tokens this server ranks likeliest and their log-probabilities: whether the two answers parted on a
+    near-tie (this module). Asked after the launch's measured requests, outside their clock."""
+
+    prompt_id: str  # the prompt both answered (`RequestMeasurement.prompt_id`)
+    at: int  # the character where the answers part, moved back to the start of its word
+    shared: str  # the tokens from `at` that both answers hold (the probe walked past them)
+    baseline: str  # this launch's answer after `shared` (its first characters)
+    other: str  # the other configuration's answer after `shared`
+    choices: tuple[tuple[str, float], ...] = ()  # (token text, log-probability), likeliest first
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TieProbe:
+        return cls(
+            str(data["prompt_id"]),
+            int(data["at"]),
+            str(data.get("shared", "")),
+            str(data["baseline"]),
+            str(data["other"]),
+            tuple((str(token), float(logprob)) for token, logprob in data.get("choices") or ()),
+        )
 
 
 def answers(outputs: Sequence[str], prompts: Sequence[str]) -> dict[str, str]:
