@@ -32,7 +32,7 @@ from typing import Any
 import yaml
 
 from sweep.preflight import build_engine, validate
-from sweep.results import TrialRecord
+from sweep.records import TrialRecord
 from sweep.sim.profile import PROFILES
 from sweep.space import Space, parse_space
 from sweep.store import StudyPaths

@@ -39,7 +39,7 @@ from sweep.core.stats import MIN_GAIN
 from sweep.costs import CostProfile, ProfileKey, ShapeStart, StepTime
 from sweep.engines import ServerSetup, SGLangEngine
 from sweep.profiling import forced_lengths, spread_shapes
-from sweep.results import TrialRecord
+from sweep.records import TrialRecord
 from sweep.search import Candidate, Candidates, ModelSearch, acceptance_launches, candidates
 from sweep.sim.profile import PROFILES, Profile
 from sweep.space import ConfirmSettings, SearchKind, Space, parse_space

@@ -15,7 +15,7 @@ from typing import Any
 import optuna
 
 from sweep.engines import Engine
-from sweep.results import TrialRecord
+from sweep.records import TrialRecord
 from sweep.search import Candidate, Candidates, ModelSearch, launch_key
 from sweep.space import SearchKind, Space
 

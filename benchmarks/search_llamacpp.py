@@ -45,7 +45,7 @@ from replay import confirmed_pair, drive, measured_tps, pick, quantiles
 
 from sweep.engines import Engine
 from sweep.preflight import build_engine
-from sweep.results import Spread, TrialRecord, WorkloadSummary
+from sweep.records import Spread, TrialRecord, WorkloadSummary
 from sweep.search import ModelSearch, candidates, launch_key
 from sweep.space import SearchKind, parse_space
 from sweep.store import search_records

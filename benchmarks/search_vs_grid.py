@@ -36,7 +36,7 @@ import yaml
 from replay import confirmed_pair, drive, ranked
 
 from sweep.engines import ServerSetup, SGLangEngine
-from sweep.results import Spread, Stage, TrialRecord, WorkloadSummary
+from sweep.records import Spread, Stage, TrialRecord, WorkloadSummary
 from sweep.search import ModelSearch, candidates
 from sweep.sim.flags import build_parser, normalize
 from sweep.sim.model import StartupFailure, StepModel

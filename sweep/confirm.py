@@ -32,8 +32,8 @@ from sweep.answers.fidelity import TIE_CONTEXT
 from sweep.core import stats
 from sweep.costs import CostProfile
 from sweep.probes.runner import Others, Progress
+from sweep.records import TrialRecord
 from sweep.recovery import driver_identity, recover
-from sweep.results import TrialRecord
 from sweep.search import Candidate, ModelSearch, launch_key
 from sweep.space import ConfirmSettings, SearchKind
 from sweep.store import (

@@ -42,7 +42,7 @@ from sweep.core.errors import UserError
 from sweep.core.files import write_atomic
 from sweep.engines import Engine
 from sweep.modelfiles import model_identity
-from sweep.results import SpecShape, TrialRecord
+from sweep.records import SpecShape, TrialRecord
 from sweep.space import Space
 from sweep.store import COST_PROFILE_ATTR
 from sweep.surface import NOISE_FLOOR, StepFit, fit_step, step_prior

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from sweep.core.errors import UserError
 from sweep.modelfiles import gguf_metadata, read_config, safetensors_header
-from sweep.results import DraftAsk, DraftKind, Finding, GraphCapture, LaunchFacts, WindowPool
+from sweep.records import DraftAsk, DraftKind, Finding, GraphCapture, LaunchFacts, WindowPool
 
 if TYPE_CHECKING:
     from sweep.engines.base import Engine

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from sweep.results import GpuUse
+from sweep.records import GpuUse
 
 SAMPLE_S = 0.25
 MIB = 1024**2

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from sweep import processes
 from sweep.processes import PROC  # where the counters are read (tests read a recorded tree instead)
-from sweep.results import HostLoad
+from sweep.records import HostLoad
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 

@@ -12,7 +12,7 @@ from optuna.trial import TrialState
 
 from sweep.costs import CostProfile
 from sweep.engines import Engine
-from sweep.results import TrialRecord
+from sweep.records import TrialRecord
 from sweep.search import Candidates, ModelSearch, candidates
 from sweep.space import Space
 from sweep.store import RECORD_ATTR, launched

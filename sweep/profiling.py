@@ -20,7 +20,7 @@ from sweep.core.errors import UserError
 from sweep.costs import CostProfile, ProfileKey, ShapeStart, hardware, space_key, step_times
 from sweep.engines import Engine
 from sweep.probes.runner import Progress
-from sweep.results import SpecShape, TrialRecord
+from sweep.records import SpecShape, TrialRecord
 from sweep.search import Candidate, candidates
 from sweep.space import Space
 from sweep.store import StudyPaths

@@ -14,7 +14,7 @@ from optuna.trial import TrialState
 
 from sweep import processes
 from sweep.probes.runner import Progress
-from sweep.results import Stage
+from sweep.records import Stage
 from sweep.server import reap
 from sweep.store import DRIVER_ATTR, RECORD_ATTR
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from sweep.analysis import headline_median
 from sweep.probes.workloads import Workload
-from sweep.results import SpecShape
+from sweep.records import SpecShape
 from sweep.store import TrialView, complete_views
 
 

@@ -21,7 +21,7 @@ import scipy.stats
 from sweep.costs import CostProfile
 from sweep.engines import Engine
 from sweep.probes.workloads import Workload
-from sweep.results import SpecShape, TrialRecord, series_label
+from sweep.records import SpecShape, TrialRecord, series_label
 from sweep.space import Space
 from sweep.surface import (
     Axis,

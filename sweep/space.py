@@ -52,7 +52,7 @@ from sweep.probes.workloads import (
     Arrivals,
     Workload,
 )
-from sweep.results import LATENCY_LIMIT
+from sweep.records import LATENCY_LIMIT
 
 TOP_KEYS = {
     "engine",

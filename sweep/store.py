@@ -17,7 +17,7 @@ from optuna.trial import TrialState
 from sweep.core.errors import UserError, mask_secrets
 from sweep.core.stats import MIN_GAIN
 from sweep.engines import engine_of_argvs
-from sweep.results import Stage, TrialRecord
+from sweep.records import Stage, TrialRecord
 
 HEARTBEAT_S = 20
 STORAGE_ATTEMPTS = 4

@@ -22,8 +22,8 @@ from sweep.core.files import write_error
 from sweep.costs import CostProfile, profile_mismatches
 from sweep.engines import Engine
 from sweep.probes.runner import Progress
+from sweep.records import Stage, TrialRecord
 from sweep.recovery import driver_identity, recover
-from sweep.results import Stage, TrialRecord
 from sweep.search import ModelSearch, acceptance_launches, candidates
 from sweep.space import SearchKind, Space
 from sweep.store import (

@@ -31,7 +31,7 @@ from typing import Any, Protocol
 import numpy as np
 import scipy.stats
 
-from sweep.results import SpecShape, TrialRecord
+from sweep.records import SpecShape, TrialRecord
 
 ACCEPT_GRID = np.linspace(0.02, 0.99, 98)
 GAIN_GRID = (0.0, 0.25, 0.5, 0.75, 1.0)

@@ -32,7 +32,7 @@ from sweep.engines import Engine
 from sweep.engines.base import LaunchPlan
 from sweep.probes.runner import Others, Progress, Served, probe
 from sweep.probes.workloads import Workload
-from sweep.results import HostLoad, LaunchFacts, RequestMeasurement, Stage, TrialRecord
+from sweep.records import HostLoad, LaunchFacts, RequestMeasurement, Stage, TrialRecord
 from sweep.server import ServerProcess, free_port
 from sweep.space import Space
 from sweep.store import RECORD_ATTR, StudyPaths

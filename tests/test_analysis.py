@@ -20,17 +20,17 @@ from sweep.analysis import (
     study_warnings,
 )
 from sweep.answers import fidelity
+from sweep.answers.fidelity import TieProbe
 from sweep.answers.health import OutputHealth
 from sweep.confirm import Confirmation, others_to_ask
 from sweep.core.stats import Verdict
 from sweep.preflight import build_engine
-from sweep.results import (
+from sweep.records import (
     HostLoad,
     LaunchFacts,
     SpecShape,
     Spread,
     Stage,
-    TieProbe,
     TrialRecord,
     WorkloadSummary,
 )

@@ -26,7 +26,7 @@ from sweep.costs import (
 )
 from sweep.engines import ServerSetup, SGLangEngine
 from sweep.profiling import forced_lengths, spread_shapes
-from sweep.results import LaunchFacts, SpecShape, Spread, Stage, TrialRecord, WorkloadSummary
+from sweep.records import LaunchFacts, SpecShape, Spread, Stage, TrialRecord, WorkloadSummary
 from sweep.search import (
     Candidate,
     ModelSearch,

@@ -28,7 +28,7 @@ from sweep.outputs.dashboard import (
     study_frame,
     surface_panel,
 )
-from sweep.results import SpecShape, Spread, WorkloadSummary
+from sweep.records import SpecShape, Spread, WorkloadSummary
 from sweep.store import Study, trial_views
 from sweep.surface import ContextCurve, SurfacePoint
 from tests.test_analysis import view

@@ -29,7 +29,7 @@ from sweep.core.embedded import gemma_model
 from sweep.doctor import Diagnosis, EngineRules, diagnose, draft_refusal
 from sweep.engines import ENGINES
 from sweep.engines.base import Engine, ServerSetup, params_from_flags
-from sweep.results import DraftKind
+from sweep.records import DraftKind
 from tests.test_doctor import write_safetensors
 
 MODELS = Path(__file__).parent / "models"

@@ -29,7 +29,7 @@ from sweep.engines.llamacpp import LlamaCppEngine
 from sweep.engines.sglang import SGLangEngine
 from sweep.engines.vllm import VLLMEngine
 from sweep.probes.client import measure_request, probe_client
-from sweep.results import RequestMeasurement
+from sweep.records import RequestMeasurement
 from sweep.server import ServerProcess, free_port
 
 SIM = [sys.executable, "-m", "sweep.sim"]

@@ -33,7 +33,7 @@ from sweep.gpu import (
 from sweep.outputs.compare import Column, rows
 from sweep.outputs.console import gpu_lines
 from sweep.outputs.dashboard import gpu_panel
-from sweep.results import GpuUse, TrialRecord
+from sweep.records import GpuUse, TrialRecord
 from sweep.store import Study, TrialView
 
 HERE = Path(__file__).parent

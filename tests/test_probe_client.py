@@ -206,7 +206,7 @@ def test_a_batchs_decode_window_is_on_the_servers_clock_where_it_stamps_every_re
     whatever the client's clock says; the client's where a request lacks a stamp. Never the two added."""
     from sweep.engines import SGLangEngine
     from sweep.probes.runner import _window_rate
-    from sweep.results import RequestMeasurement
+    from sweep.records import RequestMeasurement
 
     recorded = Path(__file__).parent / "recordings" / "sglang-0.5.17-h200" / "eagle-acc3-generate_batch4.json"
     metas = json.loads(recorded.read_text())
@@ -241,7 +241,7 @@ def test_a_batchs_decode_window_is_on_the_servers_clock_where_it_stamps_every_re
 
 def test_the_batch_is_how_many_requests_decoded_at_once() -> None:
     from sweep.probes.runner import _decode_batch
-    from sweep.results import RequestMeasurement
+    from sweep.records import RequestMeasurement
 
     def row(first: float, decode: float) -> RequestMeasurement:
         return RequestMeasurement("w", 0, 0, "n", "ok", ttft_s=first, decode_s=decode)
@@ -279,7 +279,7 @@ def test_an_open_loop_sends_each_request_on_its_arrival_clock() -> None:
 
 def test_goodput_counts_the_requests_within_every_limit() -> None:
     from sweep.probes.runner import _decode_batch, _goodput
-    from sweep.results import RequestMeasurement
+    from sweep.records import RequestMeasurement
 
     def row(sent: float, ttft: float, gaps: tuple[float, ...]) -> RequestMeasurement:
         decode = sum(gaps)

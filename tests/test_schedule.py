@@ -27,7 +27,7 @@ from sweep.engines.schedules import (
 )
 from sweep.preflight import build_engine
 from sweep.probes.workloads import Workload
-from sweep.results import SpecShape, Spread, TrialRecord, WorkloadSummary
+from sweep.records import SpecShape, Spread, TrialRecord, WorkloadSummary
 from sweep.schedule import DepthSchedule, ScheduleStep, _bounded, depth_schedules
 from sweep.sim.profile import DEFAULT_PROFILE, Profile
 from sweep.space import parse_space

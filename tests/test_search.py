@@ -17,7 +17,7 @@ from sweep.analysis import Relaunch
 from sweep.confirm import Confirmation
 from sweep.engines import ServerSetup, SGLangEngine
 from sweep.preflight import build_engine
-from sweep.results import SpecShape, Spread, TrialRecord, WorkloadSummary
+from sweep.records import SpecShape, Spread, TrialRecord, WorkloadSummary
 from sweep.search import ModelSearch, axes, candidates, launch_key
 from sweep.sim.profile import PROFILES
 from sweep.space import SearchKind, Space, parse_space

@@ -157,7 +157,7 @@ def test_inspect_log_tells_the_story_of_a_launch_that_died_at_capture(
 
 
 def test_typed_facts_survive_the_store_and_records_from_before_them_are_read() -> None:
-    from sweep.results import CaptureOom, Finding, GraphCapture, LaunchFacts
+    from sweep.records import CaptureOom, Finding, GraphCapture, LaunchFacts
 
     facts = LaunchFacts(
         token_capacity=44913,

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from sweep.results import SpecShape
+from sweep.records import SpecShape
 from sweep.sim.model import StepModel
 from sweep.sim.profile import DEFAULT_PROFILE, Profile
 from sweep.sim.sglang import resolve
@@ -234,7 +234,7 @@ def test_a_failed_start_rules_out_larger_drafts_of_the_same_method() -> None:
 def test_acceptance_per_position_gives_the_length_where_the_server_gave_none() -> None:
     """A verify step emits the bonus token and each position it accepted: length = 1 + the positions' shares,
     the identity the simulator's histograms obey."""
-    from sweep.results import Spread, TrialRecord, WorkloadSummary
+    from sweep.records import Spread, TrialRecord, WorkloadSummary
     from sweep.surface import observations
 
     _, shape = config(3)

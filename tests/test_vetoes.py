@@ -11,7 +11,7 @@ from sweep.analysis import VetoKind, study_verdicts
 from sweep.answers.health import OutputHealth, distinct_share, judge, pieces
 from sweep.core.stats import Verdict
 from sweep.outputs.export import Export, WithheldRun, render
-from sweep.results import Spread
+from sweep.records import Spread
 from sweep.sim.core import GreedyText
 from sweep.store import BASELINE, Study, TrialView
 from tests.test_analysis import BASE, DEEP, SPEEDS, confirm, search

@@ -25,7 +25,7 @@ from sweep.engines.schedules import (
 from sweep.outputs.export import FORMATS, Export, WithheldRun, render, served, with_port
 from sweep.preflight import build_engine
 from sweep.probes.workloads import Workload
-from sweep.results import TrialRecord
+from sweep.records import TrialRecord
 from sweep.schedule import DepthSchedule, depth_schedules
 from sweep.store import Study, study_engine
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from sweep.core.errors import UserError
 from sweep.engines import ENGINES, Engine, ServerSetup
-from sweep.results import LaunchFacts
+from sweep.records import LaunchFacts
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

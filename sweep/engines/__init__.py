@@ -11,7 +11,7 @@ from sweep.engines.base import REGISTRY, DraftCounters, Engine, RunningLimit, Se
 from sweep.engines.llamacpp import LlamaCppEngine
 from sweep.engines.schedules import no_counterpart_notes, tensorrt_llm_form
 from sweep.engines.sglang import SGLangEngine
-from sweep.results import SpecShape
+from sweep.records import SpecShape
 
 ENGINES = REGISTRY
 MODULES = (llamacpp, sglang, vllm)  # imported for their registration

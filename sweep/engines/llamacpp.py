@@ -27,7 +27,7 @@ from sweep.engines.base import (
     parse_prometheus,
 )
 from sweep.modelfiles import chat_template
-from sweep.results import DraftAsk, DraftKind, LaunchFacts, RequestStatus, SpecShape
+from sweep.records import DraftAsk, DraftKind, LaunchFacts, RequestStatus, SpecShape
 from sweep.server import ExitPatterns
 
 SPEC_TYPES = (

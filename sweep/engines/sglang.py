@@ -38,6 +38,16 @@ from sweep.engines.base import (
 )
 from sweep.engines.schedules import sglang_adaptive_config
 from sweep.modelfiles import read_config
+from sweep.records import (
+    CaptureOom,
+    DraftAsk,
+    DraftKind,
+    GraphCapture,
+    LaunchFacts,
+    RequestStatus,
+    SpecShape,
+    WindowPool,
+)
 from sweep.releases.sglang_rules import (
     ADAPTIVE_UNSUPPORTED,
     BLOCK_DRAFTS,
@@ -54,16 +64,6 @@ from sweep.releases.sglang_rules import (
     memory_defaults,
     resolved_algorithm,
     swa_ratio,
-)
-from sweep.results import (
-    CaptureOom,
-    DraftAsk,
-    DraftKind,
-    GraphCapture,
-    LaunchFacts,
-    RequestStatus,
-    SpecShape,
-    WindowPool,
 )
 from sweep.server import ExitPatterns
 

@@ -36,7 +36,7 @@ from sweep.engines.base import (
     template_header,
 )
 from sweep.engines.schedules import counterpart_elsewhere, drafts_somewhere, vllm_speculative_config
-from sweep.results import DraftAsk, DraftKind, LaunchFacts, RequestStatus, SpecShape
+from sweep.records import DraftAsk, DraftKind, LaunchFacts, RequestStatus, SpecShape
 from sweep.server import ExitPatterns
 
 SPEC = "speculative-config."

@@ -6,7 +6,7 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass
 
-from sweep.results import TrialRecord
+from sweep.records import TrialRecord
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from sweep.analysis import ABRow, Recommendation, Verdicts
 from sweep.controllers import ControllerAnswer, controller_answers
 from sweep.core.stats import Comparison, Verdict
-from sweep.results import Spread, Stage, WorkloadSummary
+from sweep.records import Spread, Stage, WorkloadSummary
 from sweep.store import Study
 
 

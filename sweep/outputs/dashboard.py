@@ -37,7 +37,7 @@ from sweep.controllers import ControllerAnswer, controller_answers
 from sweep.costs import CostProfile
 from sweep.outputs.compare import usable_context
 from sweep.outputs.console import gain_text, params_text, pct, speed_text, text_health
-from sweep.results import LaunchFacts, Spread, Stage, WorkloadSummary
+from sweep.records import LaunchFacts, Spread, Stage, WorkloadSummary
 from sweep.store import Phase, Study, TrialView, complete_views
 from sweep.surface import ContextCurve, PredictedSurface, SurfacePoint
 

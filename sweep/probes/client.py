@@ -13,7 +13,7 @@ import uuid
 import httpx
 
 from sweep.engines.base import Engine, PromptForm, RequestSettings, ServerReport, Turn
-from sweep.results import RequestMeasurement, RequestStatus
+from sweep.records import RequestMeasurement, RequestStatus
 
 
 def probe_client(

@@ -29,7 +29,7 @@ from sweep.engines.base import DraftCounters, Engine, PromptForm, RequestSetting
 from sweep.probes.client import measure_request, new_nonce, probe_client, prompt_nonce, unique_content
 from sweep.probes.filler import fill_to
 from sweep.probes.workloads import CAPACITY_RECHECKS, NEAR_LIMIT, Workload, served_form
-from sweep.results import (
+from sweep.records import (
     Capacity,
     CapacityStep,
     HostLoad,
