@@ -15,7 +15,7 @@ import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from sweep import processes
+from sweep.launch import processes
 
 REPO = Path(__file__).resolve().parents[1]
 FILES = ("tests/test_faults.py", "tests/test_server_process.py")

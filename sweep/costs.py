@@ -37,10 +37,10 @@ from typing import Any
 import numpy as np
 import optuna
 
-from sweep import host
 from sweep.core.errors import UserError
 from sweep.core.files import write_atomic
 from sweep.engines import Engine
+from sweep.launch import host
 from sweep.modelfiles import model_identity
 from sweep.records import SpecShape, TrialRecord
 from sweep.space import Space

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from sweep.core.errors import UserError
 from sweep.engines import Engine, ServerSetup, engine_class
-from sweep.server import ensure_port_free
+from sweep.launch.server import ensure_port_free
 from sweep.space import Space
 
 

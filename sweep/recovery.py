@@ -12,10 +12,10 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from sweep import processes
+from sweep.launch import processes
+from sweep.launch.server import reap
 from sweep.probes.runner import Progress
 from sweep.records import Stage
-from sweep.server import reap
 from sweep.store import DRIVER_ATTR, RECORD_ATTR
 
 

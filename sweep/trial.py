@@ -15,7 +15,6 @@ from pathlib import Path
 import httpx
 import optuna
 
-from sweep import gpu, host
 from sweep.answers.health import NOT_REPRESENTATIVE
 from sweep.core.errors import (
     LaunchError,
@@ -30,10 +29,11 @@ from sweep.core.files import write_atomic, write_error
 from sweep.doctor import EngineRules, draft_refusal, sizing
 from sweep.engines import Engine
 from sweep.engines.base import LaunchPlan
+from sweep.launch import gpu, host
+from sweep.launch.server import ServerProcess, free_port
 from sweep.probes.runner import Others, Progress, Served, probe
 from sweep.probes.workloads import Workload
 from sweep.records import HostLoad, LaunchFacts, RequestMeasurement, Stage, TrialRecord
-from sweep.server import ServerProcess, free_port
 from sweep.space import Space
 from sweep.store import RECORD_ATTR, StudyPaths
 

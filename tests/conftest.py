@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from sweep import host
 from sweep.core.embedded import gemma_model, llama_server_binary
-from sweep.server import free_port
+from sweep.launch import host
+from sweep.launch.server import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 

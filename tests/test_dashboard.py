@@ -260,7 +260,7 @@ def test_export_formats_and_compare(study_runs: Path, capsys: pytest.CaptureFixt
 def test_exported_command_launches(
     study_runs: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    from sweep.server import ServerProcess, free_port
+    from sweep.launch.server import ServerProcess, free_port
 
     port = free_port()
     assert main(["export", "--study", "dash", "--runs", str(study_runs), "--port", str(port)]) == 0

@@ -22,8 +22,8 @@ from sweep.cli import main
 from sweep.core.embedded import gemma_model, llama_server_binary
 from sweep.engines import ServerSetup
 from sweep.engines.llamacpp import LlamaCppEngine
+from sweep.launch.server import ServerProcess, free_port
 from sweep.probes.runner import probe
-from sweep.server import ServerProcess, free_port
 from sweep.space import parse_space
 from tests.conftest import server_processes
 

@@ -28,9 +28,9 @@ from sweep.engines.base import DraftCounters, PromptForm, RequestSettings
 from sweep.engines.llamacpp import LlamaCppEngine
 from sweep.engines.sglang import SGLangEngine
 from sweep.engines.vllm import VLLMEngine
+from sweep.launch.server import ServerProcess, free_port
 from sweep.probes.client import measure_request, probe_client
 from sweep.records import RequestMeasurement
-from sweep.server import ServerProcess, free_port
 
 SIM = [sys.executable, "-m", "sweep.sim"]
 

@@ -23,10 +23,10 @@ from typing import Any
 import optuna
 import pytest
 
-from sweep import processes
 from sweep.cli import main
 from sweep.core.errors import SIGNALS, Interrupted, run_interruptible
-from sweep.server import _escalating_interrupts
+from sweep.launch import processes
+from sweep.launch.server import _escalating_interrupts
 from sweep.store import INTERRUPTED
 
 ENV_PREFIX = f"{processes.MARKER_ENV}=".encode()

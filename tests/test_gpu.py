@@ -19,7 +19,7 @@ from sweep.core.embedded import gemma_model
 from sweep.doctor import EngineRules, diagnose, sizing
 from sweep.engines import LlamaCppEngine, ServerSetup
 from sweep.engines.llamacpp import facts_from_log
-from sweep.gpu import (
+from sweep.launch.gpu import (
     BY_DEVICE,
     BY_PID,
     SAMPLE_S,

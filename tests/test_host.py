@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from sweep import host
+from sweep.launch import host
 
 TICKS = host.CLOCK_TICKS
 # /proc/stat and /proc/loadavg as a 2-CPU VM writes them (user nice system idle iowait irq softirq steal ...).

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from sweep import processes
 from sweep.core.errors import LaunchError
-from sweep.server import ServerProcess, free_port, reason_from_log
+from sweep.launch import processes
+from sweep.launch.server import ServerProcess, free_port, reason_from_log
 
 # A server that forks a child which ignores TERM, so only a group KILL ends both.
 STUBBORN = """
@@ -185,7 +185,7 @@ def test_server_does_not_outlive_a_killed_sweep(tmp_path: Path) -> None:
     script = f"""
 import os, sys, time
 from pathlib import Path
-from sweep.server import ServerProcess
+from sweep.launch.server import ServerProcess
 server = ServerProcess([sys.executable, "-m", "http.server", "--bind", "127.0.0.1", "{port}"], Path(r"{tmp_path}") / "s.log", os.environ)
 server.start()
 server.wait_ready("http://127.0.0.1:{port}/", timeout_s=20)

@@ -20,6 +20,7 @@ import pytest
 
 from sweep.core.errors import UserError
 from sweep.engines import ServerSetup, SGLangEngine, sglang
+from sweep.launch.server import reason_from_log
 from sweep.releases import sglang_rules as rules
 from sweep.releases.sglang import (
     PINNED,
@@ -30,7 +31,6 @@ from sweep.releases.sglang import (
     source_root,
     source_strings,
 )
-from sweep.server import reason_from_log
 from sweep.sim.flags import build_parser, normalize
 from sweep.sim.model import StartupFailure
 from sweep.sim.profile import DEFAULT_PROFILE, Profile

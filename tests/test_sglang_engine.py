@@ -473,7 +473,7 @@ def test_sim_cli_speaks_sglang(capsys: pytest.CaptureFixture[str]) -> None:
 def test_radix_cache_serves_a_repeated_prompt(tmp_path: Path) -> None:
     import httpx
 
-    from sweep.server import ServerProcess, free_port
+    from sweep.launch.server import ServerProcess, free_port
 
     port = free_port()
     argv = [*SIM, "--model-path", "/m", "--port", str(port), "--enable-metrics", "--sim-time-scale", "0.05"]
@@ -510,7 +510,7 @@ def test_sim_chat_completions_stream(tmp_path: Path) -> None:
 
     import httpx
 
-    from sweep.server import ServerProcess, free_port
+    from sweep.launch.server import ServerProcess, free_port
 
     port = free_port()
     argv = [

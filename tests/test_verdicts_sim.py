@@ -10,8 +10,8 @@ from typing import Any
 import optuna
 import pytest
 
-from sweep import host
 from sweep.cli import main
+from sweep.launch import host
 from sweep.sim.profile import DEFAULT_PROFILE
 from tests.conftest import host_readings
 

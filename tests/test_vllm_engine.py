@@ -17,7 +17,7 @@ from sweep.core.errors import LaunchError, UserError
 from sweep.engines import ServerSetup
 from sweep.engines.base import prometheus_by_label
 from sweep.engines.vllm import VLLMEngine, facts_from_log
-from sweep.server import ServerProcess, free_port
+from sweep.launch.server import ServerProcess, free_port
 
 SIM = [sys.executable, "-m", "sweep.sim", "vllm"]
 SPEC = "speculative-config."

@@ -14,8 +14,8 @@ from typing import Any, ClassVar, NamedTuple
 import httpx
 
 from sweep.core.errors import UserError
+from sweep.launch.server import ExitPatterns, reason_from_log
 from sweep.records import DraftAsk, LaunchFacts, RequestStatus, SpecShape, WindowPool
-from sweep.server import ExitPatterns, reason_from_log
 
 Params = Mapping[str, Any]
 

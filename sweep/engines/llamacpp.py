@@ -26,9 +26,9 @@ from sweep.engines.base import (
     chat_messages,
     parse_prometheus,
 )
+from sweep.launch.server import ExitPatterns
 from sweep.modelfiles import chat_template
 from sweep.records import DraftAsk, DraftKind, LaunchFacts, RequestStatus, SpecShape
-from sweep.server import ExitPatterns
 
 SPEC_TYPES = (
     "none",

@@ -37,6 +37,7 @@ from sweep.engines.base import (
     template_header,
 )
 from sweep.engines.schedules import sglang_adaptive_config
+from sweep.launch.server import ExitPatterns
 from sweep.modelfiles import read_config
 from sweep.records import (
     CaptureOom,
@@ -65,7 +66,6 @@ from sweep.releases.sglang_rules import (
     resolved_algorithm,
     swa_ratio,
 )
-from sweep.server import ExitPatterns
 
 NUM = r"([\d.]+)"
 SPECULATIVE_MAX_RUNNING = 48  # server_args.py: max_running_requests when unset and speculation is on

@@ -36,8 +36,8 @@ from sweep.engines.base import (
     template_header,
 )
 from sweep.engines.schedules import counterpart_elsewhere, drafts_somewhere, vllm_speculative_config
+from sweep.launch.server import ExitPatterns
 from sweep.records import DraftAsk, DraftKind, LaunchFacts, RequestStatus, SpecShape
-from sweep.server import ExitPatterns
 
 SPEC = "speculative-config."
 # SpeculativeConfig's fields a space may set: type, low, high (None: not a number).

@@ -3,7 +3,7 @@
 The shim calls setsid (so the whole process group can be stopped with one killpg), asks the kernel for SIGKILL
 when its parent thread dies (a SIGKILLed specsweep leaves no server answering on the port; anything the server
 forked is found by its launch marker and reaped by the next run), then execs the server (same pid).
-Usage: python -m sweep._session_exec -- ARGV...
+Usage: python -m sweep.launch._session_exec -- ARGV...
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def _die_with_parent(parent: int) -> None:
 def main(args: list[str]) -> int:
     separator, *argv = args or [""]
     if separator != "--" or not argv:
-        print("usage: python -m sweep._session_exec -- ARGV...", file=sys.stderr)
+        print("usage: python -m sweep.launch._session_exec -- ARGV...", file=sys.stderr)
         return 2
     parent = os.getppid()
     os.setsid()

@@ -32,8 +32,8 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from sweep import _session_exec, processes
 from sweep.core.errors import SIGNALS, Interrupted, LaunchError, UserError
+from sweep.launch import _session_exec, processes
 
 # (log pattern, reason template filled with the pattern's groups), most specific first: each engine's table.
 ExitPatterns = tuple[tuple[re.Pattern[str], str], ...]

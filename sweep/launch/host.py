@@ -12,8 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from sweep import processes
-from sweep.processes import PROC  # where the counters are read (tests read a recorded tree instead)
+from sweep.launch import processes
+from sweep.launch.processes import PROC  # where the counters are read (tests read a recorded tree instead)
 from sweep.records import HostLoad
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
