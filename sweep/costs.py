@@ -41,7 +41,7 @@ from sweep.core.errors import UserError
 from sweep.core.files import write_atomic
 from sweep.engines import Engine
 from sweep.launch import host
-from sweep.modelfiles import model_identity
+from sweep.model.files import model_identity
 from sweep.records import SpecShape, TrialRecord
 from sweep.space import Space
 from sweep.store import COST_PROFILE_ATTR

@@ -26,11 +26,11 @@ from sweep.core.errors import (
     run_interruptible,
 )
 from sweep.core.files import write_atomic, write_error
-from sweep.doctor import EngineRules, draft_refusal, sizing
 from sweep.engines import Engine
 from sweep.engines.base import LaunchPlan
 from sweep.launch import gpu, host
 from sweep.launch.server import ServerProcess, free_port
+from sweep.model.doctor import EngineRules, draft_refusal, sizing
 from sweep.probes.runner import Others, Progress, Served, probe
 from sweep.probes.workloads import Workload
 from sweep.records import HostLoad, LaunchFacts, RequestMeasurement, Stage, TrialRecord
@@ -124,7 +124,7 @@ class TrialRunner:
         if plan.invalid:
             record.failure, record.stage = f"invalid parameters: {plan.invalid}", Stage.PARAMS
             return record
-        rules = EngineRules.of(self.engine, plan.params)  # once a trial: the draft check and the sizing
+        rules = self.engine.doctor_rules(plan.params)  # once a trial: the draft check and the sizing
         if why := draft_refusal(self.engine.setup.model, rules):
             record.failure, record.stage = f"the draft does not fit the model: {why}", Stage.PARAMS
             return record

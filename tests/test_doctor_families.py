@@ -26,9 +26,9 @@ import pytest
 
 from sweep.cli import main
 from sweep.core.embedded import gemma_model
-from sweep.doctor import Diagnosis, EngineRules, diagnose, draft_refusal
 from sweep.engines import ENGINES
 from sweep.engines.base import Engine, ServerSetup, params_from_flags
+from sweep.model.doctor import Diagnosis, diagnose, draft_refusal
 from sweep.records import DraftKind
 from tests.test_doctor import write_safetensors
 
@@ -151,7 +151,7 @@ def checkpoint(
 def doctor(folder: Path, flags: list[str], engine: str = "sglang", tp: int | None = None) -> Diagnosis:
     runner: Engine = ENGINES[engine](ServerSetup([], str(folder)))
     params = params_from_flags(flags)
-    return diagnose(folder, "auto", rules=EngineRules.of(runner, params, tp), speculative=bool(flags) or None)
+    return diagnose(folder, "auto", rules=runner.doctor_rules(params, tp), speculative=bool(flags) or None)
 
 
 NEXTN = ["--speculative-algorithm", "NEXTN"]
@@ -184,7 +184,7 @@ def test_deepseek_sparse_attention_adds_its_index_keys(tmp_path: Path) -> None:
     bits: 1152 + 132 = 1284 B a layer."""
     folder = checkpoint(tmp_path, "deepseek-ai--DeepSeek-V3.2-Exp", mtp=deepseek_mtp, attention=mla)
     runner = ENGINES["sglang"](ServerSetup([], str(folder)))
-    fp8 = diagnose(folder, "fp8_e4m3", rules=EngineRules.of(runner, {"speculative-algorithm": "NEXTN"}))
+    fp8 = diagnose(folder, "fp8_e4m3", rules=runner.doctor_rules({"speculative-algorithm": "NEXTN"}))
     assert (per_token(fp8)["target"], per_token(fp8)["draft"]) == (61 * 788, 788)
     assert (per_token(doctor(folder, NEXTN))["target"], per_token(doctor(folder, NEXTN))["draft"]) == (
         61 * 1284,
@@ -338,12 +338,12 @@ def test_an_eagle3_head_launched_as_eagle_is_named_and_refused(tmp_path: Path) -
     problem = next(f for f in found.findings if not f.ok)
     assert "loads an EAGLE-3 head (LlamaForCausalLMEagle3) as EAGLE" in problem.detail
     engine = ENGINES["sglang"](ServerSetup([], str(target)))
-    why = draft_refusal(str(target), EngineRules.of(engine, params_from_flags(flags)))
+    why = draft_refusal(str(target), engine.doctor_rules(params_from_flags(flags)))
     assert why is not None and "launch it as EAGLE3" in why
     good = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", str(eagle3)]
     fits = doctor(target, good)
     assert all(f.ok for f in fits.findings) and per_token(fits)["draft"] == 4096
-    assert draft_refusal(str(target), EngineRules.of(engine, params_from_flags(good))) is None
+    assert draft_refusal(str(target), engine.doctor_rules(params_from_flags(good))) is None
     # The reverse: an EAGLE (1/2) head launched as EAGLE3.
     eagle = head(tmp_path, "yuhuili--EAGLE-LLaMA3-Instruct-8B")
     wrong = doctor(
@@ -469,9 +469,9 @@ def test_llama_server_mtp_asked_of_a_gguf_without_nextn_layers() -> None:
     named before launch; the same file as its own draft model (`draft-simple -md`) shares its vocabulary."""
     model = gemma_model()
     engine = ENGINES["llamacpp"](ServerSetup([], str(model)))
-    mtp = EngineRules.of(engine, {"spec-type": "draft-mtp"})
+    mtp = engine.doctor_rules({"spec-type": "draft-mtp"})
     why = draft_refusal(str(model), mtp)
     assert why is not None and "--spec-type draft-mtp drafts with the checkpoint's MTP layers" in why
     assert "gguf: no gemma3.nextn_predict_layers" in why
-    same = EngineRules.of(engine, {"spec-type": "draft-simple", "spec-draft-model": str(model)})
+    same = engine.doctor_rules({"spec-type": "draft-simple", "spec-draft-model": str(model)})
     assert draft_refusal(str(model), same) is None

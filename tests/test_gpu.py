@@ -16,7 +16,6 @@ import pytest
 from sweep.analysis import study_verdicts
 from sweep.cli import main
 from sweep.core.embedded import gemma_model
-from sweep.doctor import EngineRules, diagnose, sizing
 from sweep.engines import LlamaCppEngine, ServerSetup
 from sweep.engines.llamacpp import facts_from_log
 from sweep.launch.gpu import (
@@ -30,6 +29,7 @@ from sweep.launch.gpu import (
     combine,
     open_source,
 )
+from sweep.model.doctor import diagnose, sizing
 from sweep.outputs.compare import Column, rows
 from sweep.outputs.console import gpu_lines
 from sweep.outputs.dashboard import gpu_panel
@@ -173,13 +173,13 @@ def test_the_doctor_holds_the_real_gguf_against_the_cuda_servers_caches() -> Non
     """Gemma 3 270M: one KV head of 256, K and V at f16, 1024 B a layer and token: 4096 cells of the 3 full
     layers are 12 MiB, 1024 cells of the 15 window layers 15 MiB, as logged."""
     engine = LlamaCppEngine(ServerSetup([], str(gemma_model())))
-    found = diagnose(gemma_model(), "f16", facts_from_log(CUDA_LOG), EngineRules.of(engine, {}))
+    found = diagnose(gemma_model(), "f16", facts_from_log(CUDA_LOG), engine.doctor_rules({}))
     caches = [f for f in found.findings if f.what.startswith("KV cache")]
     assert [(f.what, f.ok) for f in caches] == [
         ("KV cache 12.00 MiB for 4096 cells of 3 layers", True),
         ("KV cache 15.00 MiB for 1024 cells of 15 layers", True),
     ]
-    wrong = diagnose(gemma_model(), "q8_0", facts_from_log(CUDA_LOG), EngineRules.of(engine, {}))
+    wrong = diagnose(gemma_model(), "q8_0", facts_from_log(CUDA_LOG), engine.doctor_rules({}))
     assert any("x2.00" in f.detail for f in wrong.findings if f.what.startswith("KV cache") and not f.ok)
 
 
@@ -195,7 +195,7 @@ def test_a_draft_model_keeps_its_own_cache_beside_the_pool() -> None:
     params = {"ctx-size": 2048, "spec-type": "draft-simple", "spec-draft-model": str(gemma_model())}
     plan = engine.plan(params)
     assert plan.speculative and not plan.draft_in_pool
-    rules = EngineRules.of(engine, plan.params)
+    rules = engine.doctor_rules(plan.params)
     pool = [
         f
         for f in sizing(str(gemma_model()), "f16", facts, rules, plan.draft_in_pool) or []

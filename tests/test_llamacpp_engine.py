@@ -6,9 +6,9 @@ import pytest
 
 from sweep.core.embedded import gemma_model
 from sweep.core.errors import UserError
-from sweep.doctor import EngineRules, diagnose
 from sweep.engines import LlamaCppEngine, ServerSetup
 from sweep.engines.llamacpp import facts_from_log
+from sweep.model.doctor import diagnose
 from sweep.outputs.export import served
 
 
@@ -147,7 +147,7 @@ def test_without_a_unified_cache_every_slot_has_its_own_stream_of_cells() -> Non
     assert (facts.kv_cells, facts.kv_pool_tokens) == (4096, 4096)
     assert [c["cells"] for c in facts.kv_caches] == [4096, 2048]
     engine = LlamaCppEngine(ServerSetup(["llama-server"], str(gemma_model())))
-    found = diagnose(gemma_model(), "f16", facts, EngineRules.of(engine, {}))
+    found = diagnose(gemma_model(), "f16", facts, engine.doctor_rules({}))
     checked = [(f.what, f.ok) for f in found.findings if f.what.startswith(("KV cache", "KV pool"))]
     assert checked and all(ok for _, ok in checked), [f.detail for f in found.findings if not f.ok]
 

@@ -10,9 +10,9 @@ import json
 from pathlib import Path
 
 from sweep.core.errors import UserError
-from sweep.doctor import KV_DTYPE_BYTES, EngineRules, MemoryBudget, diagnose
 from sweep.engines import ENGINES
 from sweep.engines.base import ServerSetup, params_from_flags
+from sweep.model.doctor import KV_DTYPE_BYTES, MemoryBudget, diagnose
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -76,7 +76,7 @@ def main(args: argparse.Namespace) -> int:
         args.model,
         kv_dtype,
         facts,
-        EngineRules.of(engine, params, tp),
+        engine.doctor_rules(params, tp),
         # Unsaid, as the log shows; a draft with its own cache (llama-server's) never shares the pool.
         True if params and engine.wants_speculation(params) and engine.draft_shares_pool else None,
         against,

@@ -12,7 +12,7 @@ from sweep.cli.shared import add_study_options, duration
 from sweep.costs import CostProfile, check_space
 from sweep.engines import Engine
 from sweep.launch.gpu import ReadFailed, open_source
-from sweep.modelfiles import weights_on_disk
+from sweep.model.files import weights_on_disk
 from sweep.plan import Hardware, Plan, make_plan
 from sweep.preflight import build_engine, validate
 from sweep.space import load_space

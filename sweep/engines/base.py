@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import subprocess
@@ -15,6 +16,7 @@ import httpx
 
 from sweep.core.errors import UserError
 from sweep.launch.server import ExitPatterns, reason_from_log
+from sweep.model.doctor import EngineRules
 from sweep.records import DraftAsk, LaunchFacts, RequestStatus, SpecShape, WindowPool
 
 Params = Mapping[str, Any]
@@ -519,6 +521,17 @@ class Engine(ABC):
         """The draft these (derived) parameters load, for the doctor to hold against the model's files before
         launch; None where nothing drafts or drafts are looked up (n-gram)."""
         return None
+
+    def doctor_rules(self, params: Mapping[str, Any], tensor_parallel: int | None = None) -> EngineRules:
+        """What the doctor holds a launch with these parameters to (`tensor_parallel`: the flags' unless given)."""
+        derived = self.derive(dict(params))
+        return EngineRules(
+            self.draft_layers_read,
+            self.graph_pins,
+            tensor_parallel if tensor_parallel is not None else self.tensor_parallel(derived),
+            functools.partial(self.window_pool, params=derived),
+            self.draft_ask(derived) if self.wants_speculation(derived) else None,
+        )
 
     def window_pool(self, config: Mapping[str, Any], params: Params) -> WindowPool:
         """How the engine holds a model's sliding-window layers (`config`: its config.json as read)."""

@@ -27,7 +27,7 @@ from sweep.engines.base import (
     parse_prometheus,
 )
 from sweep.launch.server import ExitPatterns
-from sweep.modelfiles import chat_template
+from sweep.model.files import chat_template
 from sweep.records import DraftAsk, DraftKind, LaunchFacts, RequestStatus, SpecShape
 
 SPEC_TYPES = (

@@ -38,7 +38,7 @@ from sweep.engines.base import (
 )
 from sweep.engines.schedules import sglang_adaptive_config
 from sweep.launch.server import ExitPatterns
-from sweep.modelfiles import read_config
+from sweep.model.files import read_config
 from sweep.records import (
     CaptureOom,
     DraftAsk,

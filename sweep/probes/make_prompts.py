@@ -37,7 +37,7 @@ SOURCES = (
     "sweep.surface",
     "sweep.confirm",
     "sweep.search",
-    "sweep.doctor",
+    "sweep.model.doctor",
     "sweep.costs",
 )
 RELEASE = "sweep/releases/tables/sglang-0.5.23.json"

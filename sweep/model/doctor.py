@@ -26,14 +26,11 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sweep.core.errors import UserError
-from sweep.modelfiles import gguf_metadata, read_config, safetensors_header
+from sweep.model.files import gguf_metadata, read_config, safetensors_header
 from sweep.records import DraftAsk, DraftKind, Finding, GraphCapture, LaunchFacts, WindowPool
-
-if TYPE_CHECKING:
-    from sweep.engines.base import Engine
 
 GIB = 1024**3
 MISMATCH = 0.03  # a pool this far from the prediction is named
@@ -822,7 +819,7 @@ WindowRule = Callable[[Mapping[str, Any]], WindowPool]
 
 @dataclass(frozen=True)
 class EngineRules:
-    """What the doctor takes from an engine: how it reads the draft depth from config.json where it can read it
+    """What the doctor takes from an engine (`Engine.doctor_rules`): how it reads the draft depth from config.json where it can read it
     wrong (`Engine.draft_layers_read`), the flags that cap its CUDA-graph capture (`Engine.graph_pins`), and
     the GPUs a model copy is split over (its KV heads with it)."""
 
@@ -831,18 +828,6 @@ class EngineRules:
     tensor_parallel: int = 1
     windows: WindowRule | None = None  # how it pools a model's sliding-window layers (`Engine.window_pool`)
     draft: DraftAsk | None = None  # the draft the launch loads (`Engine.draft_ask`)
-
-    @classmethod
-    def of(cls, engine: Engine, params: Mapping[str, Any], tensor_parallel: int | None = None) -> EngineRules:
-        """The rules of `engine` for a launch with these parameters (`tensor_parallel`: the flags' unless given)."""
-        derived = engine.derive(dict(params))
-        return cls(
-            engine.draft_layers_read,
-            engine.graph_pins,
-            tensor_parallel if tensor_parallel is not None else engine.tensor_parallel(derived),
-            functools.partial(engine.window_pool, params=derived),
-            engine.draft_ask(derived) if engine.wants_speculation(derived) else None,
-        )
 
 
 @dataclass(frozen=True)
