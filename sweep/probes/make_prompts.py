@@ -32,7 +32,7 @@ SOURCES = (
     "sweep.analysis",
     "sweep.core.stats",
     "sweep.answers.health",
-    "sweep.space",
+    "sweep.space.parse",
     "sweep.plan",
     "sweep.surface",
     "sweep.confirm",
