@@ -35,7 +35,7 @@ from sweep.preflight import build_engine, validate
 from sweep.records import TrialRecord
 from sweep.sim.profile import PROFILES
 from sweep.space import Space, parse_space
-from sweep.store import StudyPaths
+from sweep.storage import StudyPaths
 from sweep.trial import TrialRunner
 
 HELD_OUT = PROFILES / "report004-3090-24gb.yaml"  # not the tests' default profile

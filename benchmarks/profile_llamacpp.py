@@ -33,7 +33,7 @@ from sweep.confirm import load_confirm_study
 from sweep.core.embedded import gemma_model
 from sweep.costs import CostProfile
 from sweep.records import TrialRecord
-from sweep.store import Phase, make_storage, search_records, trial_views
+from sweep.storage import Phase, make_storage, search_records, trial_views
 
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
 

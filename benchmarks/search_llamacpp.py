@@ -48,7 +48,7 @@ from sweep.preflight import build_engine
 from sweep.records import Spread, TrialRecord, WorkloadSummary
 from sweep.search import ModelSearch, candidates, launch_key
 from sweep.space import SearchKind, parse_space
-from sweep.store import search_records
+from sweep.storage import search_records
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
 

@@ -43,7 +43,7 @@ from sweep.sim.model import StartupFailure, StepModel
 from sweep.sim.profile import PROFILES, Profile
 from sweep.sim.sglang import plan_memory, resolve
 from sweep.space import SearchKind, Space, parse_space
-from sweep.store import search_records
+from sweep.storage import search_records
 
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
 optuna.logging.set_verbosity(optuna.logging.ERROR)

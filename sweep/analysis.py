@@ -25,7 +25,7 @@ from sweep.answers.health import OutputHealth
 from sweep.core import stats
 from sweep.core.stats import Comparison, Launch, Noise, Verdict
 from sweep.records import Spread, WorkloadSummary
-from sweep.store import BASELINE, Phase, Study, TrialView, complete_views, latest_plan
+from sweep.storage import BASELINE, Phase, Study, TrialView, complete_views, latest_plan
 
 DRIFT_MIN = 0.05  # a baseline that moved less than this (and less than 3 launch sds) did not drift
 SPREAD_MAX = 0.10  # launch-to-launch noise beyond this is worth a warning

@@ -36,7 +36,7 @@ from sweep.records import TrialRecord
 from sweep.recovery import driver_identity, recover
 from sweep.search import Candidate, ModelSearch, launch_key
 from sweep.space import ConfirmSettings, SearchKind
-from sweep.store import (
+from sweep.storage import (
     BASELINE,
     DRIVER_ATTR,
     LABEL_ATTR,

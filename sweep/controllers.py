@@ -24,7 +24,7 @@ from typing import Any
 
 from sweep.analysis import StudyWarnings, Verdicts, headline_median, launches, quiet_compare, study_noise
 from sweep.core.stats import Comparison
-from sweep.store import BASELINE, Study, TrialView, latest_plan
+from sweep.storage import BASELINE, Study, TrialView, latest_plan
 
 
 class ArmKind(StrEnum):

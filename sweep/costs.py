@@ -44,7 +44,7 @@ from sweep.launch import host
 from sweep.model.files import model_identity
 from sweep.records import SpecShape, TrialRecord
 from sweep.space import Space
-from sweep.store import COST_PROFILE_ATTR
+from sweep.storage import COST_PROFILE_ATTR
 from sweep.surface import NOISE_FLOOR, StepFit, fit_step, step_prior
 
 FORMAT = 1

@@ -15,7 +15,7 @@ from sweep.engines import Engine
 from sweep.records import TrialRecord
 from sweep.search import Candidates, ModelSearch, candidates
 from sweep.space import Space
-from sweep.store import RECORD_ATTR, launched
+from sweep.storage import RECORD_ATTR, launched
 
 # Speeds to plan with where neither a study nor the hardware says: a mid-size model on one GPU (or a small one
 # on a CPU).

@@ -23,7 +23,7 @@ from sweep.probes.runner import Progress
 from sweep.records import SpecShape, TrialRecord
 from sweep.search import Candidate, candidates
 from sweep.space import Space
-from sweep.store import StudyPaths
+from sweep.storage import StudyPaths
 from sweep.trial import RECORD_FILE, TrialRunner
 
 DEFAULT_SHAPES = 6  # per method

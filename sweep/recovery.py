@@ -16,7 +16,7 @@ from sweep.launch import processes
 from sweep.launch.server import reap
 from sweep.probes.runner import Progress
 from sweep.records import Stage
-from sweep.store import DRIVER_ATTR, RECORD_ATTR
+from sweep.storage import DRIVER_ATTR, RECORD_ATTR
 
 
 def driver_identity() -> dict[str, Any]:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from sweep.analysis import headline_median
 from sweep.probes.workloads import Workload
 from sweep.records import SpecShape
-from sweep.store import TrialView, complete_views
+from sweep.storage import TrialView, complete_views
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from sweep.records import Stage, TrialRecord
 from sweep.recovery import driver_identity, recover
 from sweep.search import ModelSearch, acceptance_launches, candidates
 from sweep.space import SearchKind, Space
-from sweep.store import (
+from sweep.storage import (
     COST_PROFILE_ATTR,
     DRIVER_ATTR,
     LIMITS_ATTR,

@@ -35,7 +35,7 @@ from sweep.probes.runner import Others, Progress, Served, probe
 from sweep.probes.workloads import Workload
 from sweep.records import HostLoad, LaunchFacts, RequestMeasurement, Stage, TrialRecord
 from sweep.space import Space
-from sweep.store import RECORD_ATTR, StudyPaths
+from sweep.storage import RECORD_ATTR, StudyPaths
 
 RECORD_FILE = "record.json"  # a trial's record in its folder (`runs/<study>/trials/<n>/`)
 EXIT_SETTLE_S = 0.3  # after the last measured answer, how long a server that is exiting has to show it

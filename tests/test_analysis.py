@@ -35,7 +35,7 @@ from sweep.records import (
     WorkloadSummary,
 )
 from sweep.space import parse_space
-from sweep.store import BASELINE, Phase, Study, StudyPaths, TrialView
+from sweep.storage import BASELINE, Phase, Study, StudyPaths, TrialView
 from sweep.trial import TrialRunner
 
 QUIET = HostLoad(other_cpu=0.01, steal=0.0, loadavg=1.0, cpus=2, seconds=5.0)

@@ -40,7 +40,7 @@ from sweep.sim.model import StepModel
 from sweep.sim.profile import DEFAULT_PROFILE, Profile
 from sweep.sim.sglang import resolve
 from sweep.space import parse_space
-from sweep.store import launched, make_storage
+from sweep.storage import launched, make_storage
 from sweep.surface import (
     NOISE_FLOOR,
     Observation,

@@ -29,7 +29,7 @@ from sweep.outputs.dashboard import (
     surface_panel,
 )
 from sweep.records import SpecShape, Spread, WorkloadSummary
-from sweep.store import Study, trial_views
+from sweep.storage import Study, trial_views
 from sweep.surface import ContextCurve, SurfacePoint
 from tests.test_analysis import view
 

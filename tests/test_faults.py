@@ -27,7 +27,7 @@ from sweep.cli import main
 from sweep.core.errors import SIGNALS, Interrupted, run_interruptible
 from sweep.launch import processes
 from sweep.launch.server import _escalating_interrupts
-from sweep.store import INTERRUPTED
+from sweep.storage import INTERRUPTED
 
 ENV_PREFIX = f"{processes.MARKER_ENV}=".encode()
 

@@ -34,7 +34,7 @@ from sweep.outputs.compare import Column, rows
 from sweep.outputs.console import gpu_lines
 from sweep.outputs.dashboard import gpu_panel
 from sweep.records import GpuUse, TrialRecord
-from sweep.store import Study, TrialView
+from sweep.storage import Study, TrialView
 
 HERE = Path(__file__).parent
 RECORDED = json.loads((HERE / "gpu" / "nvml-h200.json").read_text())

@@ -31,7 +31,7 @@ from sweep.records import SpecShape, Spread, TrialRecord, WorkloadSummary
 from sweep.schedule import DepthSchedule, ScheduleStep, _bounded, depth_schedules
 from sweep.sim.profile import DEFAULT_PROFILE, Profile
 from sweep.space import parse_space
-from sweep.store import Study, StudyPaths, TrialView, trial_views
+from sweep.storage import Study, StudyPaths, TrialView, trial_views
 from sweep.study import Sweep
 from tests.conftest import specsweep_argv
 

@@ -21,7 +21,7 @@ from sweep.records import SpecShape, Spread, TrialRecord, WorkloadSummary
 from sweep.search import ModelSearch, axes, candidates, launch_key
 from sweep.sim.profile import PROFILES
 from sweep.space import SearchKind, Space, parse_space
-from sweep.store import BASELINE, StudyPaths, launched, make_storage
+from sweep.storage import BASELINE, StudyPaths, launched, make_storage
 from sweep.study import Sweep
 from tests.conftest import specsweep_argv
 

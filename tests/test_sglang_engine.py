@@ -16,7 +16,7 @@ from sweep.core.errors import UserError
 from sweep.engines import ServerSetup, SGLangEngine
 from sweep.releases import sglang_rules
 from sweep.sim.profile import PROFILES
-from sweep.store import launched as study_launched
+from sweep.storage import launched as study_launched
 
 SIM = [sys.executable, "-m", "sweep.sim", "--sim-time-scale", "0.005", "--sim-seed", "1"]
 

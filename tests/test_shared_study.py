@@ -8,7 +8,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from sweep.store import launched, make_storage
+from sweep.storage import launched, make_storage
 from tests.conftest import specsweep_argv
 
 SPACE = """

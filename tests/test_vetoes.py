@@ -13,7 +13,7 @@ from sweep.core.stats import Verdict
 from sweep.outputs.export import Export, WithheldRun, render
 from sweep.records import Spread
 from sweep.sim.core import GreedyText
-from sweep.store import BASELINE, Study, TrialView
+from sweep.storage import BASELINE, Study, TrialView
 from tests.test_analysis import BASE, DEEP, SPEEDS, confirm, search
 
 LOOP = "The next day, she went to the sea to see if the water was still there. " * 4

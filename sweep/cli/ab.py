@@ -20,7 +20,7 @@ from sweep.engines import Engine
 from sweep.outputs.console import ab_text
 from sweep.preflight import build_engine, validate
 from sweep.space import Space, load_space
-from sweep.store import Phase, StudyPaths, latest_plan, trial_views
+from sweep.storage import Phase, StudyPaths, latest_plan, trial_views
 from sweep.trial import TrialRunner
 
 

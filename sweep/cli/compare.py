@@ -11,7 +11,7 @@ from sweep.cli.shared import DEFAULT_DIR, DEFAULT_RUNS, load, results
 from sweep.core.errors import UserError
 from sweep.core.files import write_atomic
 from sweep.outputs.compare import Column, html_page, markdown
-from sweep.store import Phase
+from sweep.storage import Phase
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

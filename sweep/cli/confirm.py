@@ -11,7 +11,7 @@ from sweep.cli.shared import add_study_options, load, progress, publish, stored_
 from sweep.confirm import confirm_search
 from sweep.core.errors import UserError
 from sweep.preflight import build_engine, validate
-from sweep.store import StudyPaths
+from sweep.storage import StudyPaths
 from sweep.trial import TrialRunner
 
 

@@ -27,7 +27,7 @@ from sweep.preflight import build_engine
 from sweep.probes.workloads import Workload
 from sweep.records import TrialRecord
 from sweep.schedule import DepthSchedule, depth_schedules
-from sweep.store import Study, study_engine
+from sweep.storage import Study, study_engine
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -16,7 +16,7 @@ from sweep.model.files import weights_on_disk
 from sweep.plan import Hardware, Plan, make_plan
 from sweep.preflight import build_engine, validate
 from sweep.space import load_space
-from sweep.store import StudyPaths, make_storage
+from sweep.storage import StudyPaths, make_storage
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -13,7 +13,7 @@ from sweep.costs import DEFAULT_SHARES
 from sweep.preflight import build_engine, validate
 from sweep.profiling import DEFAULT_SHAPES, Profiler, plan_launches
 from sweep.space import load_space
-from sweep.store import StudyPaths
+from sweep.storage import StudyPaths
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

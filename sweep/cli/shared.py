@@ -23,7 +23,7 @@ from sweep.outputs.dashboard import build
 from sweep.preflight import build_engine, validate
 from sweep.search import ModelSearch
 from sweep.space import Space, load_space, parse_space
-from sweep.store import (
+from sweep.storage import (
     LIMITS_ATTR,
     MIN_GAIN_ATTR,
     SPACE_PATH_ATTR,

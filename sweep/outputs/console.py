@@ -9,7 +9,7 @@ from sweep.analysis import ABRow, Recommendation, Verdicts
 from sweep.controllers import ControllerAnswer, controller_answers
 from sweep.core.stats import Comparison, Verdict
 from sweep.records import Spread, Stage, WorkloadSummary
-from sweep.store import Study
+from sweep.storage import Study
 
 
 def _spread(s: Spread | None, fmt: str = "{:.1f}") -> str:

@@ -38,7 +38,7 @@ from sweep.costs import CostProfile
 from sweep.outputs.compare import usable_context
 from sweep.outputs.console import gain_text, params_text, pct, speed_text, text_health
 from sweep.records import LaunchFacts, Spread, Stage, WorkloadSummary
-from sweep.store import Phase, Study, TrialView, complete_views
+from sweep.storage import Phase, Study, TrialView, complete_views
 from sweep.surface import ContextCurve, PredictedSurface, SurfacePoint
 
 # The page's HTML: macros of one autoescaped template (every value is text unless it is Markup).

@@ -6,7 +6,7 @@ import json
 
 from sweep.analysis import Verdicts
 from sweep.controllers import controller_answers
-from sweep.store import Study
+from sweep.storage import Study
 
 
 def report_json(
