@@ -31,8 +31,8 @@ import optuna
 
 from sweep.confirm import load_confirm_study
 from sweep.core.embedded import gemma_model
-from sweep.costs import CostProfile
 from sweep.records import TrialRecord
+from sweep.search.costs import CostProfile
 from sweep.storage import Phase, make_storage, search_records, trial_views
 
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)

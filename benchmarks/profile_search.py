@@ -36,11 +36,11 @@ from replay import drive, ranked
 from search_vs_grid import PROFILE_FILES, SPACE, Truth, perturbed_profiles
 
 from sweep.core.stats import MIN_GAIN
-from sweep.costs import CostProfile, ProfileKey, ShapeStart, StepTime
 from sweep.engines import ServerSetup, SGLangEngine
 from sweep.profiling import forced_lengths, spread_shapes
 from sweep.records import TrialRecord
 from sweep.search import Candidate, Candidates, ModelSearch, acceptance_launches, candidates
+from sweep.search.costs import CostProfile, ProfileKey, ShapeStart, StepTime
 from sweep.sim.profile import PROFILES, Profile
 from sweep.space import ConfirmSettings, SearchKind, Space, parse_space
 

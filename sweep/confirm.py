@@ -30,11 +30,11 @@ from sweep.analysis import (
 from sweep.answers import fidelity
 from sweep.answers.fidelity import TIE_CONTEXT
 from sweep.core import stats
-from sweep.costs import CostProfile
 from sweep.probes.runner import Others, Progress
 from sweep.records import TrialRecord
 from sweep.recovery import driver_identity, recover
 from sweep.search import Candidate, ModelSearch, launch_key
+from sweep.search.costs import CostProfile
 from sweep.space import ConfirmSettings, SearchKind
 from sweep.storage import (
     BASELINE,

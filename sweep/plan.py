@@ -10,10 +10,10 @@ from dataclasses import dataclass
 import optuna
 from optuna.trial import TrialState
 
-from sweep.costs import CostProfile
 from sweep.engines import Engine
 from sweep.records import TrialRecord
 from sweep.search import Candidates, ModelSearch, candidates
+from sweep.search.costs import CostProfile
 from sweep.space import Space
 from sweep.storage import RECORD_ATTR, launched
 

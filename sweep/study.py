@@ -19,12 +19,12 @@ from sweep.core.errors import (
     interrupted_how,
 )
 from sweep.core.files import write_error
-from sweep.costs import CostProfile, profile_mismatches
 from sweep.engines import Engine
 from sweep.probes.runner import Progress
 from sweep.records import Stage, TrialRecord
 from sweep.recovery import driver_identity, recover
 from sweep.search import ModelSearch, acceptance_launches, candidates
+from sweep.search.costs import CostProfile, profile_mismatches
 from sweep.space import SearchKind, Space
 from sweep.storage import (
     COST_PROFILE_ATTR,

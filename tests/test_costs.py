@@ -15,15 +15,6 @@ import optuna
 import pytest
 
 from sweep.core.errors import UserError
-from sweep.costs import (
-    CostProfile,
-    ProfileKey,
-    ShapeStart,
-    StepTable,
-    StepTime,
-    check_space,
-    profile_mismatches,
-)
 from sweep.engines import ServerSetup, SGLangEngine
 from sweep.profiling import forced_lengths, spread_shapes
 from sweep.records import LaunchFacts, SpecShape, Spread, Stage, TrialRecord, WorkloadSummary
@@ -35,13 +26,16 @@ from sweep.search import (
     diverse,
     width_in_doubt,
 )
-from sweep.sim.flags import build_parser, normalize
-from sweep.sim.model import StepModel
-from sweep.sim.profile import DEFAULT_PROFILE, Profile
-from sweep.sim.sglang import resolve
-from sweep.space import parse_space
-from sweep.storage import launched, make_storage
-from sweep.surface import (
+from sweep.search.costs import (
+    CostProfile,
+    ProfileKey,
+    ShapeStart,
+    StepTable,
+    StepTime,
+    check_space,
+    profile_mismatches,
+)
+from sweep.search.surface import (
     NOISE_FLOOR,
     Observation,
     Prediction,
@@ -49,6 +43,12 @@ from sweep.surface import (
     WorkloadSurface,
     accept_length,
 )
+from sweep.sim.flags import build_parser, normalize
+from sweep.sim.model import StepModel
+from sweep.sim.profile import DEFAULT_PROFILE, Profile
+from sweep.sim.sglang import resolve
+from sweep.space import parse_space
+from sweep.storage import launched, make_storage
 from tests.conftest import specsweep_argv
 
 SIM = [sys.executable, "-m", "sweep.sim"]

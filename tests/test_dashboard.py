@@ -18,7 +18,6 @@ import pytest
 
 from sweep.analysis import study_verdicts
 from sweep.cli import main
-from sweep.costs import CostProfile, ProfileKey, StepTime
 from sweep.outputs.dashboard import (
     build,
     context_panel,
@@ -29,8 +28,9 @@ from sweep.outputs.dashboard import (
     surface_panel,
 )
 from sweep.records import SpecShape, Spread, WorkloadSummary
+from sweep.search.costs import CostProfile, ProfileKey, StepTime
+from sweep.search.surface import ContextCurve, SurfacePoint
 from sweep.storage import Study, trial_views
-from sweep.surface import ContextCurve, SurfacePoint
 from tests.test_analysis import view
 
 REPO = Path(__file__).resolve().parents[1]

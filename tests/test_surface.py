@@ -9,10 +9,7 @@ import math
 import pytest
 
 from sweep.records import SpecShape
-from sweep.sim.model import StepModel
-from sweep.sim.profile import DEFAULT_PROFILE, Profile
-from sweep.sim.sglang import resolve
-from sweep.surface import (
+from sweep.search.surface import (
     GAIN_PRIOR,
     Axis,
     Observation,
@@ -20,6 +17,9 @@ from sweep.surface import (
     WorkloadSurface,
     accept_length,
 )
+from sweep.sim.model import StepModel
+from sweep.sim.profile import DEFAULT_PROFILE, Profile
+from sweep.sim.sglang import resolve
 from tests.test_sim_model import args
 
 PROFILE = Profile.load(DEFAULT_PROFILE)
@@ -235,7 +235,7 @@ def test_acceptance_per_position_gives_the_length_where_the_server_gave_none() -
     """A verify step emits the bonus token and each position it accepted: length = 1 + the positions' shares,
     the identity the simulator's histograms obey."""
     from sweep.records import Spread, TrialRecord, WorkloadSummary
-    from sweep.surface import observations
+    from sweep.search.surface import observations
 
     _, shape = config(3)
     positions = (0.8, 0.6, 0.45)

@@ -17,11 +17,12 @@ from sweep.confirm import confirm_search, load_confirm_study
 from sweep.core.errors import UserError, mask_secrets
 from sweep.core.files import write_atomic
 from sweep.core.stats import MIN_GAIN
-from sweep.costs import CostProfile, check_space
 from sweep.outputs.console import report_text
 from sweep.outputs.dashboard import build
 from sweep.preflight import build_engine, validate
 from sweep.search import ModelSearch
+from sweep.search.costs import CostProfile, check_space
+from sweep.search.surface import PredictedSurface
 from sweep.space import Space, load_space, parse_space
 from sweep.storage import (
     LIMITS_ATTR,
@@ -36,7 +37,6 @@ from sweep.storage import (
     trial_views,
 )
 from sweep.study import Sweep
-from sweep.surface import PredictedSurface
 
 DEFAULT_RUNS = Path("runs")
 DEFAULT_DIR = Path("dashboards")  # where HTML pages go

@@ -34,12 +34,12 @@ from sweep.analysis import (
     Verdicts,
 )
 from sweep.controllers import ControllerAnswer, controller_answers
-from sweep.costs import CostProfile
 from sweep.outputs.compare import usable_context
 from sweep.outputs.console import gain_text, params_text, pct, speed_text, text_health
 from sweep.records import LaunchFacts, Spread, Stage, WorkloadSummary
+from sweep.search.costs import CostProfile
+from sweep.search.surface import ContextCurve, PredictedSurface, SurfacePoint
 from sweep.storage import Phase, Study, TrialView, complete_views
-from sweep.surface import ContextCurve, PredictedSurface, SurfacePoint
 
 # The page's HTML: macros of one autoescaped template (every value is text unless it is Markup).
 HTML: Any = (

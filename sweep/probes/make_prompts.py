@@ -34,11 +34,11 @@ SOURCES = (
     "sweep.answers.health",
     "sweep.space.parse",
     "sweep.plan",
-    "sweep.surface",
+    "sweep.search.surface",
     "sweep.confirm",
-    "sweep.search",
+    "sweep.search.guided",
     "sweep.model.doctor",
-    "sweep.costs",
+    "sweep.search.costs",
 )
 RELEASE = "sweep/releases/tables/sglang-0.5.23.json"
 FENCE = "```"

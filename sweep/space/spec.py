@@ -28,7 +28,9 @@ MAX_COVER_METHODS = (
 class SearchKind(StrEnum):
     """How the sweep picks the next launch after the start-up trials."""
 
-    MODEL = "model"  # the surface model's expected improvement (sweep/search.py); the benchmark's winner
+    MODEL = (
+        "model"  # the surface model's expected improvement (sweep/search/guided.py); the benchmark's winner
+    )
     TPE = "tpe"  # Optuna's TPE over the raw parameters
 
 

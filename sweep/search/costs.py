@@ -43,9 +43,9 @@ from sweep.engines import Engine
 from sweep.launch import host
 from sweep.model.files import model_identity
 from sweep.records import SpecShape, TrialRecord
+from sweep.search.surface import NOISE_FLOOR, StepFit, fit_step, step_prior
 from sweep.space import Space
 from sweep.storage import COST_PROFILE_ATTR
-from sweep.surface import NOISE_FLOOR, StepFit, fit_step, step_prior
 
 FORMAT = 1
 # The forced lengths a shape is launched at, as the share of its draft accepted: L = 1 + share x depth.

@@ -1,9 +1,7 @@
 """Model-guided search: the next launch is the feasible, untried configuration with the highest expected
-improvement under the surface model (`sweep/surface.py`), for whichever workload it promises most.
+improvement under the surface model (`sweep/search/surface.py`), for whichever workload it promises most.
 
-The candidates are the space's grid after the engine's rules: derived (values the server would force anyway),
-valid, feasible under its constraints, and unique after derivation, so no two launches differ only in a value
-the server ignores. The search is confident (`--until-confident`) when no untried candidate's upper bound
+The candidates are the space's grid after the engine's rules (`candidates.py`). The search is confident (`--until-confident`) when no untried candidate's upper bound
 (prediction + 2 sd) reaches past the best measured speed by more than the study's own noise on any workload.
 """
 
@@ -18,12 +16,12 @@ from typing import Any
 
 import scipy.stats
 
-from sweep.costs import CostProfile
 from sweep.engines import Engine
 from sweep.probes.workloads import Workload
 from sweep.records import SpecShape, TrialRecord, series_label
-from sweep.space import Space
-from sweep.surface import (
+from sweep.search.candidates import Candidate, Candidates, candidates, launch_key
+from sweep.search.costs import CostProfile
+from sweep.search.surface import (
     Axis,
     ContextCurve,
     PredictedSurface,
@@ -36,6 +34,7 @@ from sweep.surface import (
     observations,
     request_noise,
 )
+from sweep.space import Space
 
 MIN_START_CHANCE = 0.02
 GEOMETRIC = 4.0  # numeric choices spanning this factor are compared by ratio (log scale)
@@ -45,53 +44,6 @@ NEGLIGIBLE_GAIN = 0.01
 # The confirmation adds a configuration of a width none of its picks has where the cost profile's step-time
 # doubt leaves it at least this chance of being faster than the first pick (`width_in_doubt`).
 WIDTH_DOUBT_CHANCE = 0.25
-GRID_LIMIT = 20000  # combinations ranked at most (a larger space is ranked on its first GRID_LIMIT)
-
-
-@dataclass(frozen=True)
-class Candidate:
-    swept: dict[str, Any]  # what the space suggests (enqueued as the trial's parameters)
-    params: dict[str, Any]  # what the server is launched with, after the engine's derivation
-    shape: SpecShape | None
-
-
-@dataclass(frozen=True)
-class Candidates:
-    """The space's launchable configurations, and how many grid points the engine's rules removed."""
-
-    items: list[Candidate]
-    grid: int
-    infeasible: int
-    invalid: int
-    duplicates: int
-    truncated: bool = False
-
-
-def launch_key(params: Mapping[str, Any]) -> str:
-    return json.dumps(params, sort_keys=True, default=str)
-
-
-def candidates(space: Space, engine: Engine, limit: int = GRID_LIMIT) -> Candidates:
-    grid = space.grid(limit + 1)
-    items: dict[str, Candidate] = {}
-    infeasible = invalid = duplicates = 0
-    for swept in grid[:limit]:
-        plan = engine.plan(space.launch_params(swept))
-        if plan.invalid:
-            invalid += 1
-            continue
-        if not plan.launchable:
-            infeasible += 1
-            continue
-        params = plan.params
-        key = launch_key(params)
-        if key in items:
-            duplicates += 1
-            continue
-        items[key] = Candidate(swept, params, plan.shape)
-    return Candidates(
-        list(items.values()), min(len(grid), limit), infeasible, invalid, duplicates, len(grid) > limit
-    )
 
 
 def acceptance_launches(
