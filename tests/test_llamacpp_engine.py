@@ -226,7 +226,7 @@ def test_shape_names_the_draft_length_and_the_flags_that_filter_drafts(engine: L
 
 def test_a_draft_models_confidence_floor_is_llama_cpps_own_controller(engine: LlamaCppEngine) -> None:
     """With p-min above 0 each step drafts until the draft model's likeliest token falls below it (up to n-max):
-    the configuration is the controller arm of `sweep/controllers.py`; at 0 and for the lookups it is static."""
+    the configuration is the controller arm of `sweep/analysis/controllers.py`; at 0 and for the lookups it is static."""
     draft = {"spec-type": "draft-simple", "spec-draft-n-max": 8}
     adaptive = engine.spec_shape({**draft, "spec-draft-p-min": 0.75})
     static = engine.spec_shape({**draft, "spec-draft-p-min": 0.0})

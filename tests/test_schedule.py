@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from sweep.analysis.schedule import DepthSchedule, ScheduleStep, _bounded, depth_schedules
 from sweep.cli.export import no_schedule_note, schedule_document
 from sweep.cli.shared import load
 from sweep.engines import ENGINES
@@ -28,7 +29,6 @@ from sweep.engines.schedules import (
 from sweep.preflight import build_engine
 from sweep.probes.workloads import Workload
 from sweep.records import SpecShape, Spread, TrialRecord, WorkloadSummary
-from sweep.schedule import DepthSchedule, ScheduleStep, _bounded, depth_schedules
 from sweep.sim.profile import DEFAULT_PROFILE, Profile
 from sweep.space import parse_space
 from sweep.storage import Study, StudyPaths, TrialView, trial_views

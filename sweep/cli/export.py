@@ -14,6 +14,7 @@ from typing import Any
 import optuna
 
 from sweep.analysis import baseline_health, output_check, study_verdicts
+from sweep.analysis.schedule import DepthSchedule, depth_schedules
 from sweep.answers.health import NOT_REPRESENTATIVE
 from sweep.cli.shared import add_study_options, load, results, stored_space
 from sweep.core.errors import UserError
@@ -26,7 +27,6 @@ from sweep.outputs.export import FORMATS, Export, WithheldRun, render, served, w
 from sweep.preflight import build_engine
 from sweep.probes.workloads import Workload
 from sweep.records import TrialRecord
-from sweep.schedule import DepthSchedule, depth_schedules
 from sweep.storage import Study, study_engine
 
 

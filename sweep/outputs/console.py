@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from sweep.analysis import ABRow, Recommendation, Verdicts
-from sweep.controllers import ControllerAnswer, controller_answers
+from sweep.analysis.controllers import ControllerAnswer, controller_answers
 from sweep.core.stats import Comparison, Verdict
 from sweep.records import Spread, Stage, WorkloadSummary
 from sweep.storage import Study

@@ -33,7 +33,7 @@ from sweep.analysis import (
     StudyWarnings,
     Verdicts,
 )
-from sweep.controllers import ControllerAnswer, controller_answers
+from sweep.analysis.controllers import ControllerAnswer, controller_answers
 from sweep.outputs.compare import usable_context
 from sweep.outputs.console import gain_text, params_text, pct, speed_text, text_health
 from sweep.records import LaunchFacts, Spread, Stage, WorkloadSummary

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from sweep.analysis import Verdicts
-from sweep.controllers import controller_answers
+from sweep.analysis.controllers import controller_answers
 from sweep.storage import Study
 
 

@@ -29,7 +29,11 @@ OUT = Path(__file__).resolve().parent / "prompts"
 PER_FORM = 36  # as many as the other built-in classes hold, so that repeats x streams rarely need one twice
 # Modules whose functions an edit copies, by import name: their files are found wherever a module lives.
 SOURCES = (
-    "sweep.analysis",
+    "sweep.analysis.evidence",
+    "sweep.analysis.verdicts",
+    "sweep.analysis.ab",
+    "sweep.analysis.relaunch",
+    "sweep.analysis.study_warnings",
     "sweep.core.stats",
     "sweep.answers.health",
     "sweep.space.parse",
@@ -37,6 +41,7 @@ SOURCES = (
     "sweep.search.surface",
     "sweep.confirm",
     "sweep.search.guided",
+    "sweep.search.candidates",
     "sweep.model.doctor",
     "sweep.search.costs",
 )

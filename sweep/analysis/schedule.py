@@ -15,7 +15,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from sweep.analysis import headline_median
+from sweep.analysis.evidence import headline_median
 from sweep.probes.workloads import Workload
 from sweep.records import SpecShape
 from sweep.storage import TrialView, complete_views

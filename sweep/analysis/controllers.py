@@ -22,7 +22,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from sweep.analysis import StudyWarnings, Verdicts, headline_median, launches, quiet_compare, study_noise
+from sweep.analysis.evidence import headline_median, launches, study_noise
+from sweep.analysis.study_warnings import StudyWarnings
+from sweep.analysis.verdicts import Verdicts, quiet_compare
 from sweep.core.stats import Comparison
 from sweep.storage import BASELINE, Study, TrialView, latest_plan
 

@@ -1,218 +1,39 @@
-"""A study read back: trials with their records, what to confirm, and the verdict per workload.
+"""The verdict per workload, and the one configuration to run for all of them.
 
 Two phases feed it. The *search* launches each configuration once and is biased upwards at its top (the best of
 N by one measurement is partly luck: the winner's curse). The *confirmation* launches the search's best
 candidates again, interleaved with the baseline, several times each; every verdict and recommendation comes
 from the confirmation, with the search's number shown beside it. Without confirmation data, verdicts say
-"unconfirmed".
-"""
+"unconfirmed"."""
 
 from __future__ import annotations
 
 import dataclasses
-import functools
-import hashlib
-import json
 import math
 import statistics
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from sweep.analysis.evidence import (
+    MIN_CLEAN,
+    baseline_health,
+    baseline_view,
+    cheaper_by,
+    cost,
+    headline_median,
+    launches,
+    ok_summary,
+    quiet_only,
+    study_noise,
+)
+from sweep.analysis.study_warnings import StudyWarnings, study_warnings
 from sweep.answers import fidelity, health
 from sweep.answers.health import OutputHealth
 from sweep.core import stats
 from sweep.core.stats import Comparison, Launch, Noise, Verdict
 from sweep.records import Spread, WorkloadSummary
 from sweep.storage import BASELINE, Phase, Study, TrialView, complete_views, latest_plan
-
-DRIFT_MIN = 0.05  # a baseline that moved less than this (and less than 3 launch sds) did not drift
-SPREAD_MAX = 0.10  # launch-to-launch noise beyond this is worth a warning
-# A verdict rests on at least this many launches (or paired rounds) per side measured on a quiet host before
-# the busy host's are left out of it.
-MIN_CLEAN = 2
-# Streams that decoded fewer than this share of themselves at once were held back (by the client, prefill or a
-# cap): the ramp up and down of a batch sent together costs a few percent, not a quarter.
-HELD_BACK = 0.75
-
-
-def baseline_view(views: list[TrialView]) -> TrialView | None:
-    return next((v for v in views if v.role == BASELINE and v.complete and v.phase == Phase.SEARCH), None)
-
-
-def ok_summary(view: TrialView, workload: str) -> WorkloadSummary | None:
-    summary = view.record.workloads.get(workload) if view.record else None
-    # A capacity of 0 (the limits held at no rate tried) is below the range, not a number to compare on a log
-    # scale: the configuration has no verdict there.
-    if summary is None or summary.status != "ok" or summary.headline is None or summary.headline.median <= 0:
-        return None
-    return summary
-
-
-def on_busy_host(view: TrialView, workload: str) -> bool:
-    """Whether this launch measured the workload while other processes took the machine (see `HostLoad.busy`)."""
-    summary = ok_summary(view, workload)
-    return summary is not None and summary.host is not None and summary.host.busy
-
-
-def quiet_only(views: list[TrialView], workload: str) -> list[TrialView]:
-    """The launches that measured the workload on a quiet host (`on_busy_host` left out)."""
-    return [v for v in views if not on_busy_host(v, workload)]
-
-
-def headline_median(view: TrialView, workload: str) -> float | None:
-    """The median of what verdicts compare on the workload (`WorkloadSummary.headline`: decode t/s, or the
-    capacity where one was searched for)."""
-    summary = ok_summary(view, workload)
-    return summary.headline.median if summary and summary.headline else None
-
-
-def baseline_health(views: list[TrialView], workload: str) -> tuple[OutputHealth | None, str]:
-    """The answers of every launch without speculation on the workload, added up, and the form they were
-    sent in: whether acceptance measured on this workload speaks for real text."""
-    found = [s for v in views if v.label == BASELINE and v.complete and (s := ok_summary(v, workload))]
-    form = next((f"{s.form} form ({s.form_reason})" for s in found if s.form), "")
-    return health.total(s.output_health for s in found), form
-
-
-def cost(view: TrialView) -> tuple[bool, float, float]:
-    """Cheaper first: speculation off, then less draft work per step (the engine's reading of the
-    configuration, `shape`), then less KV."""
-    assert view.record is not None
-    shape = view.record.shape
-    work = float(shape.draft_work) if shape else 0.0
-    return (view.record.facts.speculation_requested, work, float(view.record.facts.kv_pool_tokens or 0))
-
-
-def cheaper_by(cheap: TrialView, dear: TrialView) -> str:
-    """What `cost` found cheaper, in its own terms: the draft work a step, then the KV pool."""
-    mine, theirs = cost(cheap), cost(dear)
-    if mine[1] != theirs[1]:
-        return f"draft work {mine[1]:g} against {theirs[1]:g} a step"
-    return f"KV pool {mine[2]:,.0f} against {theirs[2]:,.0f} tokens"
-
-
-def launches(views: list[TrialView], label: str, workload: str, metric: str = "headline") -> list[Launch]:
-    """Each complete launch of a configuration, as its per-prompt values of `metric` for one workload."""
-    out = []
-    for view in views:
-        summary = ok_summary(view, workload) if view.label == label and view.complete else None
-        spread: Spread | None = getattr(summary, metric) if summary else None
-        if spread is not None and spread.values:
-            out.append(Launch(spread.values, view.round if view.phase == Phase.CONFIRM else None))
-    return out
-
-
-def study_noise(
-    views: list[TrialView], workload: str, metric: str = "headline", reference: str = BASELINE
-) -> Noise:
-    """This study's own noise for a workload: every configuration launched more than once, pooled, and the
-    round-paired differences against the reference configuration; launches on a busy host are not the
-    machine's noise and are left out."""
-    views = quiet_only(views, workload)
-    groups = {
-        label: launches(views, label, workload, metric) for label in dict.fromkeys(v.label for v in views)
-    }
-    return stats.measure_noise(list(groups.values()), groups.get(reference, []))
-
-
-# --- warnings about the host and the study ------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class StudyWarnings:
-    """What makes this study's numbers less than trustworthy, in words with the numbers."""
-
-    messages: list[str] = field(default_factory=list)
-    busy: set[tuple[Phase, int, str]] = field(default_factory=set)  # (phase, launch, workload) on a busy host
-    unreliable_workloads: set[str] = field(default_factory=set)
-    # Workloads whose baseline moved between the search and the confirmation: the search's launches of them are
-    # off by that much (its ranking too); the confirmation's interleaved rounds cancel the move (stats.py).
-    drifted: set[str] = field(default_factory=set)
-    # Workloads whose baseline answers are not text (loops, echoes, template tokens): no verdict speaks for them.
-    not_representative: set[str] = field(default_factory=set)
-
-
-def sizing_messages(views: list[TrialView]) -> list[str]:
-    """What the sizing doctor found wrong at launch (`specsweep doctor`), each finding once for the study."""
-    seen: dict[str, str] = {}
-    for view in views:
-        for finding in view.record.facts.sizing if view.record else []:
-            if not finding.ok and finding.what not in seen:
-                seen[finding.what] = f"sizing (trial {view.number}): {finding.what}: {finding.detail}"
-    return list(seen.values())
-
-
-def study_warnings(search: list[TrialView], confirm: list[TrialView], keys: list[str]) -> StudyWarnings:
-    warnings = StudyWarnings()
-    queued: set[str] = set()
-    for view in (*search, *confirm):
-        for key, summary in view.record.workloads.items() if view.complete and view.record else ():
-            cap = view.record.facts.max_running_requests if view.record else None
-            if cap and summary.streams > cap and key not in queued:
-                # Its requests queued: the number is for fewer streams than the workload's, on this trial only.
-                queued.add(key)
-                warnings.unreliable_workloads.add(key)
-                warnings.messages.append(
-                    f"{key}: trial {view.number}'s server decoded at most {cap} requests at once, fewer than the "
-                    f"workload's {summary.streams} streams (the rest queued): raise the server's limit on running "
-                    "requests or lower the streams"
-                )
-            if (
-                summary.batch is not None
-                and summary.batch.median < HELD_BACK * summary.streams
-                and key not in queued
-            ):
-                queued.add(key)
-                warnings.messages.append(
-                    f"{key}: trial {view.number}'s {summary.streams} streams decoded {summary.batch.median:.1f} at "
-                    "once on average (the client, prefill or the server's limits held requests back): its numbers "
-                    "are for that batch, and schedules are keyed by it"
-                )
-            if summary.host is not None and summary.host.busy:
-                warnings.busy.add((view.phase, view.number, key))
-                name = f"{'confirmation launch' if view.phase == Phase.CONFIRM else 'trial'} {view.number}"
-                warnings.messages.append(f"host busy during {name}, {key}: {summary.host.describe()}")
-    warnings.messages.extend(sizing_messages([*search, *confirm]))
-    for key in keys:
-        found, form = baseline_health([*search, *confirm], key)
-        if found is not None and not found.healthy:
-            warnings.not_representative.add(key)
-            warnings.messages.append(
-                f"{key}: {found.describe()} with speculation off, sent in the {form}: {health.NOT_REPRESENTATIVE}, "
-                "so its verdict is not representative"
-            )
-        # Quiet launches only: a busy one moved for a reason already named above, not because the host drifted.
-        first = launches(quiet_only(search, key), BASELINE, key)
-        later = launches(quiet_only(confirm, key), BASELINE, key)
-        noise = study_noise(confirm or search, key)
-        if first and later:
-            n = stats.common_prompts(first, later)
-            moved = (
-                math.exp(
-                    statistics.fmean(x.log_mean(n) for x in later)
-                    - statistics.fmean(x.log_mean(n) for x in first)
-                )
-                - 1
-            )
-            limit = max(DRIFT_MIN, 3 * (noise.launch_sd or 0.0))
-            if abs(moved) > limit:
-                warnings.drifted.add(key)
-                warnings.messages.append(
-                    f"{key}: the baseline moved {moved:+.0%} between the search and the confirmation "
-                    "(more than the launch noise allows): the search's figures for it are off by about that "
-                    "much, and it may have ranked its candidates wrongly (re-run on a quiet machine to trust "
-                    "them); the confirmation's interleaved rounds carry the verdict"
-                )
-        if noise.measured and (noise.launch_sd or 0.0) > SPREAD_MAX:
-            # Not unreliable by itself: a comparison whose interval this noise dwarfs says so on its own.
-            warnings.messages.append(
-                f"{key}: launches of one configuration differ by {noise.launch_sd:.0%} (sd): "
-                "effects smaller than a few times that cannot be told from noise"
-            )
-    return warnings
-
 
 # --- the verdict per workload ---------------------------------------------------------------------------------
 
@@ -566,8 +387,8 @@ def recommendations(study: Study, warnings: StudyWarnings) -> list[Recommendatio
             confirmed=confirmed,
             summary=summary,
             output=output_check(study, label, key),
-            confirmed_value=_geo_mean(launches(views, label, key)) if confirmed else None,
-            confirmed_baseline_value=_geo_mean(launches(views, BASELINE, key)) if confirmed else None,
+            confirmed_value=geo_mean(launches(views, label, key)) if confirmed else None,
+            confirmed_baseline_value=geo_mean(launches(views, BASELINE, key)) if confirmed else None,
             label=label,
         )
         out.append(_what_to_run(rec, scored, search_by_label, baseline, study, views, noise, key))
@@ -598,7 +419,7 @@ def _with_health(rec: Recommendation, study: Study) -> Recommendation:
     return dataclasses.replace(_baseline_run(rec, baseline, why), withheld=faster)
 
 
-def _geo_mean(found: list[Launch]) -> float | None:
+def geo_mean(found: list[Launch]) -> float | None:
     n = stats.common_prompts(found)
     return math.exp(statistics.fmean(x.log_mean(n) for x in found)) if found and n else None
 
@@ -877,197 +698,3 @@ def _no_one_server(compared: list[tuple[TrialView, dict[str, Comparison]]], conf
         f"no configuration is faster on every workload beyond noise, the closest being {view.name} "
         f"({done[weakest].verdict} on {weakest}: {done[weakest].gain:+.0%}): run without speculation"
     )
-
-
-# --- what the confirmation launches ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Relaunch:
-    """A configuration to launch again: its label, its launch parameters and the workloads to measure."""
-
-    label: str
-    params: dict[str, Any]
-    workloads: tuple[str, ...]
-
-
-def confirmation_plan(
-    views: list[TrialView],
-    top: int,
-    min_gain: float = stats.MIN_GAIN,
-    limits: dict[str, float] | None = None,
-    favoured: Mapping[str, int] | None = None,
-) -> list[Relaunch]:
-    """The search's `top` best configurations per workload that meet the latency limits, and its one-for-all
-    pick, with the baseline. `favoured` (workload: trial number, the surface model's rating) goes second where
-    it is not the fastest measured already: of two launches a hair apart, the faster is often the luckier."""
-    baseline = baseline_view(views)
-    if baseline is None or baseline.record is None or top <= 0:
-        return []
-    keys = [k for k in baseline.record.workloads if headline_median(baseline, k)]
-    chosen: dict[str, tuple[dict[str, Any], set[str]]] = {}
-    for key in keys:
-        ranked = sorted(
-            (
-                v
-                for v in complete_views(views)
-                if v.label != BASELINE
-                and headline_median(v, key)
-                and within_limits([v], v.label, key, limits or {})
-            ),
-            key=lambda v: -(headline_median(v, key) or 0.0),
-        )
-        best: dict[str, TrialView] = {}
-        for view in ranked:
-            best.setdefault(view.label, view)  # one per configuration (a duplicate trial shares its label)
-        order = list(best.values())
-        if (number := (favoured or {}).get(key)) is not None:
-            liked = [v for v in order[1:] if v.number == number]
-            order = order[:1] + liked + [v for v in order[1:] if v not in liked]
-        for view in order[:top] + _best_of_each_kind(order):
-            assert view.record is not None
-            chosen.setdefault(view.label, (view.record.params, set()))[1].add(key)
-    # The best worst case, where it gains on every workload; where nothing did in the search's single launches
-    # (too noisy to rule one server out), the nearest too, if it is launched again anyway: it is measured on
-    # every workload (probes, no extra launch).
-    if (overall := search_overall(views, limits)) is not None:
-        worst, pick = overall
-        if pick.record is not None and (worst >= min_gain or pick.label in chosen):
-            chosen.setdefault(pick.label, (pick.record.params, set()))[1].update(keys)
-    if not chosen:
-        return []
-    measured = sorted({k for _, ws in chosen.values() for k in ws}, key=keys.index)
-    plan = [Relaunch(BASELINE, baseline.record.params, tuple(measured))]
-    plan += [
-        Relaunch(label, params, tuple(sorted(ws, key=keys.index))) for label, (params, ws) in chosen.items()
-    ]
-    return plan
-
-
-def _best_of_each_kind(ranked: list[TrialView]) -> list[TrialView]:
-    """Where the search measured both the engine's own controller and tuned static configurations, the fastest
-    of each (`sweep/controllers.py` answers which to run from their confirmed launches); else none."""
-    firsts: dict[bool, TrialView] = {}
-    for view in ranked:
-        shape = view.record.shape if view.record else None
-        if shape is not None:
-            firsts.setdefault(bool(shape.controller), view)
-    return list(firsts.values()) if len(firsts) == 2 else []
-
-
-def plan_id(plan: list[Relaunch], launches_each: int) -> str:
-    """Names a plan: the same search results give the same plan on every worker."""
-    text = json.dumps([[c.label, c.params, c.workloads] for c in plan] + [launches_each], sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
-
-
-# --- an A/B of two configurations -----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ABRow:
-    """One line of an A/B table: a metric under A and B, B's difference, and the verdict where one applies."""
-
-    metric: str
-    a: str
-    b: str
-    difference: str
-    verdict: str = ""
-
-
-def _plain(
-    views: list[TrialView], metric: str, value: Callable[[TrialView], float | None], fmt: str
-) -> ABRow | None:
-    """A metric without a verdict: the median over each configuration's launches, and the difference."""
-    medians = []
-    for label in ("A", "B"):
-        found = [
-            x for view in views if view.label == label and view.complete if (x := value(view)) is not None
-        ]
-        medians.append(statistics.median(found) if found else None)
-    a, b = medians
-    if a is None and b is None:
-        return None
-    diff = "-"
-    if a is not None and b is not None:
-        diff = f"{b - a:+.3g}" + (f" ({b / a - 1:+.1%})" if a else "")
-    return ABRow(metric, "-" if a is None else fmt.format(a), "-" if b is None else fmt.format(b), diff)
-
-
-def _speed(
-    views: list[TrialView], key: str, metric: str, name: str, min_gain: float, warnings: StudyWarnings
-) -> ABRow | None:
-    used = quiet_views(views, ("B", "A"), key, metric)
-    a, b = launches(used, "A", key, metric), launches(used, "B", key, metric)
-    noise = study_noise(views, key, metric, reference="A")
-    found = quiet_compare(views, ("B", "A"), key, noise, min_gain, warnings, metric)
-    a_mean, b_mean = _geo_mean(a), _geo_mean(b)
-    if found is None or a_mean is None or b_mean is None:
-        return None
-    return ABRow(
-        f"{key}: {name}",
-        f"{a_mean:.1f} x{len(a)}",
-        f"{b_mean:.1f} x{len(b)}",
-        f"{found.gain:+.1%} [{found.interval}]",
-        str(found.verdict),
-    )
-
-
-def _fact(view: TrialView, name: str) -> float | None:
-    value = getattr(view.record.facts, name) if view.record else None
-    return None if value is None else float(value)
-
-
-def ab_rows(
-    views: list[TrialView], keys: list[str], warnings: StudyWarnings, min_gain: float = stats.MIN_GAIN
-) -> list[ABRow]:
-    """B against A, interleaved launches of each: speeds with verdicts (unreliable where the host was busy),
-    then latency, acceptance and memory."""
-    rows: list[ABRow | None] = []
-    for key in keys:
-        rows += [
-            _speed(
-                views, key, "capacity_rps", "capacity (req/s within the latency limits)", min_gain, warnings
-            ),
-            _speed(views, key, "decode_tps", "decode t/s", min_gain, warnings),
-            _speed(views, key, "aggregate_tps", "aggregate t/s (decode window)", min_gain, warnings),
-            _speed(views, key, "sum_stream_tps", "sum of stream t/s", min_gain, warnings),
-            *(
-                _plain(
-                    views,
-                    f"{key}: {name} (s)",
-                    functools.partial(_latency, key=key, part=part, quantile=q),
-                    fmt,
-                )
-                for name, part, q, fmt in LATENCY_ROWS
-            ),
-            _plain(views, f"{key}: accept length", functools.partial(_accept_length, key=key), "{:.2f}"),
-        ]
-    for name, attr, fmt in (
-        ("KV pool (tokens)", "kv_pool_tokens", "{:.0f}"),
-        ("free after pool (GB)", "free_after_pool_gb", "{:.2f}"),
-        ("CUDA-graph capture (GB)", "graph_capture_gb", "{:.2f}"),
-        ("start-up (s)", "startup_s", "{:.1f}"),
-    ):
-        rows.append(_plain(views, name, functools.partial(_fact, name=attr), fmt))
-    return [row for row in rows if row is not None]
-
-
-# (row name, latency part, percentile, format). Speculation streams accepted tokens back to back, so the median
-# gap between chunks can be ~0 (and p90 too at 20 tokens a step): time per output token is the per-token figure,
-# the gaps' p99 shows the steps.
-LATENCY_ROWS = (
-    ("TTFT p50", "ttft_s", "p50", "{:.3f}"),
-    ("time per output token p50", "tpot_s", "p50", "{:.4f}"),
-    ("inter-token p99", "itl_s", "p99", "{:.4f}"),
-)
-
-
-def _latency(view: TrialView, key: str, part: str, quantile: str) -> float | None:
-    summary = ok_summary(view, key)
-    return summary.latency.get(part, {}).get(quantile) if summary else None
-
-
-def _accept_length(view: TrialView, key: str) -> float | None:
-    summary = ok_summary(view, key)
-    return summary.acceptance_length.median if summary and summary.acceptance_length else None
