@@ -31,12 +31,12 @@ from typing import Any
 
 import yaml
 
-from sweep.preflight import build_engine, validate
 from sweep.records import TrialRecord
+from sweep.run.preflight import build_engine, validate
+from sweep.run.trial import TrialRunner
 from sweep.sim.profile import PROFILES
 from sweep.space import Space, parse_space
 from sweep.storage import StudyPaths
-from sweep.trial import TrialRunner
 
 HELD_OUT = PROFILES / "report004-3090-24gb.yaml"  # not the tests' default profile
 SCALE = "0.05"  # the modelled GPU's time on the wall clock: the rates below are wall-clock rates

@@ -29,9 +29,9 @@ from pathlib import Path
 
 import optuna
 
-from sweep.confirm import load_confirm_study
 from sweep.core.embedded import gemma_model
 from sweep.records import TrialRecord
+from sweep.run.confirm import load_confirm_study
 from sweep.search.costs import CostProfile
 from sweep.storage import Phase, make_storage, search_records, trial_views
 

@@ -37,8 +37,8 @@ from search_vs_grid import PROFILE_FILES, SPACE, Truth, perturbed_profiles
 
 from sweep.core.stats import MIN_GAIN
 from sweep.engines import ServerSetup, SGLangEngine
-from sweep.profiling import forced_lengths, spread_shapes
 from sweep.records import TrialRecord
+from sweep.run.profiling import forced_lengths, spread_shapes
 from sweep.search import Candidate, Candidates, ModelSearch, acceptance_launches, candidates
 from sweep.search.costs import CostProfile, ProfileKey, ShapeStart, StepTime
 from sweep.sim.profile import PROFILES, Profile

@@ -44,8 +44,8 @@ import yaml
 from replay import confirmed_pair, drive, measured_tps, pick, quantiles
 
 from sweep.engines import Engine
-from sweep.preflight import build_engine
 from sweep.records import Spread, TrialRecord, WorkloadSummary
+from sweep.run.preflight import build_engine
 from sweep.search import ModelSearch, candidates, launch_key
 from sweep.space import SearchKind, parse_space
 from sweep.storage import search_records

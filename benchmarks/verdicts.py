@@ -83,7 +83,7 @@ def confirmed(
     rng: random.Random,
 ) -> tuple[stats.Comparison, Launch, Launch]:
     """What the confirmation concludes on B against A: `rounds` interleaved launches each, then one more round
-    at a time while the verdict is open (as `sweep.confirm` does). `extra` configurations launched alongside
+    at a time while the verdict is open (as `sweep.run.confirm` does). `extra` configurations launched alongside
     add to the pooled noise. Also returns the first launch of each (what the search alone saw)."""
 
     def one(flags: list[str], round_: int) -> Launch:

@@ -22,9 +22,7 @@ from sweep.analysis import (
 from sweep.answers import fidelity
 from sweep.answers.fidelity import TieProbe
 from sweep.answers.health import OutputHealth
-from sweep.confirm import Confirmation, others_to_ask
 from sweep.core.stats import Verdict
-from sweep.preflight import build_engine
 from sweep.records import (
     HostLoad,
     LaunchFacts,
@@ -34,9 +32,11 @@ from sweep.records import (
     TrialRecord,
     WorkloadSummary,
 )
+from sweep.run.confirm import Confirmation, others_to_ask
+from sweep.run.preflight import build_engine
+from sweep.run.trial import TrialRunner
 from sweep.space import parse_space
 from sweep.storage import BASELINE, Phase, Study, StudyPaths, TrialView
-from sweep.trial import TrialRunner
 
 QUIET = HostLoad(other_cpu=0.01, steal=0.0, loadavg=1.0, cpus=2, seconds=5.0)
 BUSY = HostLoad(other_cpu=0.6, steal=0.0, loadavg=3.0, cpus=2, seconds=5.0)
@@ -561,7 +561,7 @@ def test_a_configuration_only_the_confirmation_launched_is_recommended_by_its_la
 
 
 def test_the_predicted_plan_keeps_a_launched_configurations_label_and_names_the_rest() -> None:
-    from sweep.confirm import predicted_plan
+    from sweep.run.confirm import predicted_plan
     from sweep.search import Candidate
 
     searched = search()

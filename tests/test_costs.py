@@ -16,8 +16,8 @@ import pytest
 
 from sweep.core.errors import UserError
 from sweep.engines import ServerSetup, SGLangEngine
-from sweep.profiling import forced_lengths, spread_shapes
 from sweep.records import LaunchFacts, SpecShape, Spread, Stage, TrialRecord, WorkloadSummary
+from sweep.run.profiling import forced_lengths, spread_shapes
 from sweep.search import (
     Candidate,
     ModelSearch,

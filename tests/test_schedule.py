@@ -26,13 +26,13 @@ from sweep.engines.schedules import (
     vllm_method,
     vllm_speculative_config,
 )
-from sweep.preflight import build_engine
 from sweep.probes.workloads import Workload
 from sweep.records import SpecShape, Spread, TrialRecord, WorkloadSummary
+from sweep.run.driver import Sweep
+from sweep.run.preflight import build_engine
 from sweep.sim.profile import DEFAULT_PROFILE, Profile
 from sweep.space import parse_space
 from sweep.storage import Study, StudyPaths, TrialView, trial_views
-from sweep.study import Sweep
 from tests.conftest import specsweep_argv
 
 SPACE = """

@@ -14,15 +14,15 @@ import pytest
 import yaml
 
 from sweep.analysis import Relaunch
-from sweep.confirm import Confirmation
 from sweep.engines import ServerSetup, SGLangEngine
-from sweep.preflight import build_engine
 from sweep.records import SpecShape, Spread, TrialRecord, WorkloadSummary
+from sweep.run.confirm import Confirmation
+from sweep.run.driver import Sweep
+from sweep.run.preflight import build_engine
 from sweep.search import ModelSearch, axes, candidates, launch_key
 from sweep.sim.profile import PROFILES
 from sweep.space import SearchKind, Space, parse_space
 from sweep.storage import BASELINE, StudyPaths, launched, make_storage
-from sweep.study import Sweep
 from tests.conftest import specsweep_argv
 
 SIM = [sys.executable, "-m", "sweep.sim"]
@@ -331,7 +331,7 @@ def test_plan_prices_a_launch_from_the_gpu_and_the_weights_where_nothing_was_mea
     """The real SGLang 0.5.17 run on the H200 (a 4-layer model, 0.13 GB): 3 trials and 2 confirmation launches
     took about 5 minutes, launches 46-106 s and 450-2150 t/s; the plan once said 25 minutes (120 s a start-up
     and 30 t/s: 135 s a launch). From the GPU's datasheet and the weights it now prices a launch within that."""
-    from sweep.plan import Hardware, estimated_speeds, make_plan
+    from sweep.run.plan import Hardware, estimated_speeds, make_plan
 
     recorded = Path(__file__).parent / "recordings" / "sglang-0.5.17-h200" / "space-ngram.yaml"
     data = yaml.safe_load(recorded.read_text().replace("MODEL_DIR", "/srv/models/tiny-llama"))

@@ -362,7 +362,7 @@ def test_a_workload_sets_its_task_length_or_takes_each_recorded_replys(tmp_path:
 def test_the_plan_prices_each_workload_at_its_own_task_length(tmp_path: Path) -> None:
     from sweep.engines import ServerSetup
     from sweep.engines.llamacpp import LlamaCppEngine
-    from sweep.plan import ASSUMED_DECODE_TPS, assumed_launch_time
+    from sweep.run.plan import ASSUMED_DECODE_TPS, assumed_launch_time
 
     data = yaml.safe_load(SPACE)
     data["probe"] = {"repeats": 2, "max_tokens": 256, "warmup": False}

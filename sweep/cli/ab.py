@@ -14,14 +14,14 @@ import yaml
 
 from sweep.analysis import Relaunch, ab_rows, study_warnings
 from sweep.cli.shared import add_study_options, load, progress
-from sweep.confirm import Confirmation
 from sweep.core.errors import UserError
 from sweep.engines import Engine
 from sweep.outputs.console import ab_text
-from sweep.preflight import build_engine, validate
+from sweep.run.confirm import Confirmation
+from sweep.run.preflight import build_engine, validate
+from sweep.run.trial import TrialRunner
 from sweep.space import Space, load_space
 from sweep.storage import Phase, StudyPaths, latest_plan, trial_views
-from sweep.trial import TrialRunner
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

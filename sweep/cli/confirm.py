@@ -8,11 +8,11 @@ import dataclasses
 from pathlib import Path
 
 from sweep.cli.shared import add_study_options, load, progress, publish, stored_space
-from sweep.confirm import confirm_search
 from sweep.core.errors import UserError
-from sweep.preflight import build_engine, validate
+from sweep.run.confirm import confirm_search
+from sweep.run.preflight import build_engine, validate
+from sweep.run.trial import TrialRunner
 from sweep.storage import StudyPaths
-from sweep.trial import TrialRunner
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -24,9 +24,9 @@ from sweep.engines.schedules import (
     drafts_somewhere,
 )
 from sweep.outputs.export import FORMATS, Export, WithheldRun, render, served, with_port
-from sweep.preflight import build_engine
 from sweep.probes.workloads import Workload
 from sweep.records import TrialRecord
+from sweep.run.preflight import build_engine
 from sweep.storage import Study, study_engine
 
 

@@ -12,8 +12,8 @@ from sweep.cli.shared import add_study_options, duration
 from sweep.engines import Engine
 from sweep.launch.gpu import ReadFailed, open_source
 from sweep.model.files import weights_on_disk
-from sweep.plan import Hardware, Plan, make_plan
-from sweep.preflight import build_engine, validate
+from sweep.run.plan import Hardware, Plan, make_plan
+from sweep.run.preflight import build_engine, validate
 from sweep.search.costs import CostProfile, check_space
 from sweep.space import load_space
 from sweep.storage import StudyPaths, make_storage

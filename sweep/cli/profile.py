@@ -9,8 +9,8 @@ from pathlib import Path
 
 from sweep.cli.shared import add_study_options, progress
 from sweep.core.errors import UserError
-from sweep.preflight import build_engine, validate
-from sweep.profiling import DEFAULT_SHAPES, Profiler, plan_launches
+from sweep.run.preflight import build_engine, validate
+from sweep.run.profiling import DEFAULT_SHAPES, Profiler, plan_launches
 from sweep.search.costs import DEFAULT_SHARES
 from sweep.space import load_space
 from sweep.storage import StudyPaths

@@ -13,13 +13,14 @@ import optuna
 import yaml
 
 from sweep.analysis import Verdicts, study_verdicts
-from sweep.confirm import confirm_search, load_confirm_study
 from sweep.core.errors import UserError, mask_secrets
 from sweep.core.files import write_atomic
 from sweep.core.stats import MIN_GAIN
 from sweep.outputs.console import report_text
 from sweep.outputs.dashboard import build
-from sweep.preflight import build_engine, validate
+from sweep.run.confirm import confirm_search, load_confirm_study
+from sweep.run.driver import Sweep
+from sweep.run.preflight import build_engine, validate
 from sweep.search import ModelSearch
 from sweep.search.costs import CostProfile, check_space
 from sweep.search.surface import PredictedSurface
@@ -36,7 +37,6 @@ from sweep.storage import (
     search_records,
     trial_views,
 )
-from sweep.study import Sweep
 
 DEFAULT_RUNS = Path("runs")
 DEFAULT_DIR = Path("dashboards")  # where HTML pages go

@@ -32,7 +32,9 @@ from sweep.answers.fidelity import TIE_CONTEXT
 from sweep.core import stats
 from sweep.probes.runner import Others, Progress
 from sweep.records import TrialRecord
-from sweep.recovery import driver_identity, recover
+from sweep.run.driver import TrialFailed
+from sweep.run.recovery import driver_identity, recover
+from sweep.run.trial import TrialRunner
 from sweep.search import Candidate, ModelSearch, launch_key
 from sweep.search.costs import CostProfile
 from sweep.space import ConfirmSettings, SearchKind
@@ -52,8 +54,6 @@ from sweep.storage import (
     search_records,
     trial_views,
 )
-from sweep.study import TrialFailed
-from sweep.trial import TrialRunner
 
 SUFFIX = ":confirm"
 PREDICTED = "predicted {}"  # a configuration only the confirmation launches, as the model predicted it

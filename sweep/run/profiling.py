@@ -20,11 +20,11 @@ from sweep.core.errors import UserError
 from sweep.engines import Engine
 from sweep.probes.runner import Progress
 from sweep.records import SpecShape, TrialRecord
+from sweep.run.trial import RECORD_FILE, TrialRunner
 from sweep.search import Candidate, candidates
 from sweep.search.costs import CostProfile, ProfileKey, ShapeStart, hardware, space_key, step_times
 from sweep.space import Space
 from sweep.storage import StudyPaths
-from sweep.trial import RECORD_FILE, TrialRunner
 
 DEFAULT_SHAPES = 6  # per method
 

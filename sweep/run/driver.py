@@ -22,7 +22,8 @@ from sweep.core.files import write_error
 from sweep.engines import Engine
 from sweep.probes.runner import Progress
 from sweep.records import Stage, TrialRecord
-from sweep.recovery import driver_identity, recover
+from sweep.run.recovery import driver_identity, recover
+from sweep.run.trial import TrialRunner
 from sweep.search import ModelSearch, acceptance_launches, candidates
 from sweep.search.costs import CostProfile, profile_mismatches
 from sweep.space import SearchKind, Space
@@ -42,7 +43,6 @@ from sweep.storage import (
     make_storage,
     search_records,
 )
-from sweep.trial import TrialRunner
 
 # Suggestions in a row that were not launches (already measured, or infeasible for the engine): the space has
 # no untried feasible configuration left, and the sweep stops short of its target.
