@@ -63,6 +63,7 @@ lint: setup
 	$(VENV)/bin/ruff check sweep tests benchmarks docs/_hooks
 	$(VENV)/bin/ruff format --check sweep tests benchmarks docs/_hooks
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports --no-cache  # the floors of sweep/ ([tool.importlinter] in pyproject.toml)
 
 # Real services the tests use: Debian's chromium (the dashboard in a headless browser) and postgresql (a
 # throwaway cluster where several workers share a study; the test starts and stops it itself).
