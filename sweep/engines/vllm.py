@@ -1,4 +1,4 @@
-"""vLLM (0.34.0, held against its wheel: `vllm_release.py`): `vllm serve MODEL --speculative-config JSON`.
+"""vLLM (0.34.0, held against its wheel: `releases/vllm.py`): `vllm serve MODEL --speculative-config JSON`.
 
 A space sets vLLM's flags by their names (`max-model-len`, `gpu-memory-utilization`, ...) and the speculative
 config by dotted names (`speculative-config.num_speculative_tokens: {int: [1, 8]}`), which become one JSON value.

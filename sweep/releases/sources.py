@@ -1,5 +1,5 @@
 """A released engine's Python source, from its wheel on the package registry: read, never imported (no GPU, no
-torch here). The release readers (`sglang_release.py`, `vllm_release.py`) unpack the files they read once into
+torch here). The release readers (`sglang.py`, `vllm.py` beside it) unpack the files they read once into
 the cache and read them from there."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """`specsweep profile`'s launches: a space's speculative shapes at forced acceptance lengths, with the baseline
-launched before and after them, written into a cost profile (`costs.py` says what it holds and why).
+launched before and after them, written into a cost profile (`search/costs.py` says what it holds and why).
 
 Which shapes: per method, the space's distinct shapes (depth, draft budget, tree width) chosen one by one as
 the farthest from those chosen so far (the smallest first), so that a few launches span the whole range and

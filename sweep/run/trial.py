@@ -1,6 +1,6 @@
 """One trial's life: its parameters checked, the draft held against the model, one server per group of
 workloads launched, its facts and sizing read, the workloads probed, the server stopped and the record saved
-(on the Optuna trial and in the trial's folder), whatever happens. The study loop (`study.py`), the
+(on the Optuna trial and in the trial's folder), whatever happens. The study loop (`driver.py`), the
 confirmation (`confirm.py`) and `ab` run every launch through it."""
 
 from __future__ import annotations
