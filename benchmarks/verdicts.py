@@ -41,7 +41,7 @@ from search_vs_grid import perturbed_profiles, report_json, sweep_on_sim
 
 from sweep.core import stats
 from sweep.core.stats import Launch, Verdict
-from sweep.engines.base import PromptForm
+from sweep.engines.values import PromptForm
 from sweep.probes.client import prompt_nonce, unique_content
 from sweep.probes.workloads import BUILTIN
 from sweep.sim.profile import DEFAULT_PROFILE, Profile

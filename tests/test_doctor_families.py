@@ -27,7 +27,9 @@ import pytest
 from sweep.cli import main
 from sweep.core.embedded import gemma_model
 from sweep.engines import ENGINES
-from sweep.engines.base import Engine, ServerSetup, params_from_flags
+from sweep.engines.base import Engine
+from sweep.engines.flags import params_from_flags
+from sweep.engines.values import ServerSetup
 from sweep.model.doctor import Diagnosis, diagnose, draft_refusal
 from sweep.records import DraftKind
 from tests.test_doctor import write_safetensors

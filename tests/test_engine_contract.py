@@ -24,9 +24,9 @@ import pytest
 from sweep.core.embedded import gemma_model, llama_server_binary
 from sweep.core.errors import LaunchError
 from sweep.engines import ENGINES, Engine, ServerSetup
-from sweep.engines.base import DraftCounters, PromptForm, RequestSettings
 from sweep.engines.llamacpp import LlamaCppEngine
 from sweep.engines.sglang import SGLangEngine
+from sweep.engines.values import DraftCounters, PromptForm, RequestSettings
 from sweep.engines.vllm import VLLMEngine
 from sweep.launch.server import ServerProcess, free_port
 from sweep.probes.client import measure_request, probe_client

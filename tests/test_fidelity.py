@@ -10,7 +10,7 @@ import pytest
 
 from sweep.answers import fidelity
 from sweep.answers.fidelity import TieProbe
-from sweep.engines.base import read_top_logprobs
+from sweep.engines.endpoints import read_top_logprobs
 
 BASE = [
     '{"city": "BUSAN", "id": "A-1042"}',

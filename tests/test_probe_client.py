@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from sweep.engines import LlamaCppEngine, ServerSetup
-from sweep.engines.base import RequestSettings
+from sweep.engines.values import RequestSettings
 from sweep.probes.client import measure_request
 from sweep.probes.runner import ProbeSettings, probe
 from sweep.probes.workloads import Arrivals, Workload

@@ -12,8 +12,8 @@ import yaml
 
 from sweep.cli import main
 from sweep.core.errors import UserError
-from sweep.engines.base import PromptForm, ServerSetup
 from sweep.engines.llamacpp import LlamaCppEngine
+from sweep.engines.values import PromptForm, ServerSetup
 from sweep.model.files import chat_template
 from sweep.probes.workloads import BUILTIN, BUILTIN_CLASSES, Workload, served_form
 from sweep.sim.profile import DEFAULT_PROFILE

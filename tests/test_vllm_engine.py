@@ -15,7 +15,7 @@ import pytest
 from sweep.cli import main
 from sweep.core.errors import LaunchError, UserError
 from sweep.engines import ServerSetup
-from sweep.engines.base import prometheus_by_label
+from sweep.engines.endpoints import prometheus_by_label
 from sweep.engines.vllm import VLLMEngine, facts_from_log
 from sweep.launch.server import ServerProcess, free_port
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from sweep.core.errors import UserError
 from sweep.engines import ENGINES
-from sweep.engines.base import ServerSetup, params_from_flags
+from sweep.engines.flags import params_from_flags
+from sweep.engines.values import ServerSetup
 from sweep.model.doctor import KV_DTYPE_BYTES, MemoryBudget, diagnose
 
 

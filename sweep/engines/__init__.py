@@ -7,10 +7,11 @@ from typing import Any
 
 from sweep.core.errors import UserError
 from sweep.engines import llamacpp, sglang, vllm
-from sweep.engines.base import REGISTRY, DraftCounters, Engine, RunningLimit, ServerReport, ServerSetup
+from sweep.engines.base import REGISTRY, Engine
 from sweep.engines.llamacpp import LlamaCppEngine
 from sweep.engines.schedules import no_counterpart_notes, tensorrt_llm_form
 from sweep.engines.sglang import SGLangEngine
+from sweep.engines.values import DraftCounters, RunningLimit, ServerReport, ServerSetup
 from sweep.records import SpecShape
 
 ENGINES = REGISTRY

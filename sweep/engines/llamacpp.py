@@ -13,18 +13,16 @@ from typing import Any
 import httpx
 
 from sweep.core.errors import OffloadInactive, SpeculationInactive, UserError
-from sweep.engines.base import (
+from sweep.engines.base import Engine
+from sweep.engines.endpoints import Turn, chat_messages, parse_prometheus
+from sweep.engines.values import (
     DraftCounters,
-    Engine,
     Params,
     PromptForm,
     RequestSettings,
     RunningLimit,
     ServerReport,
     SyntheticAcceptance,
-    Turn,
-    chat_messages,
-    parse_prometheus,
 )
 from sweep.launch.server import ExitPatterns
 from sweep.model.files import chat_template

@@ -17,8 +17,18 @@ from typing import Any
 import httpx
 
 from sweep.core.errors import SpeculationInactive, UserError
-from sweep.engines.base import (
-    Engine,
+from sweep.engines.base import Engine
+from sweep.engines.endpoints import (
+    Turn,
+    chat_tokens,
+    first_line,
+    parse_prometheus,
+    renders_chat,
+    template_header,
+)
+from sweep.engines.flags import flags_argv, help_flags
+from sweep.engines.schedules import sglang_adaptive_config
+from sweep.engines.values import (
     Params,
     PromptForm,
     RequestSettings,
@@ -26,17 +36,8 @@ from sweep.engines.base import (
     ServerReport,
     ServerSetup,
     SyntheticAcceptance,
-    Turn,
-    chat_tokens,
-    first_line,
-    flags_argv,
-    help_flags,
-    parse_prometheus,
     positions_from_histogram,
-    renders_chat,
-    template_header,
 )
-from sweep.engines.schedules import sglang_adaptive_config
 from sweep.launch.server import ExitPatterns
 from sweep.model.files import read_config
 from sweep.records import (

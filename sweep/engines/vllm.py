@@ -16,9 +16,19 @@ from typing import Any
 import httpx
 
 from sweep.core.errors import SpeculationInactive, UserError
-from sweep.engines.base import (
+from sweep.engines.base import Engine
+from sweep.engines.endpoints import (
+    Turn,
+    chat_messages,
+    parse_prometheus,
+    prometheus_by_label,
+    renders_chat,
+    template_header,
+)
+from sweep.engines.flags import flags_argv, help_flags
+from sweep.engines.schedules import counterpart_elsewhere, drafts_somewhere, vllm_speculative_config
+from sweep.engines.values import (
     DraftCounters,
-    Engine,
     Params,
     PromptForm,
     RequestSettings,
@@ -26,16 +36,7 @@ from sweep.engines.base import (
     ServerReport,
     ServerSetup,
     SyntheticAcceptance,
-    Turn,
-    chat_messages,
-    flags_argv,
-    help_flags,
-    parse_prometheus,
-    prometheus_by_label,
-    renders_chat,
-    template_header,
 )
-from sweep.engines.schedules import counterpart_elsewhere, drafts_somewhere, vllm_speculative_config
 from sweep.launch.server import ExitPatterns
 from sweep.records import DraftAsk, DraftKind, LaunchFacts, RequestStatus, SpecShape
 

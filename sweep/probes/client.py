@@ -12,7 +12,9 @@ import uuid
 
 import httpx
 
-from sweep.engines.base import Engine, PromptForm, RequestSettings, ServerReport, Turn
+from sweep.engines.base import Engine
+from sweep.engines.endpoints import Turn
+from sweep.engines.values import PromptForm, RequestSettings, ServerReport
 from sweep.records import RequestMeasurement, RequestStatus
 
 

@@ -32,7 +32,8 @@ from typing import Any
 import yaml
 
 from sweep.core.errors import UserError
-from sweep.engines.base import PromptForm, Turn
+from sweep.engines.endpoints import Turn
+from sweep.engines.values import PromptForm
 
 GZIP_MAGIC = b"\x1f\x8b"
 GZIP_WBITS = 16 + zlib.MAX_WBITS  # zlib reads the gzip header and trailer

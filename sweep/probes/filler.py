@@ -14,7 +14,7 @@ import inspect
 import warnings
 from collections.abc import Awaitable, Callable
 
-from sweep.engines.base import PromptForm
+from sweep.engines.values import PromptForm
 
 # The modules whose docstrings make the corpus, in the order their text is laid out (repeats kept).
 _MODULE_NAMES = """

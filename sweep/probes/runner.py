@@ -25,7 +25,9 @@ from sweep.answers.fidelity import TIE_CHOICES, TIE_CONTEXT, TIE_PROBES, TIE_STE
 from sweep.answers.health import OutputHealth, judge
 from sweep.core.errors import ProbeError
 from sweep.core.stats import percentile
-from sweep.engines.base import DraftCounters, Engine, PromptForm, RequestSettings, Turn
+from sweep.engines.base import Engine
+from sweep.engines.endpoints import Turn
+from sweep.engines.values import DraftCounters, PromptForm, RequestSettings
 from sweep.probes.client import measure_request, new_nonce, probe_client, prompt_nonce, unique_content
 from sweep.probes.filler import fill_to
 from sweep.probes.workloads import CAPACITY_RECHECKS, NEAR_LIMIT, Workload, served_form

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
-from sweep.engines.base import PromptForm, Turn
+from sweep.engines.endpoints import Turn
+from sweep.engines.values import PromptForm
 from sweep.probes.datasets import load_dataset
 
 PROMPTS = Path(__file__).with_name("prompts")

@@ -27,7 +27,7 @@ from sweep.core.errors import (
 )
 from sweep.core.files import write_atomic, write_error
 from sweep.engines import Engine
-from sweep.engines.base import LaunchPlan
+from sweep.engines.values import LaunchPlan
 from sweep.launch import gpu, host
 from sweep.launch.server import ServerProcess, free_port
 from sweep.model.doctor import EngineRules, draft_refusal, sizing

@@ -35,7 +35,8 @@ import yaml
 
 from sweep.core.errors import UserError
 from sweep.core.files import read_text
-from sweep.engines.base import PromptForm, RequestSettings, Turn
+from sweep.engines.endpoints import Turn
+from sweep.engines.values import PromptForm, RequestSettings
 from sweep.probes.datasets import SELECTION_KEYS, Selection, load_dataset
 from sweep.probes.runner import DEFAULT_REPEATS, ProbeSettings
 from sweep.probes.workloads import (
