@@ -20,7 +20,8 @@ from sweep.core.embedded import gemma_model, llama_server_binary
 from sweep.engines import SGLangEngine
 from sweep.engines.sglang import facts_from_log
 from sweep.launch.server import ServerProcess, free_port
-from sweep.model.doctor import EngineRules, diagnose, geometry_of, read_geometry
+from sweep.model.doctor import EngineRules, diagnose
+from sweep.model.geometry import geometry_of, read_geometry
 from sweep.sim.profile import PROFILES
 from tests.test_sim_model import PINNED_GRAPHS
 

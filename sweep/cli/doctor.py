@@ -13,7 +13,8 @@ from sweep.core.errors import UserError
 from sweep.engines import ENGINES
 from sweep.engines.flags import params_from_flags
 from sweep.engines.values import ServerSetup
-from sweep.model.doctor import KV_DTYPE_BYTES, MemoryBudget, diagnose
+from sweep.model.doctor import MemoryBudget, diagnose
+from sweep.model.geometry import KV_DTYPE_BYTES
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -43,6 +43,8 @@ SOURCES = (
     "sweep.search.guided",
     "sweep.search.candidates",
     "sweep.model.doctor",
+    "sweep.model.geometry",
+    "sweep.model.draft",
     "sweep.search.costs",
 )
 RELEASE = "sweep/releases/tables/sglang-0.5.23.json"
