@@ -17,7 +17,8 @@ import pytest
 from sweep.engines import LlamaCppEngine, ServerSetup
 from sweep.engines.values import RequestSettings
 from sweep.probes.client import measure_request
-from sweep.probes.runner import ProbeSettings, probe
+from sweep.probes.runner import probe
+from sweep.probes.settings import ProbeSettings
 from sweep.probes.workloads import Arrivals, Workload
 
 ENGINE = LlamaCppEngine(ServerSetup(launcher=["llama-server"], model="m.gguf"))
@@ -205,7 +206,7 @@ def test_a_batchs_decode_window_is_on_the_servers_clock_where_it_stamps_every_re
     """The real SGLang 0.5.17's four answers of one batch (H200): their window from the server's stamps alone,
     whatever the client's clock says; the client's where a request lacks a stamp. Never the two added."""
     from sweep.engines import SGLangEngine
-    from sweep.probes.runner import _window_rate
+    from sweep.probes.windows import window_rate
     from sweep.records import RequestMeasurement
 
     recorded = Path(__file__).parent / "recordings" / "sglang-0.5.17-h200" / "eagle-acc3-generate_batch4.json"
@@ -234,23 +235,23 @@ def test_a_batchs_decode_window_is_on_the_servers_clock_where_it_stamps_every_re
     first = min(m["prefill_finished_time"] for m in metas)
     last = max(m["request_finished_ts"] for m in metas)
     tokens = sum(m["completion_tokens"] - 1 for m in metas)
-    assert _window_rate(rows) == pytest.approx(tokens / (last - first), rel=1e-3)
+    assert window_rate(rows) == pytest.approx(tokens / (last - first), rel=1e-3)
     unstamped = [*rows[:3], dataclasses.replace(rows[3], server_received_s=None)]
-    assert _window_rate(unstamped) == pytest.approx(tokens / (300.03 - 0.01))  # the client's clock throughout
+    assert window_rate(unstamped) == pytest.approx(tokens / (300.03 - 0.01))  # the client's clock throughout
 
 
 def test_the_batch_is_how_many_requests_decoded_at_once() -> None:
-    from sweep.probes.runner import _decode_batch
+    from sweep.probes.windows import decode_batch
     from sweep.records import RequestMeasurement
 
     def row(first: float, decode: float) -> RequestMeasurement:
         return RequestMeasurement("w", 0, 0, "n", "ok", ttft_s=first, decode_s=decode)
 
-    assert _decode_batch([row(0.1, 1.0), row(0.1, 1.0)]) == pytest.approx(2.0)
-    assert _decode_batch([row(0.0, 1.0), row(1.0, 1.0)]) == pytest.approx(1.0)  # one after the other
+    assert decode_batch([row(0.1, 1.0), row(0.1, 1.0)]) == pytest.approx(2.0)
+    assert decode_batch([row(0.0, 1.0), row(1.0, 1.0)]) == pytest.approx(1.0)  # one after the other
     # The second decodes through the first's second half: each sees 1.5 on average over its own decode.
-    assert _decode_batch([row(0.0, 1.0), row(0.5, 1.0)]) == pytest.approx(1.5)
-    assert _decode_batch([row(0.0, 1.0), RequestMeasurement("w", 0, 1, "m", "error")]) is None
+    assert decode_batch([row(0.0, 1.0), row(0.5, 1.0)]) == pytest.approx(1.5)
+    assert decode_batch([row(0.0, 1.0), RequestMeasurement("w", 0, 1, "m", "error")]) is None
 
 
 def test_an_open_loop_sends_each_request_on_its_arrival_clock() -> None:
@@ -278,7 +279,7 @@ def test_an_open_loop_sends_each_request_on_its_arrival_clock() -> None:
 
 
 def test_goodput_counts_the_requests_within_every_limit() -> None:
-    from sweep.probes.runner import _decode_batch, _goodput
+    from sweep.probes.windows import decode_batch, goodput
     from sweep.records import RequestMeasurement
 
     def row(sent: float, ttft: float, gaps: tuple[float, ...]) -> RequestMeasurement:
@@ -288,12 +289,12 @@ def test_goodput_counts_the_requests_within_every_limit() -> None:
 
     rows = [row(0.0, 0.2, (0.1,) * 8), row(1.0, 0.9, (0.1,) * 8), row(3.0, 0.3, (0.1,) * 7 + (0.6,))]
     span = 3.0 + 0.3 + 1.3  # the first sent to the last answered
-    assert _goodput(rows, {}) == pytest.approx(3 / span)
-    assert _goodput(rows, {"ttft_p90_s": 0.5}) == pytest.approx(2 / span)
-    assert _goodput(rows, {"ttft_p90_s": 0.5, "itl_p99_s": 0.3}) == pytest.approx(1 / span)
-    assert _goodput(rows, {"tpot_p50_s": 0.1}) == pytest.approx(2 / span)  # the third: 1.3 s / 8 tokens
+    assert goodput(rows, {}) == pytest.approx(3 / span)
+    assert goodput(rows, {"ttft_p90_s": 0.5}) == pytest.approx(2 / span)
+    assert goodput(rows, {"ttft_p90_s": 0.5, "itl_p99_s": 0.3}) == pytest.approx(1 / span)
+    assert goodput(rows, {"tpot_p50_s": 0.1}) == pytest.approx(2 / span)  # the third: 1.3 s / 8 tokens
     # Windows line up through when each was sent: one after the other decodes alone.
-    assert _decode_batch(rows) == pytest.approx(1.0)
+    assert decode_batch(rows) == pytest.approx(1.0)
 
 
 def capacity_search(

@@ -14,7 +14,7 @@ import yaml
 from sweep.core.errors import UserError
 from sweep.core.stats import MIN_GAIN
 from sweep.engines.values import PromptForm, RequestSettings
-from sweep.probes.runner import ProbeSettings
+from sweep.probes.settings import ProbeSettings
 from sweep.space import ConfirmSettings, load_space, parse_space
 
 REPO = Path(__file__).resolve().parents[1]

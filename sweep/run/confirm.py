@@ -30,7 +30,7 @@ from sweep.analysis import (
 from sweep.answers import fidelity
 from sweep.answers.fidelity import TIE_CONTEXT
 from sweep.core import stats
-from sweep.probes.runner import Others, Progress
+from sweep.probes.settings import Others, Progress
 from sweep.records import TrialRecord
 from sweep.run.driver import TrialFailed
 from sweep.run.recovery import driver_identity, recover

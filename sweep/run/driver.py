@@ -20,7 +20,7 @@ from sweep.core.errors import (
 )
 from sweep.core.files import write_error
 from sweep.engines import Engine
-from sweep.probes.runner import Progress
+from sweep.probes.settings import Progress
 from sweep.records import Stage, TrialRecord
 from sweep.run.recovery import driver_identity, recover
 from sweep.run.trial import TrialRunner

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from sweep.core.errors import UserError
 from sweep.engines import Engine
-from sweep.probes.runner import Progress
+from sweep.probes.settings import Progress
 from sweep.records import SpecShape, TrialRecord
 from sweep.run.trial import RECORD_FILE, TrialRunner
 from sweep.search import Candidate, candidates

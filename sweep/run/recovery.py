@@ -14,7 +14,7 @@ from optuna.trial import TrialState
 
 from sweep.launch import processes
 from sweep.launch.server import reap
-from sweep.probes.runner import Progress
+from sweep.probes.settings import Progress
 from sweep.records import Stage
 from sweep.storage import DRIVER_ATTR, RECORD_ATTR
 

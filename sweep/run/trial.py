@@ -31,7 +31,8 @@ from sweep.engines.values import LaunchPlan
 from sweep.launch import gpu, host
 from sweep.launch.server import ServerProcess, free_port
 from sweep.model.doctor import EngineRules, draft_refusal, sizing
-from sweep.probes.runner import Others, Progress, Served, probe
+from sweep.probes.runner import probe
+from sweep.probes.settings import Others, Progress, Served
 from sweep.probes.workloads import Workload
 from sweep.records import HostLoad, LaunchFacts, RequestMeasurement, Stage, TrialRecord
 from sweep.space import Space

@@ -38,7 +38,7 @@ from sweep.core.files import read_text
 from sweep.engines.endpoints import Turn
 from sweep.engines.values import PromptForm, RequestSettings
 from sweep.probes.datasets import SELECTION_KEYS, Selection, load_dataset
-from sweep.probes.runner import DEFAULT_REPEATS, ProbeSettings
+from sweep.probes.settings import DEFAULT_REPEATS, ProbeSettings
 from sweep.probes.workloads import (
     BUILTIN,
     BUILTIN_CLASSES,

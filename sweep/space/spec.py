@@ -14,7 +14,7 @@ from typing import Any
 import optuna
 
 from sweep.core.stats import MIN_GAIN
-from sweep.probes.runner import ProbeSettings
+from sweep.probes.settings import ProbeSettings
 from sweep.probes.workloads import (
     Workload,
 )
