@@ -18,15 +18,11 @@ import pytest
 
 from sweep.analysis import study_verdicts
 from sweep.cli import main
-from sweep.outputs.dashboard import (
-    build,
-    context_panel,
-    pareto_panel,
-    profile_panel,
-    speed_panel,
-    study_frame,
-    surface_panel,
-)
+from sweep.outputs.dashboard.frame import study_frame
+from sweep.outputs.dashboard.hardware import profile_panel
+from sweep.outputs.dashboard.load import pareto_panel
+from sweep.outputs.dashboard.page import build
+from sweep.outputs.dashboard.speed import context_panel, speed_panel, surface_panel
 from sweep.records import SpecShape, Spread, WorkloadSummary
 from sweep.search.costs import CostProfile, ProfileKey, StepTime
 from sweep.search.surface import ContextCurve, SurfacePoint

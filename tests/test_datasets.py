@@ -265,7 +265,7 @@ def baseline_requests(tmp_path: Path, records: list[Any], workloads: str, probe:
 def test_each_request_is_held_to_its_recorded_replys_length_in_the_servers_tokens(tmp_path: Path) -> None:
     """`max_tokens: reply`, as vLLM's ShareGPT benchmark sends: a request's limit is its prompt's recorded reply,
     counted by the served model's tokenizer (the simulator's /tokenize), no more than the probe's max_tokens."""
-    from sweep.sim.core import tokenize
+    from sweep.sim.text import tokenize
 
     replies = [" ".join(["word"] * n) for n in (3, 9, 20, 400)]
     rows = [

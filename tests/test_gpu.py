@@ -32,7 +32,7 @@ from sweep.launch.gpu import (
 from sweep.model.doctor import diagnose, sizing
 from sweep.outputs.compare import Column, rows
 from sweep.outputs.console import gpu_lines
-from sweep.outputs.dashboard import gpu_panel
+from sweep.outputs.dashboard.hardware import gpu_panel
 from sweep.records import GpuUse, TrialRecord
 from sweep.storage import Study, TrialView
 

@@ -510,7 +510,7 @@ def test_the_simulator_knows_a_workload_from_prompts_it_was_not_written_for(
     """Acceptance follows the class: a code prompt read as prose gave code x1.53 and 2.64 tokens a step where
     report 000 measured x2.07 and 3.56. An extraction asks to copy or restructure (a handler returning JSON is
     code); prose asks for neither."""
-    from sweep.sim.core import classify
+    from sweep.sim.text import classify
 
     assert classify(prompt) == workload
 

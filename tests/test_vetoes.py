@@ -12,7 +12,7 @@ from sweep.answers.health import OutputHealth, distinct_share, judge, pieces
 from sweep.core.stats import Verdict
 from sweep.outputs.export import Export, WithheldRun, render
 from sweep.records import Spread
-from sweep.sim.core import GreedyText
+from sweep.sim.text import GreedyText
 from sweep.storage import BASELINE, Study, TrialView
 from tests.test_analysis import BASE, DEEP, SPEEDS, confirm, search
 

@@ -17,7 +17,7 @@ from sweep.core.errors import UserError, mask_secrets
 from sweep.core.files import write_atomic
 from sweep.core.stats import MIN_GAIN
 from sweep.outputs.console import report_text
-from sweep.outputs.dashboard import build
+from sweep.outputs.dashboard.page import build
 from sweep.run.confirm import confirm_search, load_confirm_study
 from sweep.run.driver import Sweep
 from sweep.run.preflight import build_engine, validate

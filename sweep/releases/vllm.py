@@ -468,15 +468,22 @@ def load_table(version: str = PINNED) -> Release:
 CONVERTERS: dict[str, Callable[[str], Any]] = {"int": int, "float": float, "str": str, "json": json.loads}
 
 
-def release_parser(version: str = PINNED) -> argparse.ArgumentParser:
-    """`vllm serve`'s parser as the table has it (the model as the positional `model_tag`)."""
-    parser = argparse.ArgumentParser(prog="vllm serve", allow_abbrev=False)
+def release_parser(
+    version: str = PINNED, add_help: bool = True, description: str | None = None
+) -> argparse.ArgumentParser:
+    """`vllm serve`'s parser as the table has it (every flag, alias, type, choice and default; the model as the
+    positional `model_tag`); `add_help=False` for a caller that spells `--help` as vLLM does (`--help=all`)."""
+    parser = argparse.ArgumentParser(
+        prog="vllm serve", allow_abbrev=False, add_help=add_help, description=description
+    )
     parser.add_argument("model_tag", nargs="?")
     for flag in load_table(version).flags.values():
         if flag.kind == "switch":
-            parser.add_argument(*flag.names, dest=flag.dest, action="store_true")
+            parser.add_argument(*flag.names, dest=flag.dest, action="store_true", default=bool(flag.default))
         elif flag.kind == "toggle":
-            parser.add_argument(*flag.names, dest=flag.dest, action=argparse.BooleanOptionalAction)
+            parser.add_argument(
+                *flag.names, dest=flag.dest, action=argparse.BooleanOptionalAction, default=flag.default
+            )
         else:
             parser.add_argument(
                 *flag.names,
@@ -484,6 +491,7 @@ def release_parser(version: str = PINNED) -> argparse.ArgumentParser:
                 type=CONVERTERS[flag.type],
                 choices=flag.choices,
                 nargs="+" if flag.kind == "list" else "?" if flag.kind == "optional" else None,
+                default=flag.default,
             )
     return parser
 

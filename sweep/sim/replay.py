@@ -34,7 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from sweep.releases.sglang import release_parser
-from sweep.sim.core import Handler, Listener, chat_prompt, tokenize
+from sweep.sim.serving import Handler, Listener
+from sweep.sim.text import chat_prompt, tokenize
 
 READY = "The server is fired up and ready to roll!"
 # Recordings by the algorithm a launch asks for.

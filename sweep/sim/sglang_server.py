@@ -21,24 +21,13 @@ from typing import Any
 
 from sweep.releases.sglang import version_tuple
 from sweep.releases.sglang_rules import EAGLE_FAMILY
-from sweep.sim.core import (
-    NO_TEMPLATE,
-    Handler,
-    Simulator,
-    asked_logprobs,
-    chat_prompt,
-    detokenize,
-    finish,
-    load_profile,
-    serve,
-    stop_sequences,
-    tokenize,
-    usage,
-)
+from sweep.sim.core import Simulator
 from sweep.sim.flags import build_parser, normalize, startup_scale
 from sweep.sim.model import MemoryPlan, Resolved, StartupFailure
 from sweep.sim.profile import Profile
+from sweep.sim.serving import Handler, finish, load_profile, serve, stop_sequences
 from sweep.sim.sglang import plan_memory, resolve
+from sweep.sim.text import NO_TEMPLATE, asked_logprobs, chat_prompt, detokenize, tokenize, usage
 
 
 def log(message: str, scheduler: bool = False) -> None:

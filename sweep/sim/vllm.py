@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import math
 import os
 import random
@@ -31,23 +30,14 @@ from http.server import ThreadingHTTPServer
 from typing import Any
 
 from sweep.releases.sglang_rules import EAGLE_FAMILY
+from sweep.releases.vllm import load_table, release_parser
 from sweep.sim.adaptive import AdaptiveSteps
-from sweep.sim.core import (
-    NO_TEMPLATE,
-    Handler,
-    Simulator,
-    asked_logprobs,
-    chat_prompt,
-    finish,
-    load_profile,
-    serve,
-    stop_sequences,
-    tokenize,
-    usage,
-)
+from sweep.sim.core import Simulator
 from sweep.sim.flags import add_sim_flags, startup_scale
 from sweep.sim.model import GIB, MemoryPlan, Resolved, StartupFailure
 from sweep.sim.profile import Profile
+from sweep.sim.serving import Handler, finish, load_profile, serve, stop_sequences
+from sweep.sim.text import NO_TEMPLATE, asked_logprobs, chat_prompt, tokenize, usage
 from sweep.sim.verify_budget import VerifyBudget
 
 VERSION = "0.34.0"
@@ -59,45 +49,20 @@ METHODS = {  # vLLM's method -> the performance model's algorithm
     "draft_model": "STANDALONE",
 }
 ALL_METHODS = (*METHODS, "ngram_gpu", "suffix", "custom_class", "extract_hidden_states", "dflash", "dspark")
-SPEC_FIELDS = {
-    "method",
-    "model",
-    "num_speculative_tokens",
-    "prompt_lookup_max",
-    "prompt_lookup_min",
-    "draft_tensor_parallel_size",
-    "quantization",
-    "max_model_len",
-    "revision",
-    "kv_cache_dtype",
-    "num_speculative_tokens_per_batch_size",
-    "parallel_drafting",
-    "enforce_eager",
-    "rejection_sample_method",
-    "synthetic_acceptance_rates",
-    "synthetic_acceptance_length",
-    "draft_sample_method",
-    "attention_backend",
-    "moe_backend",
-    "enable_adaptive_verification",
-}
+# The speculative config's fields, as the release's SpeculativeConfig declares them.
+SPEC_FIELDS = frozenset(load_table(VERSION).speculative)
 DEFAULT_MAX_NUM_SEQS = 256  # modelled: vLLM derives it from the usage context and the device
 DEFAULT_LOOKUP = 5
 # What `parse` adds to vLLM's namespace for the shared simulator (not vLLM's arguments).
 SHARED_ATTRIBUTES = ("model_path", "disable_radix_cache", "enable_metrics", "enable_cache_report")
 BLOCK_SIZE = 16
+# Defaults the release resolves after parsing (None in its arguments), as the simulator models them.
+MODELLED = {"gpu_memory_utilization": 0.92, "block_size": BLOCK_SIZE, "enable_prefix_caching": True}
 
 
 def vlog(message: str, source: str = "api_server.py") -> None:
     stamp = datetime.now().strftime("%m-%d %H:%M:%S")
     print(f"INFO {stamp} [{source}] {message}", file=sys.stderr, flush=True)
-
-
-def _json_arg(text: str) -> Any:
-    return json.loads(text)
-
-
-_json_arg.__name__ = "loads"  # argparse names the converter in its error, as vLLM's does
 
 
 class HelpAction(argparse.Action):
@@ -109,31 +74,14 @@ class HelpAction(argparse.Action):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="vllm serve", description=f"vLLM {VERSION} (specsweep simulator)", add_help=False
+    """`vllm serve`'s own parser for the release (every flag, alias, type and choice of its committed table,
+    `sweep/releases/tables/`), plus `--help` as vLLM spells it and the simulator's flags. Where the release leaves
+    a default to be resolved later (None in its arguments), the simulator's model resolves it: `MODELLED`."""
+    parser = release_parser(VERSION, add_help=False, description=f"vLLM {VERSION} (specsweep simulator)")
+    parser.add_argument(
+        "--help", "-h", action=HelpAction, nargs="?", help="Show the flags (`--help=all`: every group)."
     )
-    add = parser.add_argument
-    add("--help", "-h", action=HelpAction, nargs="?", help="Show the flags (`--help=all`: every group).")
-    add("model_tag", help="The model to serve.")
-    add("--host", default=None)
-    add("--port", type=int, default=8000)
-    add("--served-model-name", default=None)
-    add("--speculative-config", "-sc", type=_json_arg, default=None)
-    add("--max-model-len", type=int, default=None)
-    add("--gpu-memory-utilization", type=float, default=0.92)
-    add("--max-num-seqs", type=int, default=None)
-    add("--max-num-batched-tokens", type=int, default=None)
-    add("--kv-cache-dtype", default="auto", choices=("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16"))
-    add("--block-size", type=int, default=BLOCK_SIZE)
-    add("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=True)
-    add("--cudagraph-capture-sizes", type=int, nargs="+", default=None)
-    add("--max-cudagraph-capture-size", type=int, default=None)
-    add("--enforce-eager", action="store_true")
-    add("--enable-prompt-tokens-details", action="store_true")
-    add("--tensor-parallel-size", "-tp", type=int, default=1)
-    add("--seed", type=int, default=0)
-    add("--dtype", default="auto")
-    add("--trust-remote-code", action="store_true")
+    parser.set_defaults(**MODELLED)
     add_sim_flags(parser)
     return parser
 
@@ -143,7 +91,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
     if not argv or argv[0] != "serve":
         raise SystemExit("usage: vllm serve MODEL [flags]")
     args = build_parser().parse_args(argv[1:])
+    if args.model_tag is None:
+        raise SystemExit("usage: vllm serve MODEL [flags]")
     args.model_path = args.model_tag
+    if isinstance(args.served_model_name, list):  # the release takes several names; the first is served
+        args.served_model_name = args.served_model_name[0]
     args.disable_radix_cache = not args.enable_prefix_caching
     args.enable_metrics = True  # vLLM always serves /metrics
     args.enable_cache_report = args.enable_prompt_tokens_details
