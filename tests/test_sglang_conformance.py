@@ -24,11 +24,10 @@ from sweep.launch.server import reason_from_log
 from sweep.releases import sglang_rules as rules
 from sweep.releases.sglang import (
     PINNED,
-    RELEASES,
+    SGLANG,
     load_table,
     parse_source,
     release_parser,
-    source_root,
     source_strings,
 )
 from sweep.sim.flags import build_parser, normalize
@@ -52,7 +51,7 @@ NOT_SGLANG = re.compile(r"^(INFO: +Uvicorn running on |Traceback |  File |    )"
 @cache
 def templates() -> tuple[re.Pattern[str], ...]:
     """Each release string with values as wildcards, longest first (the most specific)."""
-    found = sorted(source_strings(source_root(PINNED)), key=len, reverse=True)
+    found = sorted(source_strings(SGLANG.source_root(PINNED)), key=len, reverse=True)
     patterns = []
     for text in found:
         parts = PLACEHOLDER.split(text)
@@ -67,7 +66,7 @@ def template_lines() -> frozenset[str]:
     """The lines of the release's multi-line messages (a capture failure's "Possible solutions:" list)."""
     return frozenset(
         line.strip()
-        for text in source_strings(source_root(PINNED))
+        for text in source_strings(SGLANG.source_root(PINNED))
         if "\n" in text
         for line in text.splitlines()
     )
@@ -207,7 +206,7 @@ def test_every_pattern_the_engine_reads_matches_a_line_the_release_prints() -> N
     """Read from a simulated line the release prints, or (a failure the simulator does not reach) from the
     release's own message with its values filled in."""
     text = "\n".join(simulated_logs())
-    rendered = [PLACEHOLDER.sub("0", t) for t in source_strings(source_root(PINNED)) if len(t) > 20]
+    rendered = [PLACEHOLDER.sub("0", t) for t in source_strings(SGLANG.source_root(PINNED)) if len(t) > 20]
     read: dict[str, bool] = {}
     for name, pattern in engine_patterns():
         found = [m.group(0) for m in pattern.finditer(text)]
@@ -263,7 +262,7 @@ def test_every_name_the_engine_reads_from_the_server_is_the_releases() -> None:
         and isinstance(node.args[0].value, str)
     }
     flags = {name.lstrip("-") for flag in release_table().values() for name in flag.names}
-    strings = source_strings(source_root(PINNED))
+    strings = source_strings(SGLANG.source_root(PINNED))
     older = {"spec_accept_token_num", "spec_draft_token_num", "cuda-graph-max-bs"}
     unknown = sorted(k for k in keys - older if (k not in flags if "-" in k else k not in strings))
     assert not unknown, unknown
@@ -278,11 +277,11 @@ def release_table() -> dict[str, Any]:
 
 
 def function(path: Path, name: str, version: str = PINNED) -> ast.FunctionDef:
-    tree = parse_source(source_root(version) / path)
+    tree = parse_source(SGLANG.source_root(version) / path)
     return next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == name)
 
 
-@pytest.mark.parametrize("version", RELEASES)
+@pytest.mark.parametrize("version", SGLANG.tabled)
 def test_auto_chosen_parameters_are_the_releases(version: str) -> None:
     """`_auto_choose_speculative_params`, branch by branch: each architecture it names, and the rest."""
     body = function(HOOK, "_auto_choose_speculative_params", version).body
@@ -309,7 +308,7 @@ def test_auto_chosen_parameters_are_the_releases(version: str) -> None:
     assert rules.auto_spec_params("EAGLE", "SomeNewForCausalLM") == default
 
 
-@pytest.mark.parametrize("version", RELEASES)
+@pytest.mark.parametrize("version", SGLANG.tabled)
 def test_both_releases_crash_on_steps_without_topk_and_start_adaptive_in_the_middle(version: str) -> None:
     """The rules the engine's `derive` and the simulator follow are the same in 0.5.17 and 0.5.20: top-k
     compared unset where steps are given, adaptive's starting steps the middle of every slot's candidates.
@@ -328,14 +327,14 @@ def test_both_releases_crash_on_steps_without_topk_and_start_adaptive_in_the_mid
 
 
 def test_adaptive_defaults_and_refusals_are_the_releases() -> None:
-    tree = parse_source(source_root(PINNED) / ADAPTIVE)
+    tree = parse_source(SGLANG.source_root(PINNED) / ADAPTIVE)
     declared = next(
         n.value
         for n in tree.body
         if isinstance(n, ast.AnnAssign) and getattr(n.target, "id", "") == "DEFAULT_ADAPTIVE_CONFIG"
     )
     assert ast.literal_eval(declared) == rules.DEFAULT_ADAPTIVE_CONFIG  # type: ignore[arg-type]
-    strings = source_strings(source_root(PINNED))
+    strings = source_strings(SGLANG.source_root(PINNED))
     for flag, reason in rules.ADAPTIVE_UNSUPPORTED:
         assert reason in strings and flag in {
             n.lstrip("-") for f in release_table().values() for n in f.names
@@ -347,7 +346,7 @@ def test_the_models_that_turn_multi_layer_eagle_on_are_the_releases() -> None:
     """Every model override of the release that sets `enable_multi_layer_eagle` (adaptive then does not run),
     by the architectures its registration names."""
     named: set[str] = set()
-    root = source_root(PINNED) / "sglang/srt/arg_groups"
+    root = SGLANG.source_root(PINNED) / "sglang/srt/arg_groups"
     for path in [root / "overrides.py", *sorted((root / "model_overrides").glob("*.py"))]:
         for node in ast.walk(parse_source(path)):
             if not isinstance(node, ast.FunctionDef) or not node.decorator_list:
@@ -421,7 +420,7 @@ SPACES: tuple[dict[str, Any], ...] = (
 )
 
 
-@pytest.mark.parametrize("version", RELEASES)
+@pytest.mark.parametrize("version", SGLANG.tabled)
 @pytest.mark.parametrize("params", SPACES, ids=lambda p: str(p["speculative-algorithm"]))
 def test_every_launch_the_engine_builds_is_accepted_by_the_releases_parser(
     version: str, params: dict[str, Any]
@@ -475,7 +474,7 @@ def test_a_draft_runs_in_its_own_configs_dtype() -> None:
     assert "dtype=cfg.dtype" in ast.unparse(function(configs, "from_server_args"))
     resolve = ast.unparse(function(configs, "_get_and_verify_dtype"))
     assert "model_type.startswith('gemma')" in resolve and "torch_dtype = torch.float16" in resolve
-    workers = source_root(PINNED) / "sglang" / "srt" / "speculative"
+    workers = SGLANG.source_root(PINNED) / "sglang" / "srt" / "speculative"
     assert not [
         f.name for f in workers.rglob("*.py") if "server_args.dtype =" in f.read_text(encoding="utf-8")
     ]

@@ -603,3 +603,18 @@ def test_the_0_5_17_table_is_what_the_real_server_s_help_lists() -> None:
     assert len(listed) > 400 and listed <= spelled, sorted(listed - spelled)
     for flag in ("--enable-metrics", "--enable-cache-report", "--decode-log-interval", "--cuda-graph-max-bs"):
         assert flag in listed and flag in spelled
+
+
+def test_every_engine_reads_the_table_of_the_nearest_release_not_newer() -> None:
+    """One rule for every engine's tables (`releases.sources.Releases`): a server between two tabled releases
+    reads the older one's flags, one older than all reads the oldest. vLLM once read its exact release only, and a
+    release without a table raised."""
+    from sweep.releases import vllm as vllm_release
+    from sweep.releases.sglang import SGLANG
+
+    assert SGLANG.nearest("0.5.21") == "0.5.20"
+    assert SGLANG.nearest("0.5.23.post1") == SGLANG.nearest("0.6.0") == "0.5.23"
+    assert SGLANG.nearest("0.4.9") == "0.5.17"
+    assert vllm_release.VLLM.nearest("0.35.2") == vllm_release.PINNED
+    newer = vllm_release.load_table("0.35.2")
+    assert newer.flags == vllm_release.load_table(vllm_release.PINNED).flags and newer.flags

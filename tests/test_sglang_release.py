@@ -9,11 +9,10 @@ import pytest
 from sweep.engines import sglang
 from sweep.releases.sglang import (
     PINNED,
-    RELEASES,
+    SGLANG,
     load_table,
     parse_source,
     read_flags,
-    source_root,
     table_json,
 )
 from sweep.releases.sglang_rules import EAGLE_FAMILY
@@ -22,9 +21,9 @@ from sweep.releases.sglang_rules import EAGLE_FAMILY
 pytestmark = pytest.mark.release
 
 
-@pytest.mark.parametrize("version", RELEASES)
+@pytest.mark.parametrize("version", SGLANG.tabled)
 def test_the_committed_table_is_what_the_release_source_declares(version: str) -> None:
-    flags = read_flags(source_root(version))
+    flags = read_flags(SGLANG.source_root(version))
     assert table_json(flags) == table_json(load_table(version)), "run: python -m sweep.releases.sglang write"
     assert len(flags) > 400
 
@@ -55,7 +54,7 @@ def test_the_eagle_family_holds_what_the_pinned_releases_is_eagle_does() -> None
     """The adapter and the simulator read one family (`sglang_rules.EAGLE_FAMILY`); the adapter's own copy once
     left out FROZEN_KV_MTP, which `SpeculativeAlgorithm.is_eagle` holds (what NEXTN/EAGLE become for Gemma 4
     assistant drafts): the simulator's copy was the right one."""
-    tree = parse_source(source_root(PINNED) / "sglang" / "srt" / "speculative" / "spec_info.py")
+    tree = parse_source(SGLANG.source_root(PINNED) / "sglang" / "srt" / "speculative" / "spec_info.py")
     is_eagle = next(
         node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) and node.name == "is_eagle"
     )

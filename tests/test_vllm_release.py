@@ -17,11 +17,11 @@ from sweep.engines import ServerSetup
 from sweep.engines import vllm as adapter
 from sweep.releases.vllm import (
     PINNED,
+    VLLM,
     Release,
     load_table,
     read_release,
     release_parser,
-    source_root,
     table_json,
 )
 
@@ -34,14 +34,14 @@ TYPES = {str: "str", int: "int", bool: "bool", float: "float", list: "list"}
 
 @cache
 def release() -> Release:
-    return read_release(source_root(PINNED))
+    return read_release(VLLM.source_root(PINNED))
 
 
 @cache
 def release_text() -> str:
     """Every string and f-string part of the release's `v1` and `engine` trees, one per line."""
     parts = []
-    root = source_root(PINNED) / "vllm"
+    root = VLLM.source_root(PINNED) / "vllm"
     for path in [*sorted((root / "v1").rglob("*.py")), *sorted((root / "engine").rglob("*.py"))]:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Constant) and isinstance(node.value, str):
@@ -156,7 +156,7 @@ def test_the_releases_parser_refuses_what_vllm_refuses() -> None:
 
 def test_the_table_is_read_without_importing_vllm() -> None:
     assert "vllm" not in sys.modules and "torch" not in sys.modules
-    assert Path(source_root(PINNED) / "vllm" / "config" / "speculative.py").is_file()
+    assert Path(VLLM.source_root(PINNED) / "vllm" / "config" / "speculative.py").is_file()
 
 
 def test_the_simulators_vllm_takes_the_releases_flags_fields_and_methods() -> None:

@@ -28,15 +28,13 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
 
-from sweep.releases.sources import unpack_release
+from sweep.releases.sources import TABLES, Releases
 
-PINNED = "0.5.23"  # the release the adapter and the simulator follow
-# Releases with a committed table: report 004 ran 0.5.20; 0.5.17 is the newest that runs on the lent H200's torch.
-RELEASES = ("0.5.17", "0.5.20", "0.5.23")
-TABLES = Path(__file__).parent / "tables"
-CACHE = Path.home() / ".cache" / "specsweep" / "sglang"
 FIELDS = Path("sglang/srt/arg_groups/fields")
 SERVER_ARGS = Path("sglang/srt/server_args.py")
+# Releases with a committed table: report 004 ran 0.5.20; 0.5.17 is the newest that runs on the lent H200's torch.
+SGLANG = Releases("sglang", "0.5.23", ("0.5.17", "0.5.20", "0.5.23"), SERVER_ARGS, "sglang/srt/")
+PINNED = SGLANG.pinned
 
 Kind = Literal["switch", "value", "list"]
 
@@ -53,15 +51,6 @@ class ReleaseFlag:
     default: Any = None  # None also where the default is computed (a factory, a call)
     parser: str | None = None  # the release's own type function (`human_readable_int`), where it has one
     required: bool = False
-
-
-def source_root(version: str, cache: Path = CACHE) -> Path:
-    """The release's Python tree (its `sglang/` package), downloaded once into `cache`."""
-    root = cache / version
-    if (root / SERVER_ARGS).is_file():
-        return root
-    unpack_release("sglang", version, root, lambda n: n.startswith("sglang/srt/") and n.endswith(".py"))
-    return root
 
 
 def parse_source(path: Path) -> ast.Module:
@@ -446,25 +435,9 @@ def release_parser(version: str) -> argparse.ArgumentParser:
 # --- the committed tables ----------------------------------------------------------------------------------
 
 
-def table_path(version: str) -> Path:
-    return TABLES / f"sglang-{version}.json"
-
-
-def nearest_release(version: str) -> str:
-    """The newest release with a table not newer than `version` (the oldest where all are newer)."""
-    wanted = version_tuple(version)
-    known = sorted(RELEASES, key=version_tuple)
-    older = [r for r in known if version_tuple(r) <= wanted]
-    return older[-1] if older else known[0]
-
-
-def version_tuple(version: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in version.split(".")[:3] if p.isdigit())
-
-
 def load_table(version: str) -> dict[str, ReleaseFlag]:
     """The committed flag table of `version` (the nearest release with one)."""
-    rows = json.loads(table_path(nearest_release(version)).read_text(encoding="utf-8"))
+    rows = SGLANG.table(version)
     return {
         key: ReleaseFlag(
             row["dest"],
@@ -492,10 +465,10 @@ def main(argv: list[str]) -> int:
         print("usage: python -m sweep.releases.sglang write", file=sys.stderr)
         return 2
     TABLES.mkdir(exist_ok=True)
-    for version in RELEASES:
-        flags = read_flags(source_root(version))
-        table_path(version).write_text(table_json(flags), encoding="utf-8")
-        print(f"SGLang {version}: {len(flags)} flags -> {table_path(version)}")
+    for version in SGLANG.tabled:
+        flags = read_flags(SGLANG.source_root(version))
+        SGLANG.table_path(version).write_text(table_json(flags), encoding="utf-8")
+        print(f"SGLang {version}: {len(flags)} flags -> {SGLANG.table_path(version)}")
     return 0
 
 

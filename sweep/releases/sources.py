@@ -1,17 +1,63 @@
-"""A released engine's Python source, from its wheel on the package registry: read, never imported (no GPU, no
-torch here). The release readers (`sglang.py`, `vllm.py` beside it) unpack the files they read once into
-the cache and read them from there."""
+"""An engine's releases: its Python source, from its wheel on the package registry (read, never imported: no GPU,
+no torch here), unpacked once into the cache; the releases with a committed table (`tables/`), and which table a
+release reads. The release readers (`sglang.py`, `vllm.py` beside it) each name theirs (`Releases`) and share the
+rest."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import tempfile
 import zipfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sweep.core.errors import UserError
+
+TABLES = Path(__file__).parent / "tables"
+CACHE = Path.home() / ".cache" / "specsweep"
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in version.split(".")[:3] if p.isdigit())
+
+
+@dataclass(frozen=True)
+class Releases:
+    """One engine's releases as specsweep reads them."""
+
+    package: str  # its name on the package registry, and its tables' prefix
+    pinned: str  # the release the adapter and the simulator follow
+    tabled: tuple[str, ...]  # the releases with a committed table
+    holds: Path  # a file every unpacked tree holds: where it is there, nothing is downloaded
+    under: str  # the members unpacked: the Python files under this folder of the wheel
+
+    def source_root(self, version: str, cache: Path | None = None) -> Path:
+        """The release's Python tree, downloaded once into the cache."""
+        root = (cache or CACHE / self.package) / version
+        if not (root / self.holds).is_file():
+            unpack_release(
+                self.package, version, root, lambda n: n.startswith(self.under) and n.endswith(".py")
+            )
+        return root
+
+    def table_path(self, version: str) -> Path:
+        return TABLES / f"{self.package}-{version}.json"
+
+    def nearest(self, version: str) -> str:
+        """The newest release with a table not newer than `version` (the oldest where all are newer): a server of
+        a release between two tables reads the older one's flags."""
+        wanted = version_tuple(version)
+        known = sorted(self.tabled, key=version_tuple)
+        older = [r for r in known if version_tuple(r) <= wanted]
+        return older[-1] if older else known[0]
+
+    def table(self, version: str) -> Any:
+        """The committed table of `version`'s nearest release, as JSON."""
+        return json.loads(self.table_path(self.nearest(version)).read_text(encoding="utf-8"))
 
 
 def unpack_release(package: str, version: str, root: Path, keep: Callable[[str], bool]) -> None:

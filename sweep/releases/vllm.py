@@ -31,13 +31,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from sweep.releases.sources import unpack_release
+from sweep.releases.sources import Releases
 
-PINNED = "0.34.0"  # the release the adapter and the simulator follow
-RELEASES = ("0.34.0",)
-TABLES = Path(__file__).parent / "tables"
-CACHE = Path.home() / ".cache" / "specsweep" / "vllm"
 ARG_UTILS = Path("vllm/engine/arg_utils.py")
+VLLM = Releases("vllm", "0.34.0", ("0.34.0",), ARG_UTILS, "vllm/")
+PINNED = VLLM.pinned
 FRONTEND = Path("vllm/entrypoints/common/cli_args.py")
 SPECULATIVE = Path("vllm/config/speculative.py")
 
@@ -78,15 +76,6 @@ class Release:
     speculative: dict[str, ConfigField]
     methods: tuple[str, ...]  # `SpeculativeMethod`'s options, its aliases expanded
     metrics: tuple[str, ...]
-
-
-def source_root(version: str, cache: Path = CACHE) -> Path:
-    """The release's Python tree (its `vllm/` package), downloaded once into `cache`."""
-    root = cache / version
-    if (root / ARG_UTILS).is_file():
-        return root
-    unpack_release("vllm", version, root, lambda n: n.startswith("vllm/") and n.endswith(".py"))
-    return root
 
 
 # --- the source tree's declarations ------------------------------------------------------------------------
@@ -430,10 +419,6 @@ def _metric_names(root: Path) -> tuple[str, ...]:
 # --- the committed tables -------------------------------------------------------------------------------------
 
 
-def table_path(version: str) -> Path:
-    return TABLES / f"vllm-{version}.json"
-
-
 def table_json(release: Release) -> str:
     data = {
         "flags": {k: asdict(release.flags[k]) for k in sorted(release.flags)},
@@ -445,7 +430,7 @@ def table_json(release: Release) -> str:
 
 
 def load_table(version: str = PINNED) -> Release:
-    data = json.loads(table_path(version).read_text(encoding="utf-8"))
+    data = VLLM.table(version)
 
     def flag(row: dict[str, Any]) -> ReleaseFlag:
         choices = None if row["choices"] is None else tuple(row["choices"])
@@ -501,12 +486,12 @@ def main(argv: list[str]) -> int:
     if argv != ["write"]:
         print("usage: python -m sweep.releases.vllm write", file=sys.stderr)
         return 2
-    for version in RELEASES:
-        release = read_release(source_root(version))
-        table_path(version).write_text(table_json(release), encoding="utf-8")
+    for version in VLLM.tabled:
+        release = read_release(VLLM.source_root(version))
+        VLLM.table_path(version).write_text(table_json(release), encoding="utf-8")
         counts = f"{len(release.flags)} flags, {len(release.speculative)} speculative-config fields, "
         counts += f"{len(release.methods)} methods"
-        print(f"vLLM {version}: {counts}, {len(release.metrics)} metrics -> {table_path(version)}")
+        print(f"vLLM {version}: {counts}, {len(release.metrics)} metrics -> {VLLM.table_path(version)}")
     return 0
 
 

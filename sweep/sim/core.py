@@ -21,7 +21,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from sweep.releases.sglang import version_tuple
+from sweep.releases.sources import version_tuple
 from sweep.sim.adaptive import AdaptiveSteps, DepthController
 from sweep.sim.model import MemoryPlan, Resolved, StepModel
 from sweep.sim.profile import Profile

@@ -19,8 +19,8 @@ from datetime import datetime
 from http.server import ThreadingHTTPServer
 from typing import Any
 
-from sweep.releases.sglang import version_tuple
 from sweep.releases.sglang_rules import EAGLE_FAMILY
+from sweep.releases.sources import version_tuple
 from sweep.sim.core import Simulator
 from sweep.sim.flags import build_parser, normalize, startup_scale
 from sweep.sim.model import MemoryPlan, Resolved, StartupFailure
