@@ -331,7 +331,7 @@ def test_plan_prices_a_launch_from_the_gpu_and_the_weights_where_nothing_was_mea
     """The real SGLang 0.5.17 run on the H200 (a 4-layer model, 0.13 GB): 3 trials and 2 confirmation launches
     took about 5 minutes, launches 46-106 s and 450-2150 t/s; the plan once said 25 minutes (120 s a start-up
     and 30 t/s: 135 s a launch). From the GPU's datasheet and the weights it now prices a launch within that."""
-    from sweep.run.plan import Hardware, estimated_speeds, make_plan
+    from sweep.run.plan import Hardware, estimated_speeds, plan_study
 
     recorded = Path(__file__).parent / "recordings" / "sglang-0.5.17-h200" / "space-ngram.yaml"
     data = yaml.safe_load(recorded.read_text().replace("MODEL_DIR", "/srv/models/tiny-llama"))
@@ -340,12 +340,12 @@ def test_plan_prices_a_launch_from_the_gpu_and_the_weights_where_nothing_was_mea
     h200 = Hardware(("NVIDIA H200",), 130_000_000)
     estimate = estimated_speeds(h200)
     assert estimate is not None and 450 < estimate[0] < 2150 and "on the H200" in estimate[2]
-    plan = make_plan(the_space, engine, hardware=h200)
+    plan = plan_study(the_space, engine, hardware=h200)
     assert 46 < plan.launch.seconds < 106 and plan.search_launches == 3
     assert "estimated: 0.13 GB of weights on the H200" in plan.launch.source
-    unknown = make_plan(the_space, engine, hardware=Hardware(("Some Future GPU",), 130_000_000))
+    unknown = plan_study(the_space, engine, hardware=Hardware(("Some Future GPU",), 130_000_000))
     assert "assumed: decodes 30 t/s" in unknown.launch.source  # no datasheet: said to be assumed
-    slower = make_plan(the_space, engine, hardware=Hardware(("NVIDIA H200",), 140_000_000_000))
+    slower = plan_study(the_space, engine, hardware=Hardware(("NVIDIA H200",), 140_000_000_000))
     assert slower.launch.probe_s > 10 * plan.launch.probe_s  # 140 GB of weights decode far slower
 
 

@@ -26,7 +26,7 @@ from sweep.analysis.evidence import headline_median, launches, study_noise
 from sweep.analysis.study_warnings import StudyWarnings
 from sweep.analysis.verdicts import Verdicts, quiet_compare
 from sweep.core.stats import Comparison
-from sweep.storage import BASELINE, Study, TrialView, latest_plan
+from sweep.storage import BASELINE, Study, TrialView, latest_confirmation
 
 
 class ArmKind(StrEnum):
@@ -113,7 +113,7 @@ class Judged:
 
     def __call__(self, mine: Arm, reference: Arm) -> Comparison | None:
         labels = (mine.label, reference.label)
-        confirm = latest_plan(self.study.confirm)
+        confirm = latest_confirmation(self.study.confirm)
         views = confirm if all(launches(confirm, x, self.key) for x in labels) else self.study.search
         noise = study_noise(views, self.key)
         return quiet_compare(views, labels, self.key, noise, self.study.min_gain, self.warnings)

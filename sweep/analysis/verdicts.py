@@ -33,7 +33,7 @@ from sweep.answers.health import OutputHealth
 from sweep.core import stats
 from sweep.core.stats import Comparison, Launch, Noise, Verdict
 from sweep.records import Spread, WorkloadSummary
-from sweep.storage import BASELINE, Phase, Study, TrialView, complete_views, latest_plan
+from sweep.storage import BASELINE, Phase, Study, TrialView, complete_views, latest_confirmation
 
 # --- the verdict per workload ---------------------------------------------------------------------------------
 
@@ -153,7 +153,7 @@ class Recommendation:
 
 def _evidence(study: Study, key: str) -> tuple[list[TrialView], bool]:
     """The launches verdicts come from: the confirmation's where it measured this workload, else the search's."""
-    confirm = latest_plan(study.confirm)
+    confirm = latest_confirmation(study.confirm)
     if launches(confirm, BASELINE, key) and any(
         v.label != BASELINE and ok_summary(v, key) for v in confirm if v.complete
     ):
@@ -605,7 +605,7 @@ def overall_recommendation(study: Study, warnings: StudyWarnings) -> OverallReco
     # Workloads whose baseline answers are not text say nothing about real gains: the headline leaves them out.
     keys = [k for k in measured if k not in warnings.not_representative]
     left_out = [k for k in measured if k in warnings.not_representative]
-    confirm = latest_plan(study.confirm)
+    confirm = latest_confirmation(study.confirm)
     by_label = study.by_label()
     evidence, confirmed = (confirm, True) if confirm else (study.search, False)
     scored, compared, vetoed = [], [], []

@@ -21,7 +21,7 @@ from sweep.run.confirm import Confirmation
 from sweep.run.preflight import build_engine, validate
 from sweep.run.trial import TrialRunner
 from sweep.space import Space, load_space
-from sweep.storage import Phase, StudyPaths, latest_plan, trial_views
+from sweep.storage import Phase, StudyPaths, latest_confirmation, trial_views
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -90,7 +90,7 @@ def main(args: argparse.Namespace) -> int:
     plan = [Relaunch("A", a, keys), Relaunch("B", b, keys)]
     confirmation = Confirmation(TrialRunner(space, engine, paths), progress, name, reference="A")
     study = confirmation.run(plan, args.rounds, args.max_rounds)
-    views = latest_plan(trial_views(study, Phase.CONFIRM))
+    views = latest_confirmation(trial_views(study, Phase.CONFIRM))
     warnings = study_warnings([], views, list(keys))
     print(
         ab_text(name, a, b, ab_rows(views, list(keys), warnings, space.confirm.min_gain), warnings.messages)

@@ -12,7 +12,7 @@ from sweep.cli.shared import add_study_options, duration
 from sweep.engines import Engine
 from sweep.launch.gpu import ReadFailed, open_source
 from sweep.model.files import weights_on_disk
-from sweep.run.plan import Hardware, Plan, make_plan
+from sweep.run.plan import Hardware, StudyPlan, plan_study
 from sweep.run.preflight import build_engine, validate
 from sweep.search.costs import CostProfile, check_space
 from sweep.space import load_space
@@ -48,7 +48,7 @@ def main(args: argparse.Namespace) -> int:
     if args.profile is not None:
         costs = CostProfile.load(args.profile)
         check_space(costs, args.profile, space, engine)
-    plan = make_plan(space, engine, args.trials, study, args.budget, costs, hardware(engine))
+    plan = plan_study(space, engine, args.trials, study, args.budget, costs, hardware(engine))
     read = {w.name: w.source for w in space.workloads if w.source}  # each file once, whatever its variants
     print(
         "\n".join(
@@ -73,7 +73,7 @@ def hardware(engine: Engine) -> Hardware:
     return Hardware(names, weights_on_disk(engine.setup.model))
 
 
-def lines(plan: Plan, search: str) -> list[str]:
+def lines(plan: StudyPlan, search: str) -> list[str]:
     pool = plan.pool
     out = [
         f"space: {pool.grid} grid points{' (the first ones only: the space is larger)' if pool.truncated else ''}; "

@@ -148,7 +148,7 @@ def measured_launch_time(study: optuna.Study) -> LaunchTime | None:
 
 
 @dataclass(frozen=True)
-class Plan:
+class StudyPlan:
     pool: Candidates
     methods: dict[str, int]  # launchable configurations per speculative method
     trials: int  # the search's target, baseline included
@@ -184,7 +184,7 @@ class Plan:
         return max(0, int((self.budget_s - self.confirm_s(most=False)) // self.launch.seconds))
 
 
-def make_plan(
+def plan_study(
     space: Space,
     engine: Engine,
     trials: int | None = None,
@@ -192,7 +192,7 @@ def make_plan(
     budget_s: float | None = None,
     costs: CostProfile | None = None,
     hardware: Hardware | None = None,
-) -> Plan:
+) -> StudyPlan:
     pool = candidates(space, engine)
     methods = Counter(c.shape.method if c.shape else "none" for c in pool.items)
     target = trials or space.trials
@@ -207,7 +207,7 @@ def make_plan(
     acceptance, unprofiled = ModelSearch(space, pool, costs).profiled_plan()
     if costs is not None:  # the baseline and each method's acceptance, then what the profile does not give
         search_launches = min(target, 1 + len(acceptance) + len(unprofiled))
-    return Plan(
+    return StudyPlan(
         pool=pool,
         methods=dict(methods),
         trials=target,

@@ -36,7 +36,7 @@ from sweep.storage.views import (
     Study,
     TrialView,
     complete_views,
-    latest_plan,
+    latest_confirmation,
     study_engine,
     trial_views,
 )
@@ -69,7 +69,7 @@ __all__ = [
     "counts",
     "finished_trials",
     "is_result",
-    "latest_plan",
+    "latest_confirmation",
     "launched",
     "make_storage",
     "search_records",

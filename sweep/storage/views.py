@@ -85,7 +85,7 @@ def trial_views(study: optuna.Study, phase: Phase = Phase.SEARCH) -> list[TrialV
     return views
 
 
-def latest_plan(confirm: list[TrialView]) -> list[TrialView]:
+def latest_confirmation(confirm: list[TrialView]) -> list[TrialView]:
     """Confirmation launches of the newest plan only (a longer search makes a new plan, launched afresh)."""
     if not confirm:
         return []
@@ -120,7 +120,7 @@ class Study:
         """The launch behind each configuration label: its search trial, or, for a configuration only the
         confirmation launched (the model's prediction, with a cost profile), its first confirmation launch."""
         out: dict[str, TrialView] = {}
-        for view in [*complete_views(self.search), *complete_views(latest_plan(self.confirm))]:
+        for view in [*complete_views(self.search), *complete_views(latest_confirmation(self.confirm))]:
             out.setdefault(view.label, view)
         return out
 
