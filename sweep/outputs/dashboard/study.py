@@ -74,8 +74,11 @@ def importance_panel(study: optuna.Study) -> Panel:
                 importances = optuna.importance.get_param_importances(study, target=_objective(i))
         except (RuntimeError, ValueError):
             continue
-        if importances:
-            fig.add_trace(go.Bar(x=list(importances), y=list(importances.values()), name=name))
+        # Ties in the order of their names: Optuna returns them in the order of a set, which differs from one
+        # process to the next, and a page drawn twice from one study should be the same page.
+        ranked = sorted(importances.items(), key=lambda item: (-item[1], item[0]))
+        if ranked:
+            fig.add_trace(go.Bar(x=[k for k, _ in ranked], y=[v for _, v in ranked], name=name))
     if not fig.data:
         return message_panel(
             title, "Too few completed trials over a common set of parameters to rank them yet."
