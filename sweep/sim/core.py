@@ -25,8 +25,8 @@ from sweep.releases.sources import version_tuple
 from sweep.sim.adaptive import AdaptiveSteps, DepthController
 from sweep.sim.model import MemoryPlan, Resolved, StepModel
 from sweep.sim.profile import Profile
-from sweep.sim.text import GreedyText, classify, tokenize
-from sweep.sim.timing import PrefillBatch, StopWatch, step_cost
+from sweep.sim.text import GreedyText, StopWatch, classify, tokenize
+from sweep.sim.timing import PrefillBatch, step_cost
 
 
 def launch_seed(args: argparse.Namespace) -> int:

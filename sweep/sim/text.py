@@ -1,6 +1,7 @@
 """The simulated model's text: tokens (a word piece each), the greedy continuation a prompt of each kind gets (code,
 records, quotes, tool calls, prose), the likeliest next tokens and their log-probabilities, usage, and the kind
-of prompt (`classify`) that sets how predictable the continuation is."""
+of prompt (`classify`) that sets how predictable the continuation is; and the watch that ends a generation at its
+stop sequences (`StopWatch`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import math
 import random
 import re
 import zlib
+from collections.abc import Sequence
 from typing import Any
 
 TOKEN = re.compile(r"[\u3000-\u9fff]|\w{1,6}|[^\w\s]|\s+")
@@ -288,3 +290,24 @@ def classify(prompt: str, instruction: bool = True) -> str:
     if CODE_WORDS.search(task) or CODE_LINE.search(task):
         return "code"
     return "tool" if TOOL_FORMAT.search(task) else "prose"
+
+
+class StopWatch:
+    """Watches the text a generation writes for its stop sequences: each piece is cut before the first one."""
+
+    def __init__(self, stop: Sequence[str]) -> None:
+        self.stop, self.text, self.matched = [s for s in stop if s], "", ""
+
+    def cut(self, piece: str) -> str:
+        if not self.stop:
+            return piece  # nothing to watch for: the text need not be kept
+        if self.matched:
+            return ""
+        before = len(self.text)
+        self.text += piece
+        hits = [(at, s) for s in self.stop if (at := self.text.find(s, max(0, before - len(s) + 1))) >= 0]
+        if not hits:
+            return piece
+        at, self.matched = min(hits)
+        self.text = self.text[:at]
+        return self.text[before:]
