@@ -3,6 +3,7 @@ goodput, the decode window and batch, from the server's own clock where it repor
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 
 from sweep.answers.health import OutputHealth
@@ -23,6 +24,18 @@ def summarize(workload: Workload, batches: list[Batch], capacity: Capacity | Non
     rows = [r for b in batches for r in b.rows]
     remeasured = sum(b.attempts - 1 for b in batches)
     bad = [b for b in batches if not b.ok]
+    # What was measured, whatever came of it: the workload's identity and its requests.
+    measured = WorkloadSummary(
+        workload.key,
+        "ok",
+        name=workload.name,
+        context_tokens=workload.context_tokens,
+        streams=workload.streams,
+        rate=workload.rate,
+        arrivals=workload.arrivals.value if workload.open_loop else "",
+        requests=len(rows),
+        remeasured=remeasured,
+    )
     if not rows or bad:
         failed = [r for b in bad for r in b.rows if r.status != "ok"]
         worst = next((r for r in failed if r.status == "does_not_fit"), None) or next(
@@ -31,32 +44,15 @@ def summarize(workload: Workload, batches: list[Batch], capacity: Capacity | Non
         reason = worst.reason if worst else "no request was measured"
         if worst and worst.status != "does_not_fit" and bad[0].attempts > 1:
             reason += f" (in every one of {bad[0].attempts} attempts at the batch)"
-        return WorkloadSummary(
-            workload.key,
-            name=workload.name,
-            context_tokens=workload.context_tokens,
-            streams=workload.streams,
-            rate=workload.rate,
-            arrivals=workload.arrivals.value if workload.open_loop else "",
-            status=worst.status if worst else "error",
-            reason=reason,
-            requests=len(rows),
-            remeasured=remeasured,
-        )
+        return dataclasses.replace(measured, status=worst.status if worst else "error", reason=reason)
     drafted = sum(r.draft_tokens for r in rows)
     gaps = [g for r in rows for g in r.itl_s]
-    return WorkloadSummary(
-        workload.key,
-        name=workload.name,
-        context_tokens=workload.context_tokens,
-        streams=workload.streams,
-        rate=workload.rate,
-        arrivals=workload.arrivals.value if workload.open_loop else "",
+    return dataclasses.replace(
+        measured,
         offered_rps=Spread.of([b.offered_rps for b in batches if b.offered_rps is not None]),
         goodput_rps=Spread.of([b.goodput_rps for b in batches if b.goodput_rps is not None]),
         capacity_rps=Spread.of([capacity.rps]) if capacity else None,
         capacity_steps=capacity.steps if capacity else (),
-        status="ok",
         reason=f"{remeasured} batches measured again after an invalid request" if remeasured else "",
         decode_tps=Spread.of([r.decode_tps for r in rows if r.decode_tps is not None]),
         aggregate_tps=Spread.of([b.aggregate_tps for b in batches if b.aggregate_tps is not None]),
@@ -71,8 +67,6 @@ def summarize(workload: Workload, batches: list[Batch], capacity: Capacity | Non
         draft_tokens=drafted,
         accepted_tokens=sum(r.accepted_tokens for r in rows),
         prompt_tokens=Spread.of([float(r.prompt_tokens) for r in rows]),
-        requests=len(rows),
-        remeasured=remeasured,
         output_health=OutputHealth.of(
             (r.health for r in rows), (r.task_tokens for r in rows if r.task_tokens is not None)
         ),

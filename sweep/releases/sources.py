@@ -5,6 +5,7 @@ rest."""
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -56,8 +57,16 @@ class Releases:
         return older[-1] if older else known[0]
 
     def table(self, version: str) -> Any:
-        """The committed table of `version`'s nearest release, as JSON."""
-        return json.loads(self.table_path(self.nearest(version)).read_text(encoding="utf-8"))
+        """The committed table of `version`'s nearest release, as JSON (read once: callers build their own values
+        from it and never change it)."""
+        return _read_table(self.table_path(self.nearest(version)))
+
+
+@functools.cache
+def _read_table(path: Path) -> Any:
+    # A simulator's start-up reads its release's table twice (its flags, its speculative fields), an adapter at
+    # every launch: the file is read and parsed once a process.
+    return json.loads(path.read_text(encoding="utf-8"))
 
 
 def unpack_release(package: str, version: str, root: Path, keep: Callable[[str], bool]) -> None:

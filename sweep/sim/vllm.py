@@ -88,10 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def parse(argv: list[str]) -> argparse.Namespace:
     """`serve MODEL [flags]`, with the attributes the shared simulator reads."""
-    if not argv or argv[0] != "serve":
-        raise SystemExit("usage: vllm serve MODEL [flags]")
-    args = build_parser().parse_args(argv[1:])
-    if args.model_tag is None:
+    args = build_parser().parse_args(argv[1:]) if argv[:1] == ["serve"] else None
+    if args is None or args.model_tag is None:  # the release's parser takes the model as optional
         raise SystemExit("usage: vllm serve MODEL [flags]")
     args.model_path = args.model_tag
     if isinstance(args.served_model_name, list):  # the release takes several names; the first is served
