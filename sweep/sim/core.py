@@ -23,9 +23,10 @@ from typing import Any
 
 from sweep.releases.sources import version_tuple
 from sweep.sim.adaptive import AdaptiveSteps, DepthController
+from sweep.sim.kind import classify
 from sweep.sim.model import MemoryPlan, Resolved, StepModel
 from sweep.sim.profile import Profile
-from sweep.sim.text import GreedyText, StopWatch, classify, tokenize
+from sweep.sim.text import GreedyText, StopWatch, tokenize
 from sweep.sim.timing import PrefillBatch, step_cost
 
 

@@ -1,7 +1,6 @@
 """The simulated model's text: tokens (a word piece each), the greedy continuation a prompt of each kind gets (code,
-records, quotes, tool calls, prose), the likeliest next tokens and their log-probabilities, usage, and the kind
-of prompt (`classify`) that sets how predictable the continuation is; and the watch that ends a generation at its
-stop sequences (`StopWatch`)."""
+records, quotes, tool calls, prose), the likeliest next tokens and their log-probabilities, usage; and the watch
+that ends a generation at its stop sequences (`StopWatch`). Which kind a prompt is: `sim/kind.py`."""
 
 from __future__ import annotations
 
@@ -51,36 +50,6 @@ WORDS = [
     "we",
     "can",
 ]
-# What an extraction or a tool call asks for: its answer copies or restructures what the prompt holds.
-TOOL_WORDS = re.compile(
-    r"\b(copy|copying|extract|extraction|exactly|unchanged|same json|rewrite|parse|pull out|fill in|transcribe|"
-    r"tool call|function call|arguments|entities|the fields)\b|\b(?:use|call) the \w+ tool\b"
-    r"|\bcall (?:the )?\w+_\w+\b|\bfrom (?:the|this) (?:text|passage|message|email|document|article|invoice)\b",
-    re.I,
-)
-# A structured answer format: extraction where nothing asks for code (a handler may return JSON too).
-TOOL_FORMAT = re.compile(
-    r"\b(?:as|to|into|in) (?:a |an )?(?:json|yaml|csv|xml|table|markdown table|structured format)\b"
-    r"|\bjson (?:object|array)\b|\bstructured\b|\bkey: ?value\b|\bkey-value\b",
-    re.I,
-)
-TAIL_BLOCKS = 2  # a continuation's kind shows in its last paragraphs (context filling puts other text first)
-# A base model's extraction prompt ends in the opening of a structured copy of the document above it.
-EXTRACTION = re.compile(r"\bas (?:a )?(?:json|yaml|csv|table)\b[^\n]*:\n", re.I)
-# A line of code at the start of a line: what a base model's code prompt is made of.
-CODE_LINE = re.compile(
-    r"^\s*(?:def |class |import |from \S+ import |#include|package |use |func |fn |pub |function |const |export |"
-    r"public |private |static |CREATE TABLE|SELECT |#!/|for |while |if [(\[]|return |[A-Z_]+=)",
-    re.M,
-)
-CODE_WORDS = re.compile(
-    r"\b(function|class|struct|schema|sql|handler|python|typescript|go|def|code|query|implement|implementation|"
-    r"program|compile|bug|debug|refactor|algorithm|method|variable|loop|regex|unit tests?|api|endpoint|"
-    r"component|snippet|library|recursion|array|rust|java|javascript|node\.js|c\+\+|c#|ruby|php|kotlin|swift|"
-    r"bash|shell script|html|css|react|comprehension|dockerfile|makefile|flask|django|numpy|pandas|decorator|"
-    r"linked list|github actions)(?!\w)|\bin C\b|```",
-    re.I,
-)
 # A request to repeat a passage of the prompt word for word; the simulated model is a base model there: it
 # quotes the prompt's longest paragraph, then never stops (it starts the request's pattern again).
 QUOTE_REQUEST = re.compile(r"\b(?:quote|quoting|verbatim|word for word)\b", re.I)
@@ -273,23 +242,6 @@ class GreedyText:
                 out.append(self._pending.pop(0))
             self.emitted += 1
         return "".join(out)
-
-
-def classify(prompt: str, instruction: bool = True) -> str:
-    """Which workload a prompt is, from its text: acceptance follows what the answer can copy or predict. An
-    instruction (a chat prompt) names its task; text to continue (a base model's prompt, sent as it is) shows
-    it in its end (context filling puts other text before it): the opening of a structured copy, or code."""
-    if not instruction:
-        end = "\n\n".join(prompt.rsplit("\n\n", TAIL_BLOCKS)[-TAIL_BLOCKS:])
-        if EXTRACTION.search(end):
-            return "tool"
-        return "code" if CODE_LINE.search(end) else "prose"
-    task = prompt.rsplit("Task:", 1)[-1]
-    if TOOL_WORDS.search(task) or task.count("{") >= 3:
-        return "tool"
-    if CODE_WORDS.search(task) or CODE_LINE.search(task):
-        return "code"
-    return "tool" if TOOL_FORMAT.search(task) else "prose"
 
 
 class StopWatch:
