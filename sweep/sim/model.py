@@ -173,8 +173,16 @@ class StepModel:
             draft = s.per_draft_ms * self.steps * (1 + s.draft_width_cost * (max(1, r.topk) - 1))
             ms = s.step_ms + s.draft_model_ms + draft + s.step_ms_at_128k_extra * self._t * self.steps / 3
             ms += s.adaptive_ms if r.adaptive_slots is not None else 0.0
-        ms += s.verify_ms_per_token_at_128k * self._t * tokens + self.verify_ms(running * tokens)
+        ms += self._context_read_ms(tokens) + self.verify_ms(running * tokens)
         return ms * (1 + s.batch_growth * max(0, running - 1)) / 1000
+
+    def _context_read_ms(self, tokens: int) -> float:
+        """What a step's verify pays for its context: per verified token, or, for NGRAM where the profile
+        measured it so, per step whatever its width."""
+        s = self.profile.speed
+        if self.resolved.algorithm == "NGRAM" and s.ngram_context_ms_at_128k:
+            return s.ngram_context_ms_at_128k * self._t
+        return s.verify_ms_per_token_at_128k * self._t * tokens
 
     def accepted_drafts(self, rng: random.Random) -> int:
         """Drafts along the accepted path: the i-th position survives only if every one before it did."""

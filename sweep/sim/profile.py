@@ -92,6 +92,9 @@ class Speed:
     # Each verified token reads the context again (Triton attention at batch 1 on the H100: a step of 15 NGRAM
     # tokens took 1.8 ms longer at 1K tokens of prompt, EAGLE3's 4 tokens 0.56 ms): ms per token at 128K.
     verify_ms_per_token_at_128k: float = 0.0
+    # NGRAM's verify where its context cost a step did not grow with its width (the H100: +1.8 ms for 15
+    # tokens, +2.1 for 8, at 1K tokens of prompt): ms a step at 128K; 0: per verified token as above.
+    ngram_context_ms_at_128k: float = 0.0
     # NGRAM looks every running request up in its corpus on the CPU, one after another (the H100: a step of 5.1-5.3
     # ms at 4 streams against 2.6 at one, whether 9 or 16 tokens were verified): ms a step per further request.
     ngram_ms_per_request: float = 0.0
