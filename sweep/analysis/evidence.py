@@ -34,9 +34,9 @@ def ok_summary(view: TrialView, workload: str) -> WorkloadSummary | None:
 
 
 def on_busy_host(view: TrialView, workload: str) -> bool:
-    """Whether this launch measured the workload while other processes took the machine (see `HostLoad.busy`)."""
+    """Whether this launch measured the workload on a busy host (`WorkloadSummary.on_busy_host`)."""
     summary = ok_summary(view, workload)
-    return summary is not None and summary.host is not None and summary.host.busy
+    return summary is not None and summary.on_busy_host
 
 
 def quiet_only(views: list[TrialView], workload: str) -> list[TrialView]:

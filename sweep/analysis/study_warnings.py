@@ -73,10 +73,16 @@ def study_warnings(search: list[TrialView], confirm: list[TrialView], keys: list
                     "once on average (the client, prefill or the server's limits held requests back): its numbers "
                     "are for that batch, and schedules are keyed by it"
                 )
-            if summary.host is not None and summary.host.busy:
+            name = f"{'confirmation launch' if view.phase == Phase.CONFIRM else 'trial'} {view.number}"
+            if summary.on_busy_host and summary.host is not None:
                 warnings.busy.add((view.phase, view.number, key))
-                name = f"{'confirmation launch' if view.phase == Phase.CONFIRM else 'trial'} {view.number}"
                 warnings.messages.append(f"host busy during {name}, {key}: {summary.host.describe()}")
+            elif summary.host is not None and summary.host.lagged:
+                warnings.messages.append(
+                    f"{key}: during {name} {summary.host.lag_text()}: its numbers on the "
+                    "client's clock (aggregate t/s, latencies) are this host's pace; the verdict reads the "
+                    "durations the server reported, which stay the model's"
+                )
     warnings.messages.extend(sizing_messages([*search, *confirm]))
     for key in keys:
         found, form = baseline_health([*search, *confirm], key)

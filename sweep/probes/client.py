@@ -12,6 +12,7 @@ import uuid
 
 import httpx
 
+from sweep.core.clock import CLOCK_PATH
 from sweep.engines.base import Engine
 from sweep.engines.endpoints import Turn
 from sweep.engines.values import PromptForm, RequestSettings, ServerReport
@@ -31,6 +32,24 @@ def probe_client(
         transport=transport,
         limits=httpx.Limits(max_keepalive_connections=0),
     )
+
+
+async def server_clock(client: httpx.AsyncClient) -> tuple[float, float] | None:
+    """A simulated server's own count of its decode time as modelled and how late it ran (wall seconds), summed
+    over its requests; None from a server that does not count it (a real one answers 404) or cannot answer."""
+    try:
+        response = await client.get(CLOCK_PATH)
+        data = response.json() if response.status_code == 200 else None
+        return (float(data["modelled_s"]), float(data["late_s"])) if isinstance(data, dict) else None
+    except (httpx.HTTPError, ValueError, KeyError, TypeError):
+        return None
+
+
+def clock_lag(before: tuple[float, float] | None, after: tuple[float, float] | None) -> float | None:
+    """The share of the decode time modelled between two counts that the server ran behind its clock."""
+    if before is None or after is None or after[0] <= before[0]:
+        return None
+    return (after[1] - before[1]) / (after[0] - before[0])
 
 
 def new_nonce() -> str:

@@ -19,7 +19,14 @@ from sweep.core.errors import ProbeError
 from sweep.engines.base import Engine
 from sweep.engines.values import PromptForm
 from sweep.probes.capacity import capacity_search
-from sweep.probes.client import measure_request, new_nonce, probe_client, unique_content
+from sweep.probes.client import (
+    clock_lag,
+    measure_request,
+    new_nonce,
+    probe_client,
+    server_clock,
+    unique_content,
+)
 from sweep.probes.sending import drafts_uncounted, measured_batch
 from sweep.probes.settings import HostWatch, Others, ProbeResult, ProbeSettings, Progress, Sending, Served
 from sweep.probes.summary import summarize
@@ -71,6 +78,7 @@ async def probe(
                     "(probe.trial_timeout_s)"
                 )
             stop_watching = watch() if watch else None
+            clock = await server_clock(client) if stop_watching else None  # read beside the host's load
             form, why = served.form(workload)
             sending = Sending(
                 workload, form, settings, served.template_tokens, (others or {}).get(workload.key, {})
@@ -93,5 +101,7 @@ async def probe(
                 template_tokens=sending.template_tokens,
             )
             load = stop_watching() if stop_watching else None
+            if load is not None:  # a simulated server's clock behind its time scale: the host was too slow
+                load = dataclasses.replace(load, server_lag=clock_lag(clock, await server_clock(client)))
             result.summaries[workload.key] = dataclasses.replace(summary, host=load) if load else summary
     return result

@@ -53,6 +53,7 @@ def summarize(workload: Workload, batches: list[Batch], capacity: Capacity | Non
         goodput_rps=Spread.of([b.goodput_rps for b in batches if b.goodput_rps is not None]),
         capacity_rps=Spread.of([capacity.rps]) if capacity else None,
         capacity_steps=capacity.steps if capacity else (),
+        server_clock=capacity is None and all(r.server_decode_tps is not None for r in rows),
         reason=f"{remeasured} batches measured again after an invalid request" if remeasured else "",
         decode_tps=Spread.of([r.decode_tps for r in rows if r.decode_tps is not None]),
         aggregate_tps=Spread.of([b.aggregate_tps for b in batches if b.aggregate_tps is not None]),

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Self
 
+from sweep.core.clock import LATE_SHARE
+
 # Beyond these shares of the machine, a measurement is not the configuration's alone. Windows shorter than
 # BUSY_MIN_S are not judged: at the kernel's 10 ms accounting, a blip of 30 ms is 15% of a 0.1 s window.
 BUSY_OTHER_CPU = 0.15
@@ -26,15 +28,34 @@ class HostLoad:
     loadavg: float  # 1-minute load average, the higher of start and end (the server's own load included)
     cpus: int
     seconds: float
+    # The share of its modelled decode time a simulated server's requests ended behind its clock (its own count:
+    # the host did not keep its time scale); None from a server that does not count it (every real one).
+    server_lag: float | None = None
 
     @property
     def busy(self) -> bool:
         return self.seconds >= BUSY_MIN_S and (self.other_cpu > BUSY_OTHER_CPU or self.steal > BUSY_STEAL)
 
+    @property
+    def lagged(self) -> bool:
+        """Whether a simulated server ran behind its clock beyond LATE_SHARE: what the client's clock measured
+        was the host's pace (the durations the server reports stay the model's)."""
+        return self.server_lag is not None and self.server_lag > LATE_SHARE
+
+    def lag_text(self) -> str:
+        """How far a simulated server fell behind its clock, where it did beyond LATE_SHARE ("" otherwise)."""
+        if not self.lagged or self.server_lag is None:
+            return ""
+        return (
+            f"the simulated server ran {self.server_lag:.0%} of its modelled decode time behind its clock (this "
+            "host does not keep its --sim-time-scale: use a larger one)"
+        )
+
     def describe(self) -> str:
+        lag = f"; {self.lag_text()}" if self.lagged else ""
         return (
             f"other processes used {self.other_cpu:.0%} of {self.cpus} CPUs, steal {self.steal:.0%}, "
-            f"load average {self.loadavg:.1f}"
+            f"load average {self.loadavg:.1f}{lag}"
         )
 
     def to_dict(self) -> dict[str, Any]:

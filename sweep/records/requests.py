@@ -207,6 +207,9 @@ class WorkloadSummary:
     # A baseline launch's word on where other configurations' answers parted from its own (`TieProbe`).
     ties: tuple[TieProbe, ...] = ()
     host: HostLoad | None = None  # what the rest of the machine did while this workload was measured
+    # Whether its headline was read on the server's own clock (every request's decode rate as the server timed
+    # it, no capacity): a host too slow for a simulated server's time scale leaves it the model's.
+    server_clock: bool = False
     # How the prompts were sent ("chat": through the model's chat template; "completion": as text to continue)
     # and why, and whether the answers read as text (acceptance measured on loops overstates real gains).
     form: str = ""
@@ -215,6 +218,13 @@ class WorkloadSummary:
     # Tokens the chat template put before every message (the same in each request): a prefix cache may serve
     # them, and a request stays cold while its cached count is no more than this.
     template_tokens: int = 0
+
+    @property
+    def on_busy_host(self) -> bool:
+        """Whether the rest of the machine took it while it was measured, or a simulated server fell behind its
+        clock where the headline reads the client's (`HostLoad.lagged`)."""
+        host = self.host
+        return host is not None and (host.busy or (host.lagged and not self.server_clock))
 
     @property
     def headline(self) -> Spread | None:

@@ -27,7 +27,7 @@ from sweep.sim.kind import classify
 from sweep.sim.model import MemoryPlan, Resolved, StepModel
 from sweep.sim.profile import Profile
 from sweep.sim.text import GreedyText, StopWatch, tokenize
-from sweep.sim.timing import PrefillBatch, step_cost
+from sweep.sim.timing import ClockLag, PrefillBatch, step_cost
 
 
 def launch_seed(args: argparse.Namespace) -> int:
@@ -82,6 +82,8 @@ class Simulator:
         self.lock = threading.Lock()
         self.slots = threading.BoundedSemaphore(max(1, plan.effective_max_running))
         self.running = 0
+        self.lag = ClockLag()
+        self.lag_said = False
         # The GPU's last prefill batch: a prefill runs alone, as the engines' schedulers run a prefill batch
         # between decode steps, so arrivals stall the requests decoding.
         self.prefill_batch: PrefillBatch | None = None
@@ -223,7 +225,7 @@ class Simulator:
                 said = StopWatch(stop)
                 yield said.cut(text.take(1)), None
                 plain = model  # the launch's own depth: an adaptive step's costs are priced from it
-                due = time.monotonic()
+                due = begun = time.monotonic()
                 while produced < max_new and not said.matched:
                     with self.lock:
                         running = self.running
@@ -257,6 +259,7 @@ class Simulator:
                         ),
                         None,
                     )
+                self._keep_time(due - begun, time.monotonic() - due)
             finally:
                 with self.lock:
                     self.running -= 1
@@ -341,6 +344,24 @@ class Simulator:
             self.cache.clear()
             self.accept_window.clear()
             return True
+
+    def _keep_time(self, modelled_s: float, late_s: float) -> None:
+        """Count how far a request ended behind its clock, and say once in the log that the host cannot keep
+        the time scale (what the client's clock measures from then on is the host's pace)."""
+        if self.time_scale <= 0 or modelled_s <= 0:
+            return  # no clock (time scale 0: every step at once), or nothing decoded
+        with self.lock:
+            late = self.lag.add(modelled_s, max(0.0, late_s))
+            say, self.lag_said = late and not self.lag_said, self.lag_said or late
+        if say:
+            print(
+                f"specsweep simulator: a request ended {late_s / modelled_s:.0%} of its modelled decode time "
+                f"behind the clock at --sim-time-scale {self.time_scale:g}: this host does not keep that scale, "
+                "and what the client's clock measures is its pace, not the model's; use a larger "
+                "--sim-time-scale",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def notice(self, line: str) -> None:
         """A line the engine would log while serving (each front end logs it in its engine's form)."""

@@ -15,6 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from sweep.core.clock import CLOCK_PATH
 from sweep.sim.core import Simulator
 from sweep.sim.faults import Faults
 from sweep.sim.model import StartupFailure
@@ -36,6 +37,15 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
+
+    def _simulator_route(self, path: str) -> bool:
+        """The simulator's own GET routes, beside each engine's: how far its clock fell behind (CLOCK_PATH)."""
+        if path != CLOCK_PATH:
+            return False
+        with self.sim.lock:
+            lag = self.sim.lag.to_dict()
+        self._send(200, {"time_scale": self.sim.time_scale, **lag})
+        return True
 
     def _body(self) -> dict[str, Any] | None:
         """The request's JSON body ({} where it has none); None, answered with a 400, where it is not JSON."""

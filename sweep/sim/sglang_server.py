@@ -114,6 +114,8 @@ class SGLangHandler(Handler):
     def do_GET(self) -> None:
         path = self.path.split("?")[0]
         sim = self.sim
+        if self._simulator_route(path):
+            return
         if path in ("/health", "/health_generate"):
             self._send(200 if sim.ready else 503, {} if sim.ready else {"error": "Server is starting"})
         elif path in ("/server_info", "/get_server_info"):

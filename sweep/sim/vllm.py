@@ -353,6 +353,8 @@ class VLLMHandler(Handler):
     def do_GET(self) -> None:
         path, sim = self.path.split("?")[0], self.sim
         name = sim.args.served_model_name or sim.args.model_path
+        if self._simulator_route(path):
+            return
         if path == "/health":
             self._send(200, "", "text/plain")
         elif path == "/version":
