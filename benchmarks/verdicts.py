@@ -20,6 +20,13 @@ withheld gain with its veto).
 itself) and a true +5%: verdicts, recommendations and each gain (`--busy K`: beside K busy processes).
 
     .venv/bin/python benchmarks/verdicts.py --studies 3 [--busy 2]
+
+Measured 6 Dec (2-core VM, quiet; commands as above): `--studies 3`: A/A {'within noise': 9}, nothing
+recommended; +5% {'faster': 8, 'within noise': 1} (the one at +3.0%), recommended 8/9; with `--busy 2`: A/A
+{'within noise': 9}, +5% {'faster': 7, 'within noise': 2} (+2.7%, +2.6%: one study measured all three classes
+low), recommended 7/9. `--recommend 2
+--effect 0.05`: knee4, notree, costly 2/2 faster and recommended on every class; noisy (launch drift 5%)
+code 0/2, tool 2/2, prose 0/2 (open at 10 launches a side: the verdict says how many would settle it).
 """
 
 from __future__ import annotations

@@ -113,3 +113,29 @@ def test_percentiles_interpolate_like_numpy() -> None:
     assert stats.percentile(values, 50) == pytest.approx(0.3)
     assert stats.percentile(values, 90) == pytest.approx(0.76)
     assert stats.percentile([], 50) is None
+
+
+def test_an_open_verdict_says_how_many_launches_would_settle_it_and_more_of_them_do() -> None:
+    """A true +5% at 4% launch noise is open after 3 launches a side; the verdict says how many a side would
+    settle it, and that many (drawn from the same noise) do, as often as the design's power promises."""
+    rng = random.Random(5)  # a draw that measured +5.4%, too noisy at 3 launches a side to call
+    a, b = launches(rng, 50.0, 3, 0.04), launches(rng, 52.5, 3, 0.04)
+    found = stats.compare(b, a, stats.measure_noise([a, b]))
+    assert found is not None and not found.settled() and found.to_settle is not None
+    assert (
+        found.to_settle > 3 and f"open after 3 launches a side: about {found.to_settle} a side" in found.why
+    )
+    settled = 0
+    for _ in range(50):
+        n = 2 * found.to_settle
+        a, b = launches(rng, 50.0, n, 0.04), launches(rng, 52.5, n, 0.04)
+        more = stats.compare(b, a, stats.measure_noise([a, b]))
+        settled += more is not None and more.settled()
+    assert settled >= 35
+
+
+def test_the_launches_to_settle_grow_as_the_estimate_nears_the_practical_minimum() -> None:
+    far, near = (stats.launches_to_settle(math.log(g), 0.04, 4, 5, 0.03, 0.98) for g in (1.10, 1.04))
+    assert far is not None and near is not None and 5 <= far < near
+    assert stats.launches_to_settle(math.log1p(0.0299), 0.04, 4, 5, 0.03, 0.98) is None  # at the edge: never
+    assert stats.launches_to_settle(0.0, 0.04, 4, 5, 0.03, 0.98) is not None  # A/A: settles within ±3%

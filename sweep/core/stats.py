@@ -17,10 +17,15 @@ gain is a ratio and noise is relative.
   on, and the verdict says so ("unconfirmed").
 - "faster" needs the 98% interval to exclude zero **and** the gain to reach a practical minimum (default 3%):
   a real +1% is not worth a configuration, and the cheaper one wins.
+- A verdict is *settled* when more launches could not change it: faster or slower, or an interval inside
+  ±min_gain. An open one says how many launches a side would settle it were its estimate and its noise to
+  hold (`launches_to_settle`: the smallest n whose interval, with the degrees of freedom n adds, excludes zero
+  or fits inside ±min_gain), so a verdict left open at the confirmation's cap names what it would take.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from collections.abc import Sequence
@@ -34,6 +39,7 @@ import scipy.stats
 # for noise to cross the line (benchmarks/verdicts.py: at 95% an A/A test was called faster 5% of the time).
 CONFIDENCE = 0.98
 MIN_GAIN = 0.03  # a smaller gain is not worth a configuration, however sure
+SETTLE_CAP = 100  # launches a side past which an open verdict is said to need "more than" this
 
 
 class Verdict(StrEnum):
@@ -159,6 +165,9 @@ class Comparison:
     verdict: Verdict
     launches: tuple[int, int]  # candidate's, reference's
     why: str
+    # An open verdict's launches a side that would settle it were its estimate and noise to hold (None: settled,
+    # or past SETTLE_CAP); said in `why`.
+    to_settle: int | None = None
 
     def settled(self, min_gain: float = MIN_GAIN) -> bool:
         """Whether more launches could not change the verdict: faster or slower for sure, or an interval that
@@ -202,6 +211,8 @@ def compare(
         sd, df = noise.launch_sd * math.sqrt(1 / len(a) + 1 / len(b)), noise.df
     gain = math.exp(d) - 1
     half = t_quantile(0.5 + confidence / 2, df) * sd
+    # One launch a side's share of the noise, and the launches a side so far: what more launches would do.
+    per_side, sides = sd * math.sqrt(min(launches)), min(launches)
     low, high = math.exp(d - half) - 1, math.exp(d + half) - 1
     width = (high - low) / 2
     if width > max(abs(gain), 2 * min_gain):
@@ -221,7 +232,35 @@ def compare(
             if low > 0 or high < 0
             else f"the {confidence:.0%} interval includes zero"
         )
-    return Comparison(gain, low, high, verdict, launches, why)
+    comparison = Comparison(gain, low, high, verdict, launches, why)
+    if not comparison.settled(min_gain):
+        needed = launches_to_settle(d, per_side, df, sides, min_gain, confidence)
+        comparison = dataclasses.replace(
+            comparison, why=f"{why}; {_settle_text(sides, needed)}", to_settle=needed
+        )
+    return comparison
+
+
+def launches_to_settle(
+    d: float, per_side: float, df: int, sides: int, min_gain: float, confidence: float, cap: int = SETTLE_CAP
+) -> int | None:
+    """The launches a side at which this estimate's interval would settle its verdict, were the estimate and
+    the noise to hold: exclude zero where the gain reaches the practical minimum (faster or slower), else lie
+    within ±min_gain (within noise). Each added launch a side adds a degree of freedom. None past `cap`."""
+    edge = math.log1p(min_gain)
+    margin = abs(d) if abs(d) >= edge else edge - abs(d)
+    for n in range(sides, cap + 1):
+        if t_quantile(0.5 + confidence / 2, df + n - sides) * per_side / math.sqrt(n) < margin:
+            return n
+    return None
+
+
+def _settle_text(sides: int, needed: int | None) -> str:
+    if needed is None:
+        return (
+            f"open after {sides} launches a side: more than {SETTLE_CAP} a side would settle it at this noise"
+        )
+    return f"open after {sides} launches a side: about {needed} a side would settle it at this noise"
 
 
 def t_quantile(p: float, df: int) -> float:
