@@ -451,7 +451,7 @@ def test_the_report_lists_failed_confirmation_launches_and_the_noise() -> None:
     text = report_text("s", study, study_verdicts(study))
     assert "confirmation: 9 launches" in text and "search said" in text
     assert "launch 99 (trial 1, round 3): server died while probing: CUDA out of memory" in text
-    assert "noise within a round" in text and "per launch" in text
+    assert "noise measured in this study: within a round" in text and "per launch" in text
 
 
 def test_an_unconfirmed_report_says_once_that_the_noise_is_not_measured() -> None:
@@ -459,8 +459,10 @@ def test_an_unconfirmed_report_says_once_that_the_noise_is_not_measured() -> Non
 
     study = Study(search(), [])
     text = report_text("s", study, study_verdicts(study))
-    code = next(line for line in text.splitlines() if line.startswith("code: "))
-    assert code.count("not measured") == 1 and "launched twice" in code
+    # Every workload's verdict reads alike: said once for all of them, the noise once in it.
+    said = [line for line in text.splitlines() if "not measured" in line]
+    assert len(said) == 1 and said[0].startswith("every workload: verdict: unconfirmed: ")
+    assert said[0].count("not measured") == 1 and "launched twice" in said[0]
 
 
 def test_a_baseline_that_loops_makes_the_verdict_not_representative() -> None:
@@ -668,3 +670,25 @@ def test_an_answer_speculation_moved_with_nothing_to_explain_it_is_said_in_its_o
     as_json = code.to_dict()
     assert as_json["output_note"] == code.output_note and as_json["output"]["changed"] is False
     assert as_json["output"]["unexplained"] == 1
+
+
+def test_a_workloads_busy_launches_are_said_once_with_the_loads_range() -> None:
+    from sweep.analysis.study_warnings import busy_message
+    from sweep.records import HostLoad
+    from sweep.storage import Phase
+
+    def load(cpu: float) -> HostLoad:
+        return HostLoad(other_cpu=cpu, steal=0.0, loadavg=1.5 + cpu, cpus=2, seconds=5.0)
+
+    one = busy_message("code", [(Phase.SEARCH, 3, load(0.4))])
+    assert (
+        one
+        == "host busy during trial 3, code: other processes used 40% of 2 CPUs, steal 0%, load average 1.9"
+    )
+    found = [(Phase.SEARCH, n, load(0.3)) for n in (0, 1, 2)] + [
+        (Phase.CONFIRM, n, load(cpu)) for n, cpu in ((0, 0.5), (2, 0.8), (3, 0.2))
+    ]
+    assert busy_message("code", found) == (
+        "host busy during trials 0-2 and confirmation launches 0, 2-3, code: other processes used 20%-80% of "
+        "2 CPUs, steal 0%, load average 1.7-2.3"
+    )

@@ -18,6 +18,7 @@ from sweep.analysis.evidence import (
 )
 from sweep.answers import health
 from sweep.core import stats
+from sweep.records import HostLoad
 from sweep.storage import BASELINE, Phase, TrialView
 
 # --- warnings about the host and the study ------------------------------------------------------------------
@@ -47,9 +48,54 @@ def sizing_messages(views: list[TrialView]) -> list[str]:
     return list(seen.values())
 
 
+def busy_message(key: str, found: list[tuple[Phase, int, HostLoad]]) -> str:
+    """A workload's launches on a busy host, said once: which, and the load's range over them."""
+    if len(found) == 1:
+        phase, number, load = found[0]
+        return f"host busy during {_launch_names(phase, [number])}, {key}: {load.describe()}"
+    names = " and ".join(
+        _launch_names(phase, [n for p, n, _ in found if p == phase])
+        for phase in (Phase.SEARCH, Phase.CONFIRM)
+        if any(p == phase for p, _, _ in found)
+    )
+    loads = [load for _, _, load in found]
+
+    def spread(values: list[float], form: str) -> str:
+        low, high = form.format(min(values)), form.format(max(values))
+        return low if low == high else f"{low}-{high}"
+
+    lag = [load.server_lag for load in loads if load.lagged and load.server_lag is not None]
+    lagged = (
+        f"; a simulated server behind its clock by {spread(lag, '{:.0%}')} (a larger --sim-time-scale)"
+        if lag
+        else ""
+    )
+    return (
+        f"host busy during {names}, {key}: other processes used {spread([x.other_cpu for x in loads], '{:.0%}')} "
+        f"of {loads[0].cpus} CPUs, steal {spread([x.steal for x in loads], '{:.0%}')}, load average "
+        f"{spread([x.loadavg for x in loads], '{:.1f}')}{lagged}"
+    )
+
+
+def _launch_names(phase: Phase, numbers: list[int]) -> str:
+    """`trial 3`, `trials 0-3`, `confirmation launches 0, 2, 5-9`."""
+    runs: list[list[int]] = []
+    for n in sorted(numbers):
+        if runs and n == runs[-1][-1] + 1:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    listed = ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
+    one, many = (
+        ("trial", "trials") if phase == Phase.SEARCH else ("confirmation launch", "confirmation launches")
+    )
+    return f"{one if len(numbers) == 1 else many} {listed}"
+
+
 def study_warnings(search: list[TrialView], confirm: list[TrialView], keys: list[str]) -> StudyWarnings:
     warnings = StudyWarnings()
     queued: set[str] = set()
+    busy: dict[str, list[tuple[Phase, int, HostLoad]]] = {}  # a workload's launches on a busy host
     for view in (*search, *confirm):
         for key, summary in view.record.workloads.items() if view.complete and view.record else ():
             cap = view.record.facts.max_running_requests if view.record else None
@@ -76,13 +122,14 @@ def study_warnings(search: list[TrialView], confirm: list[TrialView], keys: list
             name = f"{'confirmation launch' if view.phase == Phase.CONFIRM else 'trial'} {view.number}"
             if summary.on_busy_host and summary.host is not None:
                 warnings.busy.add((view.phase, view.number, key))
-                warnings.messages.append(f"host busy during {name}, {key}: {summary.host.describe()}")
+                busy.setdefault(key, []).append((view.phase, view.number, summary.host))
             elif summary.host is not None and summary.host.lagged:
                 warnings.messages.append(
                     f"{key}: during {name} {summary.host.lag_text()}: its numbers on the "
                     "client's clock (aggregate t/s, latencies) are this host's pace; the verdict reads the "
                     "durations the server reported, which stay the model's"
                 )
+    warnings.messages.extend(busy_message(key, found) for key, found in busy.items())
     warnings.messages.extend(sizing_messages([*search, *confirm]))
     for key in keys:
         found, form = baseline_health([*search, *confirm], key)

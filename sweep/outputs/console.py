@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from sweep.analysis import ABRow, Recommendation, Verdicts
 from sweep.analysis.controllers import ControllerAnswer, controller_answers
@@ -68,6 +70,68 @@ def text_health(r: Recommendation) -> str:
     return f"{flag}{sent}answers without speculation: {r.health.describe()}"
 
 
+@dataclass(frozen=True)
+class Headline:
+    """One workload's answer in a row (what to run, its gain and interval, the verdict in a word), and the
+    evidence folded beneath it, each piece said once."""
+
+    workload: str
+    run: str
+    params: dict[str, Any]
+    gain: str
+    verdict: str
+    evidence: list[tuple[str, str]]
+
+
+# The evidence's reason for what to run, and what its answers did that no veto covers: the console says both on
+# and under the "run for" line, beside the flags to copy.
+WHY_THIS, ITS_ANSWERS = "why this", "its answers"
+ON_RUN_LINE = (WHY_THIS, ITS_ANSWERS)
+
+
+def headline(r: Recommendation) -> Headline:
+    tps, base = speed_text(r)
+    acc = r.summary.acceptance_length
+    ttft = r.summary.latency.get("ttft_s", {})
+    measured = (
+        f"{r.trial_label}: {tps} against {base} without speculation; the search said {pct(r.search_gain)}"
+        + (f"; acceptance length {acc.median:.2f}" if acc else "")
+        + (f"; TTFT p50 / p90 {ttft['p50']:.2f} / {ttft['p90']:.2f} s" if ttft else "")
+    )
+    # Unconfirmed verdicts give the noise as their reason ("launch-to-launch noise not measured ..."): once.
+    described = r.noise.describe()
+    noise = "" if described in r.why_verdict else f"; noise measured in this study: {described}"
+    evidence = [
+        ("measured", measured),
+        ("verdict", f"{r.verdict_text}: {r.why_verdict}{noise}"),
+        ("prompts and answers (no speculation)", text_health(r)),
+    ]
+    if r.output is not None:
+        evidence.append(
+            (
+                f"output of {r.trial_label} vs baseline",
+                ("CHANGED: " if r.output.changed else "") + r.output.describe(),
+            )
+        )
+    evidence.append((WHY_THIS, r.why))  # a veto's reason is in it ("withheld trial N (...): ...")
+    if r.output_note:
+        evidence.append((ITS_ANSWERS, r.output_note))
+    if r.withheld is not None:  # the flags of what the veto holds back, so a reader can judge the veto
+        evidence.append((f"{r.withheld.label}'s flags", params_text(r.withheld.params)))
+    gain = gain_text(r)
+    if r.recommended_label != r.trial_label and r.gain is not None:
+        gain = f"{r.trial_label}: {gain}"  # what the best candidate measured, where something else is to run
+    return Headline(r.workload, r.recommended_label, r.recommended_params, gain, r.verdict_text, evidence)
+
+
+def shared_flags(rows: list[Headline]) -> tuple[dict[str, Any], list[str]]:
+    """The flags every row runs (the space's fixed ones, mostly), said once under the table, and each row's
+    others."""
+    first, others = (rows[0].params, rows[1:]) if len(rows) > 1 else ({}, [])
+    shared = {k: v for k, v in first.items() if all(k in r.params and r.params[k] == v for r in others)}
+    return shared, [params_text({k: v for k, v in row.params.items() if k not in shared}) for row in rows]
+
+
 def report_text(study_name: str, study: Study, verdicts: Verdicts) -> str:
     recs, overall, warnings = verdicts.recommendations, verdicts.overall, verdicts.warnings
     views = study.search
@@ -92,54 +156,41 @@ def report_text(study_name: str, study: Study, verdicts: Verdicts) -> str:
         else "confirmation: none yet (verdicts are unconfirmed; `specsweep confirm --study NAME`)",
         "",
     ]
-    header = (
-        "workload",
-        "trial",
-        "t/s (launches)",
-        "baseline t/s",
-        "gain [98% interval]",
-        "search said",
-        "accept len",
-        "ttft p50/p90",
-        "verdict",
-    )
-    rows = [header]
-    for r in recs:
-        tps, base = speed_text(r)
-        ttft = r.summary.latency.get("ttft_s", {})
-        rows.append(
-            (
-                r.workload,
-                r.trial_label.removeprefix("trial "),
-                tps,
-                base,
-                gain_text(r),
-                pct(r.search_gain),
-                _spread(r.summary.acceptance_length, "{:.2f}"),
-                f"{ttft['p50']:.2f}/{ttft['p90']:.2f}s" if ttft else "-",
-                r.verdict_text,
-            )
-        )
+    heads = [headline(r) for r in recs]
+    shared, flags = shared_flags(heads)
+    rows = [("workload", "run", "gain [98% interval]", "verdict")]
+    rows += [
+        (h.workload, f"{h.run}: {f}" if f else h.run, h.gain, h.verdict)
+        for h, f in zip(heads, flags, strict=True)
+    ]
     lines += columns(rows)
-    lines.append("")
-    for r in recs:
-        # Unconfirmed verdicts give the noise as their reason ("launch-to-launch noise not measured ..."): once.
-        described = r.noise.describe()
-        noise = "" if described in r.why_verdict else f"; noise {described}"
-        lines.append(f"{r.workload}: {r.why_verdict}{noise}")
-        lines.append(f"  {text_health(r)}")
-        if r.output is not None:
-            flag = "CHANGES THE MODEL'S OUTPUT: " if r.output.changed else ""
-            lines.append(f"  output of {r.trial_label}: {flag}{r.output.describe()}")
-        if r.withheld is not None:
-            lines.append(f"  withheld {r.withheld.describe()}; {params_text(r.withheld.params)}")
+    if shared:
+        lines.append(f"  (every row also runs {params_text(shared)})")
+    # The evidence beneath each workload, each piece once: a piece every workload shares is said once for all.
+    common = (
+        {
+            label: text
+            for label, text in heads[0].evidence
+            if len(heads) > 1 and all((label, text) in h.evidence for h in heads[1:])
+        }
+        if heads
+        else {}
+    )
+    for h in heads:  # why this one is said on its "run for" line below, with the flags to copy
+        lines.append(f"{h.workload}:")
+        lines += [
+            f"  {label}: {text}"
+            for label, text in h.evidence
+            if common.get(label) != text and label != WHY_THIS
+        ]
+    lines += [f"every workload: {label}: {text}" for label, text in common.items() if label != WHY_THIS]
     lines.append("")
     for r in recs:
         lines.append(
             f"run for {r.workload}: {r.recommended_label}: {params_text(r.recommended_params)}  ({r.why})"
         )
         if r.output_note:
-            lines.append(f"  its answers: {r.output_note}")
+            lines.append(f"  {ITS_ANSWERS}: {r.output_note}")
     if overall is not None:
         gains = ", ".join(f"{k} {pct(v)}" for k, v in overall.gains.items())
         lines += [

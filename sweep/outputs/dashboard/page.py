@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
 
 import optuna
 import plotly.graph_objects as go
@@ -27,7 +25,7 @@ from sweep.analysis import (
     Verdicts,
 )
 from sweep.analysis.controllers import controller_answers
-from sweep.outputs.console import gain_text, params_text, pct, speed_text, text_health
+from sweep.outputs.console import headline, params_text, shared_flags
 from sweep.outputs.dashboard.frame import HTML, Panel, study_frame
 from sweep.outputs.dashboard.hardware import gpu_panel, memory_panel, profile_panel
 from sweep.outputs.dashboard.load import load_panel, pareto_panel, position_panel
@@ -38,59 +36,11 @@ from sweep.search.surface import PredictedSurface
 from sweep.storage import Study
 
 
-@dataclass(frozen=True)
-class Headline:
-    """One workload's answer in a row (what to run, its gain and interval, the verdict in a word), and the
-    evidence folded beneath it, each piece said once."""
-
-    workload: str
-    run: str
-    params: dict[str, Any]
-    gain: str
-    verdict: str
-    evidence: list[tuple[str, str]]
-
-
-def headline(r: Recommendation) -> Headline:
-    tps, base = speed_text(r)
-    acc = r.summary.acceptance_length
-    ttft = r.summary.latency.get("ttft_s", {})
-    measured = (
-        f"{r.trial_label}: {tps} against {base} without speculation; the search said {pct(r.search_gain)}"
-        + (f"; acceptance length {acc.median:.2f}" if acc else "")
-        + (f"; TTFT p50 / p90 {ttft['p50']:.2f} / {ttft['p90']:.2f} s" if ttft else "")
-    )
-    evidence = [
-        ("measured", measured),
-        ("verdict", f"{r.verdict_text}: {r.why_verdict}; noise measured in this study: {r.noise.describe()}"),
-        ("prompts and answers (no speculation)", text_health(r)),
-    ]
-    if r.output is not None:
-        evidence.append(
-            (
-                f"output of {r.trial_label} vs baseline",
-                ("CHANGED: " if r.output.changed else "") + r.output.describe(),
-            )
-        )
-    evidence.append(("why this", r.why))  # a veto's reason is in it ("withheld trial N (...): ...")
-    if r.output_note:
-        evidence.append(("its answers", r.output_note))
-    if r.withheld is not None:  # the flags of what the veto holds back, so a reader can judge the veto
-        evidence.append((f"{r.withheld.label}'s flags", params_text(r.withheld.params)))
-    gain = gain_text(r)
-    if r.recommended_label != r.trial_label and r.gain is not None:
-        gain = f"{r.trial_label}: {gain}"  # what the best candidate measured, where something else is to run
-    return Headline(r.workload, r.recommended_label, r.recommended_params, gain, r.verdict_text, evidence)
-
-
 def recommendations_html(
     recs: list[Recommendation], overall: OverallRecommendation | None, warnings: StudyWarnings
 ) -> str:
     rows = [headline(r) for r in recs]
-    # Flags every row runs (the space's fixed ones, mostly) are said once, under the table.
-    first, others = (rows[0].params, rows[1:]) if len(rows) > 1 else ({}, [])
-    shared = {k: v for k, v in first.items() if all(k in r.params and r.params[k] == v for r in others)}
-    flags = [params_text({k: v for k, v in row.params.items() if k not in shared}) for row in rows]
+    shared, flags = shared_flags(rows)
     one = None
     if overall is not None:
         gain = f"; worst-case gain {overall.worst_gain:+.0%}" if overall.gains else ""
