@@ -18,9 +18,7 @@ from sweep.model.files import chat_template
 from sweep.probes.workloads import BUILTIN, BUILTIN_CLASSES, Workload, served_form
 from sweep.sim.profile import DEFAULT_PROFILE
 from sweep.space import parse_space
-from tests.test_verdicts_sim import space
-
-SIM_VLLM = '["{python}", -m, sweep.sim, vllm]'
+from tests.test_verdicts_sim import space, vllm_space
 
 
 def base_profile(tmp_path: Path) -> Path:
@@ -117,11 +115,7 @@ def test_a_base_model_on_the_simulators_gets_continuations(engine: str, tmp_path
     if engine == "sglang":
         path = space(tmp_path, body, profile=profile)
     else:
-        path = tmp_path / "space.yaml"
-        path.write_text(
-            f"engine: vllm\nserver: {{launcher: {SIM_VLLM}, model: /m, extra_args: [--sim-time-scale, '0.002', "
-            f"--sim-profile, '{profile}']}}\nfixed: {{max-model-len: 8192}}\n{body}"
-        )
+        path = vllm_space(tmp_path, body, "--sim-time-scale", "0.002", "--sim-profile", str(profile))
     runs = tmp_path / "runs"
     assert main(["run", "--space", str(path), "--study", "base", "--runs", str(runs)]) == 0
     found = workloads_of(runs, "base")

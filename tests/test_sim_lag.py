@@ -19,11 +19,10 @@ from sweep.cli import main
 from sweep.core.clock import CLOCK_PATH, LATE_SHARE
 from sweep.launch.server import ServerProcess, free_port
 from sweep.records import HostLoad, WorkloadSummary
-from tests.test_verdicts_sim import space
+from tests.test_verdicts_sim import space, vllm_space
 
 # A step of tens of modelled milliseconds in a fraction of a microsecond: no host keeps it.
 TOO_FAST = "0.00001"
-SIM_VLLM = '["{python}", -m, sweep.sim, vllm]'
 
 
 def test_a_lag_past_the_share_makes_a_client_clock_headline_busy_and_leaves_a_server_clock_one() -> None:
@@ -73,11 +72,7 @@ def test_a_study_on_a_host_too_slow_for_the_scale_reads_the_lag(
     if engine == "sglang":
         path = space(tmp_path, body, scale=TOO_FAST)
     else:
-        path = tmp_path / "space.yaml"
-        path.write_text(
-            f"engine: vllm\nserver: {{launcher: {SIM_VLLM}, model: /m, extra_args: [--sim-time-scale, "
-            f"'{TOO_FAST}', --sim-startup-scale, '0.001']}}\nfixed: {{max-model-len: 8192}}\n{body}"
-        )
+        path = vllm_space(tmp_path, body, "--sim-time-scale", TOO_FAST, "--sim-startup-scale", "0.001")
     runs = tmp_path / "runs"
     assert main(["run", "--space", str(path), "--study", "lag", "--runs", str(runs)]) == 0
     code = json.loads((runs / "lag" / "trials" / "0" / "record.json").read_text())["workloads"]["code"]

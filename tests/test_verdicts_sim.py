@@ -30,6 +30,18 @@ def space(tmp_path: Path, body: str, profile: Path | None = None, scale: str = "
     return path
 
 
+def vllm_space(tmp_path: Path, body: str, *extra_args: str) -> Path:
+    """A space on the vLLM simulator front end, its command line's extra arguments given."""
+    path = tmp_path / "space.yaml"
+    launcher = '["{python}", -m, sweep.sim, vllm]'
+    extra = ", ".join(f"'{a}'" for a in extra_args)
+    path.write_text(
+        f"engine: vllm\nserver: {{launcher: {launcher}, model: /m, extra_args: [{extra}]}}\n"
+        f"fixed: {{max-model-len: 8192}}\n{body}"
+    )
+    return path
+
+
 def ab(tmp_path: Path, capsys: pytest.CaptureFixture[str], b: str, *extra: str) -> dict[str, str]:
     path = space(tmp_path, "workloads: [{class: code}]\nprobe: {repeats: 3, max_tokens: 96}\n")
     argv = ["ab", "--space", str(path), "--a", "baseline", "--b", b, "--runs", str(tmp_path / "runs"), *extra]
