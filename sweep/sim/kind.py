@@ -220,31 +220,6 @@ PRODUCE = re.compile(
 )
 # A question how to do something in a language: its answer shows the code.
 HOW_TO = re.compile(r"\bhow (?:do|can|to|would|should|does)\b|\bis there\b|\bexample\b|怎么|如何", re.I)
-# A request to change code the prompt holds: the answer is that code, changed.
-CHANGE = re.compile(
-    _words(
-        "fix",
-        "rewrite",
-        "refactor",
-        "complete",
-        "finish",
-        "add",
-        "modify",
-        "change",
-        "convert",
-        "port",
-        "optimi[sz]e",
-        "update",
-        "improve",
-        "make",
-        "clean up",
-        "simplify",
-        "translate",
-        "implement",
-    )
-    + "|修复|重构|补全",
-    re.I,
-)
 # A request whose answer is new prose about the prompt (an explanation of code is prose).
 EXPLAIN = re.compile(
     _words(
@@ -367,15 +342,13 @@ _TO_DO = (
     r"read|schreibe|extrae|extrais|copia|copie|kopiere|resume|résume)\b|(?:请|用|写|编写|提取|复制|总结|把)"
 )
 IMPERATIVE = re.compile(r"\s*" + _TO_DO, re.I)
+# A request's reader, asked: its sentence asks whatever its verb.
+TO_READER = re.compile(
+    r"\b(?:can|could|would|will) you\b|\bi (?:want|need|would like|'d like)\b|\bhelp me\b", re.I
+)
 # A paragraph that asks: an imperative (a line's or a sentence's first words), a question to the reader, a line
 # that introduces what follows.
-ASKS = re.compile(
-    r"(?:^|[.!?]\s+)\s*"
-    + _TO_DO
-    + r"|\b(?:can|could|would|will) you\b|\bi (?:want|need|would like|'d like)\b"
-    r"|\bhelp me\b|[?？:：]\s*$",
-    re.I | re.M,
-)
+ASKS = re.compile(r"(?:^|[.!?]\s+)\s*" + _TO_DO + "|" + TO_READER.pattern + r"|[?？:：]\s*$", re.I | re.M)
 # A Markdown heading (a document's structure, not data); a code comment reads the same but sits among code.
 HEADING = re.compile(r"^#{1,6} [A-Z][\w ,'-]*$")
 # A sentence and the data it leads into, on one line: words before a colon, then a line of code.
@@ -386,10 +359,6 @@ RECORD_LINE = re.compile(
     r"[^,\n(){};]+(?:,[^,\n(){};]+){2,}$|<\w+[^>]*>[^<]*</\w+>)"
 )
 SENTENCE = re.compile(r"(?<=[.!?。！？])\s+|\n+")
-# A request's reader, asked: its sentence asks whatever its verb.
-TO_READER = re.compile(
-    r"\b(?:can|could|would|will) you\b|\bi (?:want|need|would like|'d like)\b|\bhelp me\b", re.I
-)
 # A name or a title in quotes, or code in backticks: what it says is not asked.
 QUOTED = re.compile(r'"[^"\n]{1,200}"|“[^”\n]{1,200}”|`[^`\n]{1,200}`')
 # A request for a summary: new prose, whatever the text it sums up is about.
