@@ -110,7 +110,7 @@ def headline(r: Recommendation) -> Headline:
         evidence.append(
             (
                 f"output of {r.trial_label} vs baseline",
-                ("CHANGED: " if r.output.changed else "") + r.output.describe(),
+                ("CHANGES THE MODEL'S OUTPUT: " if r.output.changed else "") + r.output.describe(),
             )
         )
     evidence.append((WHY_THIS, r.why))  # a veto's reason is in it ("withheld trial N (...): ...")
