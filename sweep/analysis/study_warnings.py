@@ -18,7 +18,7 @@ from sweep.analysis.evidence import (
 )
 from sweep.answers import health
 from sweep.core import stats
-from sweep.records import HostLoad
+from sweep.records import HostLoad, describe_loads
 from sweep.storage import BASELINE, Phase, TrialView
 
 # --- warnings about the host and the study ------------------------------------------------------------------
@@ -50,31 +50,12 @@ def sizing_messages(views: list[TrialView]) -> list[str]:
 
 def busy_message(key: str, found: list[tuple[Phase, int, HostLoad]]) -> str:
     """A workload's launches on a busy host, said once: which, and the load's range over them."""
-    if len(found) == 1:
-        phase, number, load = found[0]
-        return f"host busy during {_launch_names(phase, [number])}, {key}: {load.describe()}"
     names = " and ".join(
         _launch_names(phase, [n for p, n, _ in found if p == phase])
         for phase in (Phase.SEARCH, Phase.CONFIRM)
         if any(p == phase for p, _, _ in found)
     )
-    loads = [load for _, _, load in found]
-
-    def spread(values: list[float], form: str) -> str:
-        low, high = form.format(min(values)), form.format(max(values))
-        return low if low == high else f"{low}-{high}"
-
-    lag = [load.server_lag for load in loads if load.lagged and load.server_lag is not None]
-    lagged = (
-        f"; a simulated server behind its clock by {spread(lag, '{:.0%}')} (a larger --sim-time-scale)"
-        if lag
-        else ""
-    )
-    return (
-        f"host busy during {names}, {key}: other processes used {spread([x.other_cpu for x in loads], '{:.0%}')} "
-        f"of {loads[0].cpus} CPUs, steal {spread([x.steal for x in loads], '{:.0%}')}, load average "
-        f"{spread([x.loadavg for x in loads], '{:.1f}')}{lagged}"
-    )
+    return f"host busy during {names}, {key}: {describe_loads([load for _, _, load in found])}"
 
 
 def _launch_names(phase: Phase, numbers: list[int]) -> str:
@@ -119,13 +100,13 @@ def study_warnings(search: list[TrialView], confirm: list[TrialView], keys: list
                     "once on average (the client, prefill or the server's limits held requests back): its numbers "
                     "are for that batch, and schedules are keyed by it"
                 )
-            name = f"{'confirmation launch' if view.phase == Phase.CONFIRM else 'trial'} {view.number}"
             if summary.on_busy_host and summary.host is not None:
                 warnings.busy.add((view.phase, view.number, key))
                 busy.setdefault(key, []).append((view.phase, view.number, summary.host))
             elif summary.host is not None and summary.host.lagged:
                 warnings.messages.append(
-                    f"{key}: during {name} {summary.host.lag_text()}: its numbers on the "
+                    f"{key}: during {_launch_names(view.phase, [view.number])} {summary.host.lag_text()}: its "
+                    "numbers on the "
                     "client's clock (aggregate t/s, latencies) are this host's pace; the verdict reads the "
                     "durations the server reported, which stay the model's"
                 )

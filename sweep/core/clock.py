@@ -8,5 +8,5 @@ from __future__ import annotations
 
 CLOCK_PATH = "/specsweep/clock"  # JSON: time_scale, modelled_s, late_s, requests, late_requests
 # A request that ends this share of its modelled decode time behind the clock was not simulated at its scale;
-# a workload whose requests ran this share late was measured on a host too slow for it (`HostLoad.busy`).
+# a workload whose requests ran this share late was measured on a host too slow for it (`HostLoad.lagged`).
 LATE_SHARE = 0.1

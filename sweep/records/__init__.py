@@ -19,6 +19,7 @@ from sweep.records.facts import (
     HostLoad,
     LaunchFacts,
     WindowPool,
+    describe_loads,
 )
 from sweep.records.requests import (
     LATENCY_LIMIT,
@@ -56,5 +57,6 @@ __all__ = [
     "TrialRecord",
     "WindowPool",
     "WorkloadSummary",
+    "describe_loads",
     "series_label",
 ]

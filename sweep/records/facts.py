@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Self
@@ -44,22 +44,36 @@ class HostLoad:
 
     def lag_text(self) -> str:
         """How far a simulated server fell behind its clock, where it did beyond LATE_SHARE ("" otherwise)."""
-        if not self.lagged or self.server_lag is None:
-            return ""
-        return (
-            f"the simulated server ran {self.server_lag:.0%} of its modelled decode time behind its clock (this "
-            "host does not keep its --sim-time-scale: use a larger one)"
-        )
+        return _lag_words(f"{self.server_lag:.0%}") if self.lagged and self.server_lag is not None else ""
 
     def describe(self) -> str:
-        lag = f"; {self.lag_text()}" if self.lagged else ""
-        return (
-            f"other processes used {self.other_cpu:.0%} of {self.cpus} CPUs, steal {self.steal:.0%}, "
-            f"load average {self.loadavg:.1f}{lag}"
-        )
+        return describe_loads([self])
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+def describe_loads(loads: Sequence[HostLoad]) -> str:
+    """What the rest of the machine did over one or several windows, each figure as its range over them."""
+
+    def spread(values: list[float], form: str) -> str:
+        low, high = form.format(min(values)), form.format(max(values))
+        return low if low == high else f"{low}-{high}"
+
+    lag = [x.server_lag for x in loads if x.lagged and x.server_lag is not None]
+    return (
+        f"other processes used {spread([x.other_cpu for x in loads], '{:.0%}')} of {loads[0].cpus} CPUs, "
+        f"steal {spread([x.steal for x in loads], '{:.0%}')}, load average "
+        f"{spread([x.loadavg for x in loads], '{:.1f}')}"
+        + (f"; {_lag_words(spread(lag, '{:.0%}'))}" if lag else "")
+    )
+
+
+def _lag_words(share: str) -> str:
+    return (
+        f"the simulated server ran {share} of its modelled decode time behind its clock (this host does not keep "
+        "its --sim-time-scale: use a larger one)"
+    )
 
 
 @dataclass(frozen=True)
