@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 
-from sweep.sim.text import CHAT_TEMPLATE
+from sweep.sim.text import PARAGRAPH, chat_content
 
 
 def _words(*alternatives: str) -> str:
@@ -364,9 +364,8 @@ QUOTED = re.compile(r'"[^"\n]{1,200}"|“[^”\n]{1,200}”|`[^`\n]{1,200}`')
 # A request for a summary: new prose, whatever the text it sums up is about.
 SUMMARY = re.compile(r"\s*(?:please )?(?:summari[sz]e|sum up|in short|tl;?dr|总结|概括|要約)", re.I)
 KINDS_FIRST = ("tool", "code", "prose")  # when sentences ask for several kinds, the one that decides
-FORWARD = re.compile(
-    r"\b(?:below|following)\b|[:：]\s*$|以下|下面"
-)  # a paragraph that points at what follows
+# A paragraph that points at what follows.
+FORWARD = re.compile(r"\b(?:below|following)\b|[:：]\s*$|以下|下面")
 ASK_REACH = 2  # paragraphs before a document where text to continue may hold its request
 # A last paragraph this short is an answer's opening (a quote's first words): the request is before it.
 OPENING_WORDS = 12
@@ -386,16 +385,14 @@ def classify(prompt: str, instruction: bool = True) -> str:
 
 def _message(prompt: str) -> str:
     """A chat prompt's message, after context filling's material."""
-    opening, closing = CHAT_TEMPLATE.split("{content}")
-    content = prompt.removeprefix(opening).removesuffix(closing)
-    return content.rsplit("Task:", 1)[-1]
+    return chat_content(prompt).rsplit("Task:", 1)[-1]
 
 
 def _tail(prompt: str) -> tuple[str, str]:
     """Text to continue: its last paragraph (what the answer continues) and the request read with it: the
     paragraphs before it where it is data or an answer's opening, back to the paragraph that introduced them,
     and further back to an instruction about what follows it (before its document) within `ASK_REACH`."""
-    blocks = [b for b in re.split(r"\n\s*\n", prompt) if b.strip()]
+    blocks = [b for b in PARAGRAPH.split(prompt) if b.strip()]
     if not blocks:
         return "", ""
     opening = len(blocks[-1].split()) <= OPENING_WORDS and not ASKS.search(blocks[-1])
@@ -439,7 +436,7 @@ def _prose_paragraphs(text: str) -> list[str]:
     """Runs of prose lines, parted by blank lines and by data."""
     paragraphs: list[str] = []
     run: list[str] = []
-    for block in re.split(r"\n\s*\n", text):
+    for block in PARAGRAPH.split(text):
         for data, line in _data_lines(block):
             if data and run:
                 paragraphs.append("\n".join(run))
@@ -461,10 +458,6 @@ def _request_sentences(text: str) -> list[str]:
     asking = [p for p in paragraphs if IMPERATIVE.match(p) or TO_READER.search(p)]
     asking = asking or [p for p in paragraphs if ASKS.search(p)][-1:] or paragraphs[:1] + paragraphs[1:][-1:]
     return [s for p in asking for s in SENTENCE.split(QUOTED.sub('""', p)) if s.strip()]
-
-
-def _copies(sentences: list[str]) -> bool:
-    return any(COPY_MANNER.search(s) or (COPY_VERB.search(s) and ASKS.search(s)) for s in sentences)
 
 
 def _sentence_kind(sentence: str) -> str | None:

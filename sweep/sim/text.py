@@ -55,6 +55,7 @@ WORDS = [
 QUOTE_REQUEST = re.compile(r"\b(?:quote|quoting|verbatim|word for word)\b", re.I)
 QUOTE_MIN_WORDS = 8
 TEXT_PIECE = re.compile(r"\s*\S+")
+PARAGRAPH = re.compile(r"\n\s*\n")  # what parts a text's paragraphs
 
 
 def tokenize(text: str) -> list[int]:
@@ -199,14 +200,19 @@ def record_pieces(rng: random.Random, first: bool) -> list[str]:
     return out
 
 
+def chat_content(prompt: str) -> str:
+    """A chat prompt's message as the template rendered it (text sent as it is: itself)."""
+    opening, closing = CHAT_TEMPLATE.split("{content}")
+    return prompt.removeprefix(opening).removesuffix(closing)
+
+
 def quote_of(prompt: str) -> list[str]:
     """What a base model writes for a quoting request, piece by piece (nothing for other prompts): the prompt's
     longest paragraph word for word, then a blank line and the request's instruction again, the prompt's pattern
     started over (a model that never stops)."""
-    opening, closing = CHAT_TEMPLATE.split("{content}")
-    content = prompt.removeprefix(opening).removesuffix(closing)  # a chat prompt's message (text: as it is)
+    content = chat_content(prompt)
     asked = next((line.strip() for line in content.splitlines() if QUOTE_REQUEST.search(line)), "")
-    paragraphs = [p.strip() for p in re.split(r"\n\s*\n", content) if asked and asked not in p]
+    paragraphs = [p.strip() for p in PARAGRAPH.split(content) if asked and asked not in p]
     passage = max(paragraphs, key=len, default="")
     if len(passage.split()) < QUOTE_MIN_WORDS:
         return []
