@@ -186,6 +186,50 @@ def test_confirmed_verdicts_come_from_the_confirmation_and_show_the_search_besid
     )
 
 
+def test_a_configuration_the_models_doubt_put_in_the_confirmation_says_so_beside_the_verdict() -> None:
+    """Trial 2 joined the plan on code because the model could not rank it below trial 1 (`Relaunch.doubts`):
+    code's recommendation carries that line (report, JSON); prose, where it was picked for itself, does not."""
+    truth = {BASELINE: SPEEDS, "trial 1": {"code": 90.0}, "trial 2": {"code": 88.0, "prose": 70.0}}
+    said = "the model could not rank trial 2 below trial 1: a 31% chance it is faster"
+    views = [
+        dataclasses.replace(v, doubts={"code": said}) if v.label == "trial 2" else v for v in confirm(truth)
+    ]
+    from sweep.outputs.console import report_text
+
+    study = Study(search(), views)
+    recs = {r.workload: r for r in study_verdicts(study).recommendations}
+    assert recs["code"].doubt == said and recs["code"].to_dict()["doubt"] == said
+    assert recs["prose"].doubt == ""
+    text = report_text("s", study, study_verdicts(study))
+    assert text.count("the model's doubt: " + said) == 1
+
+
+def test_the_plan_says_why_the_models_doubt_added_a_configuration() -> None:
+    """A doubt adds its configuration to the plan on its workload (or its workload to one already planned) and
+    says why there, naming both as the report names them."""
+    from sweep.run.confirm import PlanNames, predicted_plan
+    from sweep.search import Candidate, Doubt, Picks
+
+    chain4, tree = SpecShape("NEXTN", 4, 1, 4), SpecShape("NEXTN", 4, 2, 7)
+    four = Candidate({}, PREDICTED, chain4)
+    wide = Candidate({}, {**PREDICTED, "speculative-eagle-topk": 2}, tree)
+    picks = Picks({"code": [four], "prose": [wide]}, None, {"code": [Doubt(wide, four, 0.31)]})
+    plan = predicted_plan(search(), picks, 0.03)
+    assert [(c.label, c.workloads) for c in plan] == [
+        (BASELINE, ("code", "prose")),
+        ("predicted 1", ("code",)),
+        ("predicted 2", ("prose", "code")),
+    ]
+    (why,) = plan[2].doubts.values()
+    assert list(plan[2].doubts) == ["code"] and not plan[1].doubts
+    assert (
+        why.startswith("the model could not rank predicted 2 (2 wide")
+        and "below predicted 1: a 31% chance" in why
+    )
+    names = PlanNames(search())
+    assert names(DEEP) == "trial 1" and names(PREDICTED) == "predicted 1" and names(DEEP) == "trial 1"
+
+
 def test_a_cheaper_configuration_that_gives_up_more_than_min_gain_is_named_beside_the_best() -> None:
     """Trial 2 (3 steps) truly 7% under trial 1 (5 steps) on code, its launches too noisy to call it slower: it
     does not replace trial 1, it is named beside it with what it gives up (more than the 3% a gain must be worth)."""
@@ -564,7 +608,7 @@ def test_a_configuration_only_the_confirmation_launched_is_recommended_by_its_la
 
 def test_the_predicted_plan_keeps_a_launched_configurations_label_and_names_the_rest() -> None:
     from sweep.run.confirm import predicted_plan
-    from sweep.search import Candidate
+    from sweep.search import Candidate, Picks
 
     searched = search()
     shape = SpecShape("NEXTN", 4, 1, 4)
@@ -573,7 +617,7 @@ def test_the_predicted_plan_keeps_a_launched_configurations_label_and_names_the_
         Candidate({}, PREDICTED, shape),
         Candidate({}, {**PREDICTED, "speculative-num-steps": 6}, shape),
     )
-    plan = predicted_plan(searched, {"code": [four, deep], "prose": [six, four]}, (0.01, six), min_gain=0.03)
+    plan = predicted_plan(searched, Picks({"code": [four, deep], "prose": [six, four]}, (0.01, six)), 0.03)
     assert [(c.label, c.workloads) for c in plan] == [
         (BASELINE, ("code", "prose")),
         ("predicted 1", ("code", "prose")),
@@ -581,7 +625,7 @@ def test_the_predicted_plan_keeps_a_launched_configurations_label_and_names_the_
         ("predicted 2", ("prose",)),  # the one-for-all pick predicts +1%, under the 3% worth a configuration
     ]
     assert plan[1].params == PREDICTED
-    with_all = predicted_plan(searched, {"code": [four]}, (0.2, six), min_gain=0.03)
+    with_all = predicted_plan(searched, Picks({"code": [four]}, (0.2, six)), 0.03)
     assert [(c.label, c.workloads) for c in with_all][1:] == [
         ("predicted 1", ("code",)),
         ("predicted 2", ("code",)),

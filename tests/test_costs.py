@@ -35,6 +35,7 @@ from sweep.search.costs import (
     check_space,
     profile_mismatches,
 )
+from sweep.search.guided import WIDTH_DOUBT_CHANCE
 from sweep.search.surface import (
     NOISE_FLOOR,
     Observation,
@@ -208,7 +209,8 @@ def test_the_picks_take_the_best_of_another_family_second() -> None:
 def test_a_width_the_step_times_cannot_rank_joins_the_picks() -> None:
     """Two trees predicted from the same chain's acceptance are ranked by their step times alone: where the
     profile's doubt about those leaves the best tree of another width a fair chance of being faster than the
-    first pick, the confirmation launches it too; well behind, or with no profile, it does not."""
+    first pick, the confirmation launches it too; well behind it does not. Without a profile the predictions'
+    own doubt decides: none (a prediction no surer than a launch) and nothing is in doubt."""
     measured = [chain(1), chain(8), chain(8, 4, 16), chain(4, 2, 8), chain(3, 4, 12)]
     tables = {
         "NEXTN": StepTable.fit([(s, knee(s) * (1 + 0.03 * (i % 2))) for i, s in enumerate(measured)], True)
@@ -221,11 +223,14 @@ def test_a_width_the_step_times_cannot_rank_joins_the_picks() -> None:
     picks = [four, one]
     assert at.step_doubt(chain(4, 4, 15)) > 0
     near = [(Prediction(66.4, 0.08), four), (Prediction(66.1, 0.08), two), (Prediction(65.0, 0.08), one)]
-    assert width_in_doubt(at, near, picks) == [two]
+    (doubt,) = width_in_doubt(at, near, picks)
+    assert (doubt.candidate, doubt.rival) == (two, four) and doubt.chance >= WIDTH_DOUBT_CHANCE
     far = [(Prediction(66.4, 0.08), four), (Prediction(60.0, 0.08), one), (Prediction(50.0, 0.08), two)]
     assert width_in_doubt(at, far, picks) == []
     unprofiled = SurfaceAt(WorkloadSurface([], seen))
-    assert width_in_doubt(unprofiled, near, picks) == []
+    assert [d.candidate for d in width_in_doubt(unprofiled, near, picks)] == [two]
+    sure = [(dataclasses.replace(p, sd=unprofiled.noise), c) for p, c in near]
+    assert width_in_doubt(unprofiled, sure, picks) == []
     assert width_in_doubt(at, near, [four, one, two]) == []  # no width left
 
 

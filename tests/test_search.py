@@ -173,6 +173,32 @@ def test_the_models_favourite_is_a_launched_configuration_it_rates_fastest(engin
     assert ModelSearch.of(the_space, engine).favourites(records[:1]) == {}
 
 
+@pytest.mark.server
+def test_a_width_the_search_did_not_measure_joins_the_confirmation_where_the_model_cannot_rank_it(
+    engine: SGLangEngine,
+) -> None:
+    """Only chains launched: the model's guess at a 2-wide tree rests on no tree's launch, so the confirmation
+    launches the best tree beside the chain it picked, with the chance the model gives it; once trees were
+    launched and measured far slower, nothing is in doubt."""
+    the_space = space()
+    pool = candidates(the_space, engine)
+    chains = {c.shape.depth: c for c in pool.items if c.shape and c.shape.width == 1}
+
+    def launch(number: int, params: dict[str, object], shape: SpecShape, slower: float = 1.0) -> TrialRecord:
+        length = 1 + sum(0.8**i for i in range(1, shape.depth + 1))
+        return record(number, params, shape, slower * 40.0 * length / (1 + 0.25 * shape.depth), length)
+
+    records = [record(0, {"speculative-algorithm": "none"}, None, 40.0, None)]
+    records += [launch(d, c.params, c.shape) for d, c in sorted(chains.items()) if c.shape]
+    picked = {"code": [chains[3].params]}
+    (doubt,) = ModelSearch.of(the_space, engine).doubts(records, picked)["code"]
+    assert doubt.candidate.shape is not None and doubt.candidate.shape.width == 2
+    assert doubt.rival.params == chains[3].params and 0.25 <= doubt.chance <= 1.0
+    trees = [c for c in pool.items if c.shape and c.shape.width == 2]
+    records += [launch(10 + i, c.params, c.shape, slower=0.6) for i, c in enumerate(trees) if c.shape]
+    assert ModelSearch.of(the_space, engine).doubts(records, picked) == {}
+
+
 def run(tmp_path: Path, text: str, *extra: str) -> subprocess.CompletedProcess[str]:
     (tmp_path / "space.yaml").write_text(text)
     argv = specsweep_argv(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sweep.analysis.evidence import baseline_view, headline_median
@@ -24,6 +24,9 @@ class Relaunch:
     label: str
     params: dict[str, Any]
     workloads: tuple[str, ...]
+    # Per workload, why the confirmation launches it where the search did not single it out: the model could
+    # not rank it below the picks (`search.Doubt`); the report says so beside the verdict.
+    doubts: Mapping[str, str] = field(default_factory=dict)
 
 
 def confirmation_plan(

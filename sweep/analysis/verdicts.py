@@ -74,6 +74,9 @@ class Recommendation:
     form: str = ""
     # The fastest configuration confirmed faster and not what to run, with the one veto that holds.
     withheld: Withheld | None = None
+    # Where the model could not rank a configuration below the picks and the confirmation measured it too
+    # (`Relaunch.doubts`): why, in a line; "" otherwise.
+    doubt: str = ""
 
     @property
     def representative(self) -> bool:
@@ -139,6 +142,7 @@ class Recommendation:
             "baseline_output_health": self.health.to_dict() if self.health else None,
             "form": self.form,
             "withheld": self.withheld.to_dict() if self.withheld else None,
+            "doubt": self.doubt,
             "acceptance_rate": dataclasses.asdict(self.summary.acceptance_rate)
             if self.summary.acceptance_rate
             else None,
@@ -390,6 +394,7 @@ def recommendations(study: Study, warnings: StudyWarnings) -> list[Recommendatio
             confirmed_value=geo_mean(launches(views, label, key)) if confirmed else None,
             confirmed_baseline_value=geo_mean(launches(views, BASELINE, key)) if confirmed else None,
             label=label,
+            doubt=next((v.doubts[key] for v in views if key in v.doubts), ""),
         )
         out.append(_what_to_run(rec, scored, search_by_label, baseline, study, views, noise, key))
     return [_with_health(rec, study) for rec in out]

@@ -113,6 +113,8 @@ def headline(r: Recommendation) -> Headline:
                 ("CHANGES THE MODEL'S OUTPUT: " if r.output.changed else "") + r.output.describe(),
             )
         )
+    if r.doubt:
+        evidence.append(("the model's doubt", r.doubt))
     evidence.append((WHY_THIS, r.why))  # a veto's reason is in it ("withheld trial N (...): ...")
     if r.output_note:
         evidence.append((ITS_ANSWERS, r.output_note))

@@ -8,6 +8,7 @@ configurations of its own.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -35,11 +36,12 @@ from sweep.records import TrialRecord
 from sweep.run.driver import TrialFailed
 from sweep.run.recovery import driver_identity, recover
 from sweep.run.trial import TrialRunner
-from sweep.search import Candidate, ModelSearch, launch_key
+from sweep.search import Doubt, ModelSearch, Picks, launch_key
 from sweep.search.costs import CostProfile
 from sweep.space import ConfirmSettings, SearchKind
 from sweep.storage import (
     BASELINE,
+    DOUBT_ATTR,
     DRIVER_ATTR,
     LABEL_ATTR,
     ROLE_ATTR,
@@ -84,39 +86,70 @@ def load_confirm_study(storage: optuna.storages.BaseStorage, study: str) -> optu
     return optuna.load_study(study_name=confirm_study_name(study), storage=storage)
 
 
-def predicted_plan(
-    views: list[TrialView],
-    picks: Mapping[str, Sequence[Candidate]],
-    overall: tuple[float, Candidate] | None,
-    min_gain: float,
-) -> list[Relaunch]:
+class PlanNames:
+    """A configuration's label in a plan: its search trial's where the search launched it, else "predicted K",
+    K in the order they first appear (the same records give the same plan on every worker)."""
+
+    def __init__(self, views: list[TrialView]) -> None:
+        self._launched = {launch_key(v.record.params): v.label for v in complete_views(views) if v.record}
+        self._named: dict[str, str] = {}
+
+    def __call__(self, params: Mapping[str, Any]) -> str:
+        key = launch_key(params)
+        return self._launched.get(key) or self._named.setdefault(key, PREDICTED.format(len(self._named) + 1))
+
+
+def doubt_text(doubt: Doubt, name: PlanNames) -> str:
+    """Why the model's doubt put a configuration in the plan, as the report says it."""
+    shape = doubt.candidate.shape
+    width = f"{shape.width} wide" if shape and shape.width > 1 else "a chain"
+    return (
+        f"the model could not rank {name(doubt.candidate.params)} ({width}, the best of a width the picks lack) "
+        f"below {name(doubt.rival.params)}: a {doubt.chance:.0%} chance it is faster by the model's doubt, so "
+        "the confirmation measured both"
+    )
+
+
+def predicted_plan(views: list[TrialView], picks: Picks, min_gain: float) -> list[Relaunch]:
     """With a cost profile: per workload the configurations the model predicts fastest (`ModelSearch.picks`),
     launched by the search or not, and its one-for-all pick where it predicts a gain on every workload, with the
-    baseline. One the search launched keeps its trial's label; one it did not is "predicted K", K in the
-    order they first appear (the same records give the same plan on every worker)."""
+    baseline (labels by `PlanNames`)."""
     baseline = baseline_view(views)
     if baseline is None or baseline.record is None:
         return []
-    keys = [k for k in baseline.record.workloads if headline_median(baseline, k) and k in picks]
-    launched = {launch_key(v.record.params): v.label for v in complete_views(views) if v.record}
-    named: dict[str, str] = {}
-
-    def label(params: Mapping[str, Any]) -> str:
-        key = launch_key(params)
-        return launched.get(key) or named.setdefault(key, PREDICTED.format(len(named) + 1))
-
+    keys = [k for k in baseline.record.workloads if headline_median(baseline, k) and k in picks.per_workload]
+    label = PlanNames(views)
     chosen: dict[str, tuple[dict[str, Any], set[str]]] = {}
     for key in keys:
-        for c in picks[key]:
+        for c in picks.per_workload[key]:
             chosen.setdefault(label(c.params), (dict(c.params), set()))[1].add(key)
+    overall = picks.overall
     if overall is not None and keys and overall[0] >= min_gain:
         chosen.setdefault(label(overall[1].params), (dict(overall[1].params), set()))[1].update(keys)
     if not chosen:
         return []
     plan = [Relaunch(BASELINE, baseline.record.params, tuple(keys))]
-    return plan + [
+    plan += [
         Relaunch(name, params, tuple(sorted(ws, key=keys.index))) for name, (params, ws) in chosen.items()
     ]
+    return with_doubts(plan, {k: v for k, v in picks.doubts.items() if k in keys}, label)
+
+
+def with_doubts(
+    plan: list[Relaunch], doubts: Mapping[str, Sequence[Doubt]], label: PlanNames
+) -> list[Relaunch]:
+    """The plan with each doubt's configuration measuring its workload, and why (`Relaunch.doubts`)."""
+    by_label = {c.label: c for c in plan}
+    for key, found in doubts.items():
+        for doubt in found:
+            name = label(doubt.candidate.params)
+            had = by_label.get(name, Relaunch(name, dict(doubt.candidate.params), ()))
+            by_label[name] = dataclasses.replace(
+                had,
+                workloads=had.workloads + ((key,) if key not in had.workloads else ()),
+                doubts={**had.doubts, key: doubt_text(doubt, label)},
+            )
+    return list(by_label.values())
 
 
 def slots(plan: list[Relaunch], rounds: int) -> list[tuple[int, Relaunch]]:
@@ -219,6 +252,7 @@ class Confirmation:
                     LABEL_ATTR: candidate.label,
                     ROUND_ATTR: round_,
                     SET_ATTR: set_id,
+                    DOUBT_ATTR: dict(candidate.doubts),
                 },
             )
         waiting = [
@@ -333,16 +367,17 @@ def confirm_search(
     costs = CostProfile.of_study(search)
     if space.search is SearchKind.MODEL or costs is not None:
         model = model or ModelSearch.of(space, trials.engine, costs)
+    views = trial_views(search)
     if model is not None and model.costs is not None:
-        records = search_records(search)
-        picks = model.picks(records, settings.top)
-        plan = predicted_plan(trial_views(search), picks.per_workload, picks.overall, settings.min_gain)
+        plan = predicted_plan(views, model.picks(search_records(search), settings.top), settings.min_gain)
     else:
+        records = search_records(search) if model is not None else []
         if model is not None:
-            favoured = model.favourites(search_records(search))
-        plan = confirmation_plan(
-            trial_views(search), settings.top, settings.min_gain, dict(space.latency_limits), favoured
-        )
+            favoured = model.favourites(records)
+        plan = confirmation_plan(views, settings.top, settings.min_gain, dict(space.latency_limits), favoured)
+        if model is not None and plan:
+            chosen = {k: [c.params for c in plan[1:] if k in c.workloads] for k in plan[0].workloads}
+            plan = with_doubts(plan, model.doubts(records, chosen), PlanNames(views))
     rounds, most = settings.launches, max(settings.launches, settings.max_launches)
     if not plan or rounds < 2:
         progress("confirmation: nothing to confirm (no completed baseline and candidate)")

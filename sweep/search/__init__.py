@@ -5,13 +5,15 @@ next launch and of the confirmation's picks (`guided.py`); imported from here.""
 from __future__ import annotations
 
 from sweep.search.candidates import GRID_LIMIT, Candidate, Candidates, candidates, launch_key
-from sweep.search.guided import ModelSearch, acceptance_launches, axes, diverse, width_in_doubt
+from sweep.search.guided import Doubt, ModelSearch, Picks, acceptance_launches, axes, diverse, width_in_doubt
 
 __all__ = [
     "GRID_LIMIT",
     "Candidate",
     "Candidates",
+    "Doubt",
     "ModelSearch",
+    "Picks",
     "acceptance_launches",
     "axes",
     "candidates",

@@ -41,8 +41,8 @@ GEOMETRIC = 4.0  # numeric choices spanning this factor are compared by ratio (l
 TIE_SHARE = 0.8  # expected improvements within this share of the highest are a tie to the model
 # With a cost profile: an expected improvement below this share of the best is not worth a launch.
 NEGLIGIBLE_GAIN = 0.01
-# The confirmation adds a configuration of a width none of its picks has where the cost profile's step-time
-# doubt leaves it at least this chance of being faster than the first pick (`width_in_doubt`).
+# The confirmation adds a configuration of a width none of its picks has where the model's doubt leaves it at
+# least this chance of being faster than the best of them (`width_in_doubt`).
 WIDTH_DOUBT_CHANCE = 0.25
 
 
@@ -83,25 +83,43 @@ def diverse(ranked: Sequence[Candidate], top: int) -> list[Candidate]:
     return chosen
 
 
+@dataclass(frozen=True)
+class Doubt:
+    """A configuration the confirmation launches because the model cannot rank it below its `rival` (the
+    best-rated of the picks): the `chance` it is truly faster, by the model's doubt about both."""
+
+    candidate: Candidate
+    rival: Candidate
+    chance: float
+
+
 def width_in_doubt(
     surface: SurfaceAt, ranked: Sequence[tuple[Prediction, Candidate]], chosen: Sequence[Candidate]
-) -> list[Candidate]:
-    """One more pick where the step times cannot tell two widths apart: the best predicted configuration (of
-    `ranked`, best first) of a width none of `chosen` has, where the profile's doubt about the two step times
-    leaves it at least WIDTH_DOUBT_CHANCE of being faster than the first. Their acceptance cannot settle it:
-    both are predicted from the same chain launch, so its error moves both alike."""
+) -> list[Doubt]:
+    """One more pick where the model cannot tell two widths apart: the best predicted configuration (of
+    `ranked`, best first) of a width none of `chosen` has, where the doubt leaves it at least
+    WIDTH_DOUBT_CHANCE of being faster than the best-rated of `chosen`. With a cost profile the doubt is the two
+    step times' (their acceptance is predicted from the same chain launch, so its error moves both alike);
+    without one, each prediction's own doubt about the true speed (less a launch's noise): no launch measured
+    the other width near the picks, so its neighbours' launches are all the model has."""
     widths = {c.shape.width for c in chosen if c.shape}
+    ours = next(((p, c) for p, c in ranked if c in chosen), None)
     other = next(((p, c) for p, c in ranked if c.shape and c.shape.width not in widths), None)
-    if not ranked or other is None:
+    if ours is None or other is None:
         return []
-    (first, best), (runner, candidate) = ranked[0], other
+    (first, best), (runner, candidate) = ours, other
     assert best.shape is not None and candidate.shape is not None
-    doubts = [surface.step_doubt(best.shape), surface.step_doubt(candidate.shape)]
-    if doubts[0] is None or doubts[1] is None or not any(doubts):
+    steps = [surface.step_doubt(best.shape), surface.step_doubt(candidate.shape)]
+    doubts = (
+        [d for d in steps if d is not None]
+        if None not in steps
+        else [first.truth(surface.noise).sd, runner.truth(surface.noise).sd]
+    )
+    if not any(doubts):
         return []
     gap = math.log(first.tps / runner.tps)
-    chance = float(scipy.stats.norm.sf(gap / math.hypot(doubts[0], doubts[1])))
-    return [candidate] if chance >= WIDTH_DOUBT_CHANCE else []
+    chance = float(scipy.stats.norm.sf(gap / math.hypot(*doubts)))
+    return [Doubt(candidate, best, chance)] if chance >= WIDTH_DOUBT_CHANCE else []
 
 
 def axes(space: Space) -> list[Axis]:
@@ -136,6 +154,7 @@ class Picks:
 
     per_workload: dict[str, list[Candidate]]
     overall: tuple[float, Candidate] | None  # the one-for-all pick, with its worst predicted gain
+    doubts: dict[str, list[Doubt]] = field(default_factory=dict)  # those of `per_workload` picked for doubt
 
 
 @dataclass
@@ -334,19 +353,47 @@ class ModelSearch:
         ]
         baseline = next((r for r in records if r.shape is None and not r.failed), None)
         per_workload: dict[str, list[Candidate]] = {}
+        doubts: dict[str, list[Doubt]] = {}
         worst = [math.inf] * len(pool)
         for key, surface in self.surfaces(records).items():
             predicted = surface.predict_many([(c.params, c.shape) for c in pool])
             ranked = sorted(zip(predicted, pool, strict=True), key=lambda pc: -pc[0].tps)
             chosen = diverse([c for _, c in ranked], top)
-            per_workload[key] = chosen + width_in_doubt(surface, ranked, chosen)
+            doubts[key] = width_in_doubt(surface, ranked, chosen)
+            per_workload[key] = chosen + [d.candidate for d in doubts[key]]
             if baseline is not None:
                 plain = surface.predict(baseline.params, None).tps
                 worst = [min(w, p.tps / plain - 1) for w, p in zip(worst, predicted, strict=True)]
         if not pool or not per_workload or baseline is None:
-            return Picks(per_workload, None)
+            return Picks(per_workload, None, doubts)
         best = max(range(len(pool)), key=lambda i: worst[i])
-        return Picks(per_workload, (worst[best], pool[best]))
+        return Picks(per_workload, (worst[best], pool[best]), doubts)
+
+    def doubts(
+        self, records: Sequence[TrialRecord], chosen: Mapping[str, Sequence[Mapping[str, Any]]]
+    ) -> dict[str, list[Doubt]]:
+        """Per workload, what the confirmation adds to the configurations `chosen` for it (the search's
+        measured best and the model's favourite): the best of another width where the model cannot rank it
+        below them (`width_in_doubt`), launched by the search or not. A search measures the width it found
+        first most; a narrow lead there over a width it hardly launched is the model's guess."""
+        starts = self.start_chance(records)
+        pool = [
+            c
+            for c in self.pool.items
+            if c.shape is not None and starts(c.params, c.shape) >= MIN_START_CHANCE
+        ]
+        by_key = {launch_key(c.params): c for c in self.pool.items}
+        out: dict[str, list[Doubt]] = {}
+        for key, surface in self.surfaces(records).items():
+            ours = [c for p in chosen.get(key, ()) if (c := by_key.get(launch_key(p))) and c.shape]
+            if not ours:
+                continue
+            considered = pool + [c for c in ours if c not in pool]
+            predicted = surface.predict_many([(c.params, c.shape) for c in considered])
+            ranked = sorted(zip(predicted, considered, strict=True), key=lambda pc: -pc[0].tps)
+            if found := width_in_doubt(surface, ranked, ours):
+                out[key] = found
+        return out
 
     @staticmethod
     def _rated_best(records: Sequence[TrialRecord], key: str, surface: SurfaceAt) -> float:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from sweep.storage.trials import (
     COST_PROFILE_ATTR,
+    DOUBT_ATTR,
     DRIVER_ATTR,
     GRACE_S,
     HEARTBEAT_S,
@@ -44,6 +45,7 @@ from sweep.storage.views import (
 __all__ = [
     "BASELINE",
     "COST_PROFILE_ATTR",
+    "DOUBT_ATTR",
     "DRIVER_ATTR",
     "GRACE_S",
     "HEARTBEAT_S",

@@ -31,6 +31,7 @@ PREDICTED_ATTR = "predicted"  # the model's prediction per workload when it chos
 LABEL_ATTR = "label"  # confirmation launches: which configuration ("baseline", "trial 5", "A")
 ROUND_ATTR = "round"
 SET_ATTR = "set"  # the confirmation plan a launch belongs to
+DOUBT_ATTR = "doubts"  # confirmation launches: per workload, why the model's doubt put it in the plan
 INTERRUPTED = "interrupted: the sweep stopped during this trial"
 
 STUDY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")

@@ -11,7 +11,15 @@ from optuna.trial import TrialState
 from sweep.core.stats import MIN_GAIN
 from sweep.engines import engine_of_argvs
 from sweep.records import TrialRecord
-from sweep.storage.trials import INTERRUPTED, LABEL_ATTR, RECORD_ATTR, ROLE_ATTR, ROUND_ATTR, SET_ATTR
+from sweep.storage.trials import (
+    DOUBT_ATTR,
+    INTERRUPTED,
+    LABEL_ATTR,
+    RECORD_ATTR,
+    ROLE_ATTR,
+    ROUND_ATTR,
+    SET_ATTR,
+)
 
 BASELINE = "baseline"  # the label of the configuration without speculation
 
@@ -31,6 +39,7 @@ class TrialView:
     label: str = ""  # the configuration: "baseline", "trial N" (search) or a confirmation launch's label
     round: int = 0
     plan: str = ""
+    doubts: dict[str, str] = field(default_factory=dict)  # a confirmation launch's `Relaunch.doubts`
 
     @property
     def failure(self) -> str:
@@ -80,6 +89,7 @@ def trial_views(study: optuna.Study, phase: Phase = Phase.SEARCH) -> list[TrialV
                 str(t.user_attrs.get(LABEL_ATTR, default_label)),
                 int(t.user_attrs.get(ROUND_ATTR, 0)),
                 str(t.user_attrs.get(SET_ATTR, "")),
+                dict(t.user_attrs.get(DOUBT_ATTR, {})),
             )
         )
     return views
