@@ -222,9 +222,8 @@ def test_the_plan_says_why_the_models_doubt_added_a_configuration() -> None:
     ]
     (why,) = plan[2].doubts.values()
     assert list(plan[2].doubts) == ["code"] and not plan[1].doubts
-    assert (
-        why.startswith("the model could not rank predicted 2 (2 wide")
-        and "below predicted 1: a 31% chance" in why
+    assert why.startswith(
+        "the model could not rank predicted 2 (2 wide, depth 4) below predicted 1 (a chain, depth 4): a 31% chance"
     )
     names = PlanNames(search())
     assert names(DEEP) == "trial 1" and names(PREDICTED) == "predicted 1" and names(DEEP) == "trial 1"

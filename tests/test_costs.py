@@ -24,7 +24,7 @@ from sweep.search import (
     acceptance_launches,
     candidates,
     diverse,
-    width_in_doubt,
+    in_doubt,
 )
 from sweep.search.costs import (
     CostProfile,
@@ -35,7 +35,7 @@ from sweep.search.costs import (
     check_space,
     profile_mismatches,
 )
-from sweep.search.guided import WIDTH_DOUBT_CHANCE
+from sweep.search.guided import DEPTH_DOUBT_CHANCE, WIDTH_DOUBT_CHANCE
 from sweep.search.surface import (
     NOISE_FLOOR,
     Observation,
@@ -223,15 +223,34 @@ def test_a_width_the_step_times_cannot_rank_joins_the_picks() -> None:
     picks = [four, one]
     assert at.step_doubt(chain(4, 4, 15)) > 0
     near = [(Prediction(66.4, 0.08), four), (Prediction(66.1, 0.08), two), (Prediction(65.0, 0.08), one)]
-    (doubt,) = width_in_doubt(at, near, picks)
+    (doubt,) = in_doubt(at, near, picks)
     assert (doubt.candidate, doubt.rival) == (two, four) and doubt.chance >= WIDTH_DOUBT_CHANCE
     far = [(Prediction(66.4, 0.08), four), (Prediction(60.0, 0.08), one), (Prediction(50.0, 0.08), two)]
-    assert width_in_doubt(at, far, picks) == []
+    assert in_doubt(at, far, picks) == []
     unprofiled = SurfaceAt(WorkloadSurface([], seen))
-    assert [d.candidate for d in width_in_doubt(unprofiled, near, picks)] == [two]
+    assert [d.candidate for d in in_doubt(unprofiled, near, picks)] == [two]
     sure = [(dataclasses.replace(p, sd=unprofiled.noise), c) for p, c in near]
-    assert width_in_doubt(unprofiled, sure, picks) == []
-    assert width_in_doubt(at, near, [four, one, two]) == []  # no width left
+    assert in_doubt(unprofiled, sure, picks) == []
+    assert in_doubt(at, near, [four, one, two]) == []  # no width left
+
+
+def test_a_far_depth_at_even_odds_on_a_flat_ridge_joins_the_picks() -> None:
+    """2-wide trees of depth 6, 7 and 8 predicted within 0.3% (a flat ridge: their acceptance is one chain's,
+    their step times the profile's, each with its doubt): the depth two or more from the pick joins it at near
+    even odds; the twin next door does not, and a far depth clearly behind does not either."""
+    measured = [chain(1), chain(8), chain(8, 4, 16), chain(4, 2, 8), chain(3, 4, 12)]
+    tables = {"NEXTN": StepTable.fit([(s, knee(s)) for s in measured], True)}
+    at = SurfaceAt(WorkloadSurface([], [Observation({}, None, 40.0)], profiled=lambda m, _c: tables.get(m)))
+    six, seven, eight = (Candidate({}, {"d": d}, chain(d, 2, 2 * d)) for d in (6, 7, 8))
+    ridge = [
+        (Prediction(116.1, 0.13), six),
+        (Prediction(116.0, 0.13), seven),
+        (Prediction(115.7, 0.13), eight),
+    ]
+    (doubt,) = in_doubt(at, ridge, [six])
+    assert doubt.candidate == eight and doubt.rival == six and doubt.chance >= DEPTH_DOUBT_CHANCE
+    behind = [*ridge[:2], (Prediction(100.0, 0.13), eight)]
+    assert in_doubt(at, behind, [six]) == []
 
 
 def test_profiled_shapes_span_each_method_and_are_forced_within_their_reach() -> None:

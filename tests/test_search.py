@@ -378,13 +378,14 @@ def test_plan_prices_a_launch_from_the_gpu_and_the_weights_where_nothing_was_mea
 @pytest.mark.server
 def test_plan_holds_the_confirmations_extra_rounds_to_the_budget(tmp_path: Path) -> None:
     """18 confirmation launches (2 workloads x top 2 + the one-for-all pick and the baseline, x 3) follow the
-    search; their extra rounds (up to 10 launches each) are planned only as far as the budget reaches."""
+    search; their extra rounds (up to 10 launches each, of those and of the 2 a workload the model's doubt may
+    add: 10 configurations) are planned only as far as the budget reaches."""
     text = SPACE.replace("confirm: {launches: 0}", "confirm: {launches: 3, max_launches: 10}")
     (tmp_path / "space.yaml").write_text(text.replace("{python}", sys.executable))
     argv = [sys.executable, "-m", "sweep", "plan", "--space", str(tmp_path / "space.yaml"), "--budget"]
     unbounded = [sys.executable, "-m", "sweep", "plan", "--space", str(tmp_path / "space.yaml")]
     free = subprocess.run(unbounded, capture_output=True, text=True, timeout=120, check=True).stdout
-    assert "confirmation: 18 launches, up to 60 where a verdict stays open\n" in free
+    assert "confirmation: 18 launches, up to 100 where a verdict stays open\n" in free
     # 68.2 s a launch (60 s start-up): the budget's hour holds 27 search launches, the first rounds (18) and
     # 7 of the extra rounds' launches.
     hour = subprocess.run([*argv, "1h"], capture_output=True, text=True, timeout=120, check=True).stdout

@@ -157,11 +157,8 @@ def budget(space: Space, trials: int | None, predicted: bool = False) -> str:
     """The night's plan in launches: the search, then the confirmation's most (`predicted`: with a cost
     profile)."""
     each = f"{space.confirm.launches}-{space.confirm.max_launches}"
-    confirm = (
-        f"{space.confirm_configurations(predicted)} configurations x {each}"
-        if space.confirm.launches
-        else "no"
-    )
+    configurations = space.confirm_configurations(predicted, most=True)
+    confirm = f"{configurations} configurations x {each}" if space.confirm.launches else "no"
     most = "at most " if predicted else ""  # a cost profile's search stops once each acceptance is measured
     return f"plan: {most}{trials or space.trials} search trials, then at most {confirm} confirmation launches"
 

@@ -36,7 +36,7 @@ from sweep.records import TrialRecord
 from sweep.run.driver import TrialFailed
 from sweep.run.recovery import driver_identity, recover
 from sweep.run.trial import TrialRunner
-from sweep.search import Doubt, ModelSearch, Picks, launch_key
+from sweep.search import Candidate, Doubt, ModelSearch, Picks, launch_key
 from sweep.search.costs import CostProfile
 from sweep.space import ConfirmSettings, SearchKind
 from sweep.storage import (
@@ -101,12 +101,15 @@ class PlanNames:
 
 def doubt_text(doubt: Doubt, name: PlanNames) -> str:
     """Why the model's doubt put a configuration in the plan, as the report says it."""
-    shape = doubt.candidate.shape
-    width = f"{shape.width} wide" if shape and shape.width > 1 else "a chain"
+
+    def described(c: Candidate) -> str:
+        s = c.shape
+        return "" if s is None else f" ({f'{s.width} wide' if s.width > 1 else 'a chain'}, depth {s.depth})"
+
     return (
-        f"the model could not rank {name(doubt.candidate.params)} ({width}, the best of a width the picks lack) "
-        f"below {name(doubt.rival.params)}: a {doubt.chance:.0%} chance it is faster by the model's doubt, so "
-        "the confirmation measured both"
+        f"the model could not rank {name(doubt.candidate.params)}{described(doubt.candidate)} below "
+        f"{name(doubt.rival.params)}{described(doubt.rival)}: a {doubt.chance:.0%} chance it is faster by the "
+        "model's doubt, so the confirmation measured both"
     )
 
 

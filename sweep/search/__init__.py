@@ -5,7 +5,7 @@ next launch and of the confirmation's picks (`guided.py`); imported from here.""
 from __future__ import annotations
 
 from sweep.search.candidates import GRID_LIMIT, Candidate, Candidates, candidates, launch_key
-from sweep.search.guided import Doubt, ModelSearch, Picks, acceptance_launches, axes, diverse, width_in_doubt
+from sweep.search.guided import Doubt, ModelSearch, Picks, acceptance_launches, axes, diverse, in_doubt
 
 __all__ = [
     "GRID_LIMIT",
@@ -18,6 +18,6 @@ __all__ = [
     "axes",
     "candidates",
     "diverse",
+    "in_doubt",
     "launch_key",
-    "width_in_doubt",
 ]

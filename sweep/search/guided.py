@@ -42,8 +42,12 @@ TIE_SHARE = 0.8  # expected improvements within this share of the highest are a 
 # With a cost profile: an expected improvement below this share of the best is not worth a launch.
 NEGLIGIBLE_GAIN = 0.01
 # The confirmation adds a configuration of a width none of its picks has where the model's doubt leaves it at
-# least this chance of being faster than the best of them (`width_in_doubt`).
+# least this chance of being faster than the best of them (`in_doubt`); one of a depth DEPTH_APART or more from
+# theirs at even odds or near them (the profiled search's misses were 2-wide trees of depth 6 against 8, 0.3%
+# apart as predicted; at 0.25 a third of profiled studies would add one, at 0.4 those few).
 WIDTH_DOUBT_CHANCE = 0.25
+DEPTH_DOUBT_CHANCE = 0.4
+DEPTH_APART = 2
 
 
 def acceptance_launches(
@@ -93,18 +97,42 @@ class Doubt:
     chance: float
 
 
-def width_in_doubt(
+def in_doubt(
     surface: SurfaceAt, ranked: Sequence[tuple[Prediction, Candidate]], chosen: Sequence[Candidate]
 ) -> list[Doubt]:
-    """One more pick where the model cannot tell two widths apart: the best predicted configuration (of
-    `ranked`, best first) of a width none of `chosen` has, where the doubt leaves it at least
-    WIDTH_DOUBT_CHANCE of being faster than the best-rated of `chosen`. With a cost profile the doubt is the two
-    step times' (their acceptance is predicted from the same chain launch, so its error moves both alike);
-    without one, each prediction's own doubt about the true speed (less a launch's noise): no launch measured
-    the other width near the picks, so its neighbours' launches are all the model has."""
-    widths = {c.shape.width for c in chosen if c.shape}
+    """What the confirmation adds to `chosen` where the model cannot rank it below them (`ranked`: the
+    configurations it predicts, best first): the best of a width none of them has, at WIDTH_DOUBT_CHANCE or
+    more of being faster than the best-rated of them; then the best whose depth is DEPTH_APART or more from
+    every pick's, at DEPTH_DOUBT_CHANCE or more (a flat ridge: the depths between share their acceptance, and
+    the step times' doubt alone ranks the ends)."""
+    widths = _in_doubt(
+        surface, ranked, chosen, lambda shape, picks: shape.width not in {p.width for p in picks}
+    )
+    picks = [*chosen, *(d.candidate for d in widths)]
+    return widths + _in_doubt(
+        surface,
+        ranked,
+        picks,
+        lambda shape, picks: all(abs(shape.depth - p.depth) >= DEPTH_APART for p in picks),
+        DEPTH_DOUBT_CHANCE,
+    )
+
+
+def _in_doubt(
+    surface: SurfaceAt,
+    ranked: Sequence[tuple[Prediction, Candidate]],
+    chosen: Sequence[Candidate],
+    unlike: Callable[[SpecShape, list[SpecShape]], bool],
+    threshold: float = WIDTH_DOUBT_CHANCE,
+) -> list[Doubt]:
+    """The best of `ranked` that is `unlike` every pick, where the doubt leaves it `threshold` or more of being
+    faster than the best-rated of `chosen`. With a cost profile the doubt is the two step times' (their
+    acceptance is predicted from the same chain launch, so its error moves both alike); without one, each
+    prediction's own doubt about the true speed (less a launch's noise): no launch measured the other near the
+    picks, so its neighbours' launches are all the model has."""
+    shapes = [c.shape for c in chosen if c.shape]
     ours = next(((p, c) for p, c in ranked if c in chosen), None)
-    other = next(((p, c) for p, c in ranked if c.shape and c.shape.width not in widths), None)
+    other = next(((p, c) for p, c in ranked if c.shape and c not in chosen and unlike(c.shape, shapes)), None)
     if ours is None or other is None:
         return []
     (first, best), (runner, candidate) = ours, other
@@ -119,7 +147,7 @@ def width_in_doubt(
         return []
     gap = math.log(first.tps / runner.tps)
     chance = float(scipy.stats.norm.sf(gap / math.hypot(*doubts)))
-    return [Doubt(candidate, best, chance)] if chance >= WIDTH_DOUBT_CHANCE else []
+    return [Doubt(candidate, best, chance)] if chance >= threshold else []
 
 
 def axes(space: Space) -> list[Axis]:
@@ -343,7 +371,7 @@ class ModelSearch:
         """What the confirmation launches where a cost profile leaves the prediction to tell configurations
         apart, of the speculative configurations likely to start, launched or not: per workload the `top` the
         model predicts fastest, chosen across families (`diverse`), and one of another width where the step
-        times cannot tell it from the first (`width_in_doubt`); and the one for one server for every workload
+        times cannot tell it from the first (`in_doubt`); and the one for one server for every workload
         (the highest worst-case predicted gain over the baseline as the model rates it)."""
         starts = self.start_chance(records)
         pool = [
@@ -359,7 +387,7 @@ class ModelSearch:
             predicted = surface.predict_many([(c.params, c.shape) for c in pool])
             ranked = sorted(zip(predicted, pool, strict=True), key=lambda pc: -pc[0].tps)
             chosen = diverse([c for _, c in ranked], top)
-            doubts[key] = width_in_doubt(surface, ranked, chosen)
+            doubts[key] = in_doubt(surface, ranked, chosen)
             per_workload[key] = chosen + [d.candidate for d in doubts[key]]
             if baseline is not None:
                 plain = surface.predict(baseline.params, None).tps
@@ -374,7 +402,7 @@ class ModelSearch:
     ) -> dict[str, list[Doubt]]:
         """Per workload, what the confirmation adds to the configurations `chosen` for it (the search's
         measured best and the model's favourite): the best of another width where the model cannot rank it
-        below them (`width_in_doubt`), launched by the search or not. A search measures the width it found
+        below them (`in_doubt`), launched by the search or not. A search measures the width it found
         first most; a narrow lead there over a width it hardly launched is the model's guess."""
         starts = self.start_chance(records)
         pool = [
@@ -391,7 +419,7 @@ class ModelSearch:
             considered = pool + [c for c in ours if c not in pool]
             predicted = surface.predict_many([(c.params, c.shape) for c in considered])
             ranked = sorted(zip(predicted, considered, strict=True), key=lambda pc: -pc[0].tps)
-            if found := width_in_doubt(surface, ranked, ours):
+            if found := in_doubt(surface, ranked, ours):
                 out[key] = found
         return out
 

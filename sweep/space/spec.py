@@ -167,25 +167,33 @@ class Space:
         capacity = [w.key for w in self.workloads if w.capacity is not None]
         return capacity or self.workload_keys
 
-    def confirm_configurations(self, predicted: bool = False) -> int:
-        """The most configurations the confirmation launches: `top` candidates per workload (it ranks every
-        workload the baseline measured, not only the objective's), with a cost profile (`predicted`) one more
-        per workload where the step times cannot rank another width (`search.width_in_doubt`), the one-for-all
-        pick, and the baseline."""
-        return (self.confirm.top + int(predicted)) * len(self.workloads) + 2
+    def confirm_configurations(self, predicted: bool = False, most: bool = False) -> int:
+        """The configurations the confirmation launches: `top` candidates per workload (it ranks every workload
+        the baseline measured, not only the objective's), the one-for-all pick and the baseline; with `most`,
+        every one the model's doubt may add too (`doubts`), else the one a cost profile's picks usually hold
+        (another width where the step times cannot rank it: `predicted`). Doubt is the exception (0.2 to 1.6
+        configurations a study in `benchmarks/search_vs_grid.py`), so the first rounds' count leaves it out and
+        the most holds it."""
+        extra = self.doubts(predicted) if most else int(predicted)
+        return (self.confirm.top + extra) * len(self.workloads) + 2
+
+    def doubts(self, predicted: bool = False) -> int:
+        """The most configurations per workload the model's doubt adds to the confirmation (`search.in_doubt`:
+        a width and a depth), with a model search or a cost profile's predictions (`predicted`); none else."""
+        return 2 if predicted or self.search is SearchKind.MODEL else 0
 
     def confirm_launches(
         self, most: bool = False, configurations: int | None = None, predicted: bool = False
     ) -> int:
         """The confirmation's first rounds in launches (with `most`: every round it may add); 0 without one.
         `configurations`: how many the search has measured (the baseline included), where that bounds the plan
-        (without a cost profile the confirmation launches only what the search measured); `predicted`: the
-        confirmation of a cost profile's predictions."""
+        (without a cost profile the confirmation launches what the search measured and what the model's doubt
+        adds); `predicted`: the confirmation of a cost profile's predictions."""
         if not self.confirm.launches:
             return 0
-        count = self.confirm_configurations(predicted)
+        count = self.confirm_configurations(predicted, most)
         if configurations is not None and not predicted:
-            count = min(count, configurations)
+            count = min(count, configurations + (self.doubts() * len(self.workloads) if most else 0))
         return count * (self.confirm.max_launches if most else self.confirm.launches)
 
     def launches_in_budget(
