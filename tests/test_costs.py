@@ -237,19 +237,22 @@ def test_a_width_the_step_times_cannot_rank_joins_the_picks() -> None:
 def test_a_far_depth_at_even_odds_on_a_flat_ridge_joins_the_picks() -> None:
     """2-wide trees of depth 6, 7 and 8 predicted within 0.3% (a flat ridge: their acceptance is one chain's,
     their step times the profile's, each with its doubt): the depth two or more from the pick joins it at near
-    even odds; the twin next door does not, and a far depth clearly behind does not either."""
+    even odds; the twin next door does not, a far depth clearly behind does not either, and another method's
+    tree ranked between them is not the model's doubt (its own launches speak for it)."""
     measured = [chain(1), chain(8), chain(8, 4, 16), chain(4, 2, 8), chain(3, 4, 12)]
     tables = {"NEXTN": StepTable.fit([(s, knee(s)) for s in measured], True)}
     at = SurfaceAt(WorkloadSurface([], [Observation({}, None, 40.0)], profiled=lambda m, _c: tables.get(m)))
     six, seven, eight = (Candidate({}, {"d": d}, chain(d, 2, 2 * d)) for d in (6, 7, 8))
+    other = Candidate({}, {"m": "EAGLE"}, SpecShape("EAGLE", 8, 2, 16))
     ridge = [
         (Prediction(116.1, 0.13), six),
         (Prediction(116.0, 0.13), seven),
+        (Prediction(115.9, 0.13), other),
         (Prediction(115.7, 0.13), eight),
     ]
     (doubt,) = in_doubt(at, ridge, [six])
     assert doubt.candidate == eight and doubt.rival == six and doubt.chance >= DEPTH_DOUBT_CHANCE
-    behind = [*ridge[:2], (Prediction(100.0, 0.13), eight)]
+    behind = [*ridge[:3], (Prediction(100.0, 0.13), eight)]
     assert in_doubt(at, behind, [six]) == []
 
 

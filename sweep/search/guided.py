@@ -115,6 +115,7 @@ def in_doubt(
         picks,
         lambda shape, picks: all(abs(shape.depth - p.depth) >= DEPTH_APART for p in picks),
         DEPTH_DOUBT_CHANCE,
+        same_family=True,
     )
 
 
@@ -124,19 +125,39 @@ def _in_doubt(
     chosen: Sequence[Candidate],
     unlike: Callable[[SpecShape, list[SpecShape]], bool],
     threshold: float = WIDTH_DOUBT_CHANCE,
+    same_family: bool = False,
 ) -> list[Doubt]:
-    """The best of `ranked` that is `unlike` every pick, where the doubt leaves it `threshold` or more of being
-    faster than the best-rated of `chosen`. With a cost profile the doubt is the two step times' (their
+    """The best of `ranked` that is `unlike` every pick, of the best-rated pick's method and variant (its
+    `family` with `same_family`), where the doubt leaves it `threshold` or more of being faster than that
+    pick. Another method's prediction rests on its own launches, which the search chose or did not: the doubt
+    here is about a shape of what was measured. With a cost profile the doubt is the two step times' (their
     acceptance is predicted from the same chain launch, so its error moves both alike); without one, each
     prediction's own doubt about the true speed (less a launch's noise): no launch measured the other near the
     picks, so its neighbours' launches are all the model has."""
-    shapes = [c.shape for c in chosen if c.shape]
-    ours = next(((p, c) for p, c in ranked if c in chosen), None)
-    other = next(((p, c) for p, c in ranked if c.shape and c not in chosen and unlike(c.shape, shapes)), None)
-    if ours is None or other is None:
+    ours = next(((p, c) for p, c in ranked if c in chosen and c.shape), None)
+    if ours is None:
         return []
-    (first, best), (runner, candidate) = ours, other
-    assert best.shape is not None and candidate.shape is not None
+    first, best = ours
+    assert best.shape is not None
+    shapes = [c.shape for c in chosen if c.shape]
+    length = 3 if same_family else 2  # family(): method, variant, tree or chain
+    kin = family(best.shape)[:length]
+
+    def akin(shape: SpecShape) -> bool:
+        return family(shape)[:length] == kin
+
+    other = next(
+        (
+            (p, c)
+            for p, c in ranked
+            if c.shape and c not in chosen and akin(c.shape) and unlike(c.shape, shapes)
+        ),
+        None,
+    )
+    if other is None:
+        return []
+    runner, candidate = other
+    assert candidate.shape is not None
     steps = [surface.step_doubt(best.shape), surface.step_doubt(candidate.shape)]
     doubts = (
         [d for d in steps if d is not None]
