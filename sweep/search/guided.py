@@ -391,22 +391,17 @@ class ModelSearch:
     def picks(self, records: Sequence[TrialRecord], top: int) -> Picks:
         """What the confirmation launches where a cost profile leaves the prediction to tell configurations
         apart, of the speculative configurations likely to start, launched or not: per workload the `top` the
-        model predicts fastest, chosen across families (`diverse`), and one of another width where the step
-        times cannot tell it from the first (`in_doubt`); and the one for one server for every workload
+        model predicts fastest, chosen across families (`diverse`), and those the model cannot rank below them
+        (`in_doubt`: another width, a far depth); and the one for one server for every workload
         (the highest worst-case predicted gain over the baseline as the model rates it)."""
-        starts = self.start_chance(records)
-        pool = [
-            c
-            for c in self.pool.items
-            if c.shape is not None and starts(c.params, c.shape) >= MIN_START_CHANCE
-        ]
+        pool = self._startable(records)
         baseline = next((r for r in records if r.shape is None and not r.failed), None)
         per_workload: dict[str, list[Candidate]] = {}
         doubts: dict[str, list[Doubt]] = {}
         worst = [math.inf] * len(pool)
         for key, surface in self.surfaces(records).items():
             predicted = surface.predict_many([(c.params, c.shape) for c in pool])
-            ranked = sorted(zip(predicted, pool, strict=True), key=lambda pc: -pc[0].tps)
+            ranked = _best_first(predicted, pool)
             chosen = diverse([c for _, c in ranked], top)
             doubts[key] = in_doubt(surface, ranked, chosen)
             per_workload[key] = chosen + [d.candidate for d in doubts[key]]
@@ -422,15 +417,10 @@ class ModelSearch:
         self, records: Sequence[TrialRecord], chosen: Mapping[str, Sequence[Mapping[str, Any]]]
     ) -> dict[str, list[Doubt]]:
         """Per workload, what the confirmation adds to the configurations `chosen` for it (the search's
-        measured best and the model's favourite): the best of another width where the model cannot rank it
-        below them (`in_doubt`), launched by the search or not. A search measures the width it found
-        first most; a narrow lead there over a width it hardly launched is the model's guess."""
-        starts = self.start_chance(records)
-        pool = [
-            c
-            for c in self.pool.items
-            if c.shape is not None and starts(c.params, c.shape) >= MIN_START_CHANCE
-        ]
+        measured best and the model's favourite): those the model cannot rank below them (`in_doubt`: another
+        width, a far depth), launched by the search or not. A search measures the width it found first most; a
+        narrow lead there over a width it hardly launched is the model's guess."""
+        pool = self._startable(records)
         by_key = {launch_key(c.params): c for c in self.pool.items}
         out: dict[str, list[Doubt]] = {}
         for key, surface in self.surfaces(records).items():
@@ -439,10 +429,18 @@ class ModelSearch:
                 continue
             considered = pool + [c for c in ours if c not in pool]
             predicted = surface.predict_many([(c.params, c.shape) for c in considered])
-            ranked = sorted(zip(predicted, considered, strict=True), key=lambda pc: -pc[0].tps)
-            if found := in_doubt(surface, ranked, ours):
+            if found := in_doubt(surface, _best_first(predicted, considered), ours):
                 out[key] = found
         return out
+
+    def _startable(self, records: Sequence[TrialRecord]) -> list[Candidate]:
+        """The speculative configurations likely to start (MIN_START_CHANCE), launched or not."""
+        starts = self.start_chance(records)
+        return [
+            c
+            for c in self.pool.items
+            if c.shape is not None and starts(c.params, c.shape) >= MIN_START_CHANCE
+        ]
 
     @staticmethod
     def _rated_best(records: Sequence[TrialRecord], key: str, surface: SurfaceAt) -> float:
@@ -478,6 +476,12 @@ class ModelSearch:
             if c.shape is not None
         ]
         return PredictedSurface(tuple(points), tuple(_context_curves(self.space, surfaces, speculative)))
+
+
+def _best_first(
+    predicted: Sequence[Prediction], candidates: Sequence[Candidate]
+) -> list[tuple[Prediction, Candidate]]:
+    return sorted(zip(predicted, candidates, strict=True), key=lambda pc: -pc[0].tps)
 
 
 def _fastest(records: Sequence[TrialRecord], key: str) -> TrialRecord | None:
