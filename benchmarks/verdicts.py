@@ -1,7 +1,8 @@
 """How often a verdict is right: A/A called "within noise", a true +3/+5/+10% called "faster", and the winner's
 curse, before (one launch each, a fixed 5% threshold) and after (interleaved confirmation launches, noise
-measured in the study, Student's t on round-paired launch means at 98% with a 3% practical minimum, one more
-round at a time while the verdict is open, up to 10).
+measured in the study, Student's t on round-paired launch means with a 3% practical minimum, one more round
+at a time while the verdict is open, up to `confirm.max_launches` (30), each look's interval Pocock's so that
+equal configurations are told apart in 2% of confirmations over every look, `stats.Looks`).
 
 Launches are simulated in-process with the simulator's own code (`sweep.sim`: its performance model, per-launch
 drift, per-request pace and per-step noise, seeded anew per launch as a real server drifts), on the probe's real
@@ -53,11 +54,11 @@ from sweep.probes.client import prompt_nonce, unique_content
 from sweep.probes.workloads import BUILTIN
 from sweep.sim.profile import DEFAULT_PROFILE, Profile
 from sweep.sim.sglang_server import in_process
+from sweep.space.spec import ConfirmSettings
 
 REPEATS = 3
 MAX_TOKENS = 128
 OLD_NOISE = 0.05
-CONFIDENCE = stats.CONFIDENCE
 
 
 def launch(profile: Profile, flags: list[str], prompts: list[str], seed: int) -> Launch:
@@ -100,7 +101,8 @@ def confirmed(
     b = [one(flags_b, r) for r in range(rounds)]
     others = [[one(flags_a, r) for r in range(rounds)] for _ in range(extra)]
     while True:
-        found = stats.compare(b, a, stats.measure_noise([a, b, *others], a), confidence=CONFIDENCE)
+        noise = stats.measure_noise([a, b, *others], a)
+        found = stats.compare(b, a, noise, looks=stats.Looks(rounds, max_rounds))
         assert found is not None
         if found.settled() or len(a) >= max_rounds:
             return found, a[0], b[0]
@@ -245,22 +247,27 @@ def recommendations(
     return [found[c] for c in classes]
 
 
-def score_recommendations(studies: int, effect: float) -> None:
-    """Per held-out profile and workload class: how often a true `effect` is called faster, and recommended."""
+def score_recommendations(studies: int, effect: float, only: list[str]) -> None:
+    """Per held-out profile (those named in `only`, else all) and workload class: how often a true `effect` is
+    called faster, and recommended, and the confirmation rounds each verdict took."""
     print(
         f"true effect {effect:+.0%}, {studies} studies per cell: called faster / recommended; vetoes that fired"
     )
-    print("| profile | workload | faster | recommended | vetoes |")
-    print("|---|---|---|---|---|")
+    print("| profile | workload | faster | recommended | rounds a side | vetoes |")
+    print("|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for profile in perturbed_profiles(Path(tmp)):
+            if only and Path(profile).stem not in only:
+                continue
             for workload in CLASSES:
                 faster = run = 0
                 vetoes: list[str] = []
+                rounds: list[int] = []
                 for seed in range(studies):
                     with tempfile.TemporaryDirectory() as folder:
                         (rec,) = recommendations(Path(folder), profile, (workload,), effect, seed)
                     faster += rec["verdict"] == "faster"
+                    rounds.append(rec["launches"][0] if rec.get("launches") else 0)
                     run += rec["recommended_trial"] == 1
                     if rec.get("withheld"):
                         vetoes.append(f"{rec['withheld']['veto']}: {rec['withheld']['evidence'][:80]}")
@@ -268,7 +275,7 @@ def score_recommendations(studies: int, effect: float) -> None:
                         vetoes.append(rec["why"][:100])
                 print(
                     f"| {Path(profile).stem} | {workload} | {faster}/{studies} | {run}/{studies} "
-                    f"| {'; '.join(vetoes) or '-'} |"
+                    f"| {' '.join(map(str, rounds))} | {'; '.join(vetoes) or '-'} |"
                 )
 
 
@@ -303,7 +310,7 @@ def main() -> None:
     parser.add_argument("--replicates", type=int, default=400)
     parser.add_argument("--drift", type=float, help="launch drift (default: the profile's)")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--max-rounds", type=int, default=10)
+    parser.add_argument("--max-rounds", type=int, default=ConfirmSettings.max_launches)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(
         "--e2e", type=int, default=0, help="also run this many `specsweep ab` tests per effect"
@@ -314,6 +321,9 @@ def main() -> None:
     )
     parser.add_argument("--effect", type=float, default=0.05, help="--recommend's true effect")
     parser.add_argument(
+        "--profiles", nargs="*", default=[], help="--recommend's held-out profiles (default: all)"
+    )
+    parser.add_argument(
         "--studies",
         type=int,
         default=0,
@@ -321,7 +331,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.recommend:
-        score_recommendations(args.recommend, args.effect)
+        score_recommendations(args.recommend, args.effect, args.profiles)
         return
     if args.studies:
         score_studies(args.studies, args.busy)

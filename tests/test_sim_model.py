@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import time
 from pathlib import Path
 from typing import Any
 
@@ -364,14 +363,20 @@ def test_a_prefill_pauses_the_requests_decoding() -> None:
     def decode_s(arrival: bool) -> tuple[float, float]:
         sim = in_process(PROFILE, ["--sim-seed", "3", "--sim-time-scale", "0.05"])
         metas: dict[str, Any] = {}
+        decoding = threading.Event()
 
         def send(name: str, prompt: str, tokens: int) -> None:
-            metas[name] = list(sim.generate(prompt, tokens))[-1][1]
+            for _, final in sim.generate(prompt, tokens):
+                decoding.set()
+                if final:
+                    metas[name] = final
 
-        first = threading.Thread(target=send, args=("decoding", "Write a Python function to add.", 128))
+        # 512 tokens take about a quarter of a wall second at this scale: the arrival, sent once the first
+        # request streams (not after a fixed sleep a loaded machine can overrun), lands while it decodes.
+        first = threading.Thread(target=send, args=("decoding", "Write a Python function to add.", 512))
         first.start()
         if arrival:
-            time.sleep(0.05)  # wall seconds: decoding by now (its own prefill is a few modelled ms)
+            decoding.wait()
             send("arriving", "Summarise this. " + "word " * 3000, 2)
         first.join()
         prefill = metas["arriving"]["first_token_latency"] if arrival else 0.0

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 
+import numpy as np
 import pytest
 
 from sweep.core import stats
@@ -139,3 +141,48 @@ def test_the_launches_to_settle_grow_as_the_estimate_nears_the_practical_minimum
     assert far is not None and near is not None and 5 <= far < near
     assert stats.launches_to_settle(math.log1p(0.0299), 0.04, 4, 5, 0.03, 0.98) is None  # at the edge: never
     assert stats.launches_to_settle(0.0, 0.04, 4, 5, 0.03, 0.98) is not None  # A/A: settles within ±3%
+
+
+def sequential_error(first: int, most: int, confidence: float, seed: int, paths: int = 20000) -> float:
+    """How often two equal configurations' round differences cross a `confidence` interval (either way) at
+    some look from `first` to `most` rounds: drawn here with a seed of this test's own, and compared with the
+    interval's own t quantile (not the calibration's p-values)."""
+
+    draws = np.random.default_rng(seed).normal(0.0, 0.07, (paths, most))  # any noise: t does not care
+    crossed = np.zeros(paths, dtype=bool)
+    for n in range(first, most + 1):
+        rows = draws[:, :n]
+        half = stats.t_quantile(0.5 + confidence / 2, n - 1) * rows.std(axis=1, ddof=1) / math.sqrt(n)
+        crossed |= np.abs(rows.mean(axis=1)) > half
+    return float(crossed.mean())
+
+
+@pytest.mark.parametrize(("first", "most"), [(3, 10), (2, 5), (3, 30)])
+def test_every_look_is_counted_equal_configurations_cross_in_two_percent(first: int, most: int) -> None:
+    """Looked at after every round up to the cap, a fixed 98% interval calls equal configurations apart far
+    more than 2% of the time; each look's interval from `Looks` brings it back to 2%, at any cap."""
+    looks = stats.Looks(first, most)
+    assert looks.confidence > stats.CONFIDENCE
+    assert 0.014 < sequential_error(first, most, looks.confidence, seed=11) < 0.027
+    assert sequential_error(first, most, stats.CONFIDENCE, seed=11) > 0.045
+
+
+def test_more_looks_need_a_wider_interval_at_each_and_one_look_needs_none() -> None:
+    per_look = [stats.Looks(3, most).confidence for most in (3, 4, 10, 30, 60)]
+    assert per_look[0] == stats.CONFIDENCE and per_look == sorted(per_look) and len(set(per_look)) == 5
+    assert stats.Looks(3, 30).confidence == stats.look_confidence(3, 30)  # seeded: the same every time
+
+
+def test_a_confirmation_verdict_names_its_looks_and_is_wider_than_one_looks() -> None:
+    """Round-paired launches compared under the plan's looks: the interval widens to the per-look level and
+    the verdict's reason says so; a clear gain is still faster."""
+    rng = random.Random(3)
+    a, b = launches(rng, 50.0, 6, 0.02), launches(rng, 60.0, 6, 0.02)
+    a = [dataclasses.replace(x, round=r) for r, x in enumerate(a)]
+    b = [dataclasses.replace(x, round=r) for r, x in enumerate(b)]
+    noise = stats.measure_noise([a, b], a)
+    once, looked = stats.compare(b, a, noise), stats.compare(b, a, noise, looks=stats.Looks(3, 30))
+    assert once is not None and looked is not None and looked.verdict == Verdict.FASTER
+    assert looked.low is not None and once.low is not None and looked.low < once.low
+    assert "98% interval over up to 28 looks (99.8% each) above zero" in looked.why
+    assert "98% interval above zero" in once.why

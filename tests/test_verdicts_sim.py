@@ -100,6 +100,8 @@ seed: 2
     assert all(r["confirmed"] and r["verdict"] == "faster" for r in recs.values()), [
         (k, r["verdict"], r["why_verdict"]) for k, r in recs.items()
     ]
+    # The confirmation looked after 2 rounds and may look after a third: each look's interval is wider.
+    assert all("98% interval over up to 2 looks (" in r["why_verdict"] for r in recs.values())
     # Four streams at once: every request valid (the nonce leads the message, so the radix cache has nothing
     # to give but the chat template's header, the same in every request, where one was prefilled before another
     # arrived), and the aggregate is the sum of the

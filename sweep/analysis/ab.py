@@ -47,12 +47,18 @@ def _plain(
 
 
 def _speed(
-    views: list[TrialView], key: str, metric: str, name: str, min_gain: float, warnings: StudyWarnings
+    views: list[TrialView],
+    key: str,
+    metric: str,
+    name: str,
+    min_gain: float,
+    warnings: StudyWarnings,
+    looks: stats.Looks | None,
 ) -> ABRow | None:
     used = quiet_views(views, ("B", "A"), key, metric)
     a, b = launches(used, "A", key, metric), launches(used, "B", key, metric)
     noise = study_noise(views, key, metric, reference="A")
-    found = quiet_compare(views, ("B", "A"), key, noise, min_gain, warnings, metric)
+    found = quiet_compare(views, ("B", "A"), key, noise, min_gain, warnings, metric, looks)
     a_mean, b_mean = geo_mean(a), geo_mean(b)
     if found is None or a_mean is None or b_mean is None:
         return None
@@ -71,19 +77,29 @@ def _fact(view: TrialView, name: str) -> float | None:
 
 
 def ab_rows(
-    views: list[TrialView], keys: list[str], warnings: StudyWarnings, min_gain: float = stats.MIN_GAIN
+    views: list[TrialView],
+    keys: list[str],
+    warnings: StudyWarnings,
+    min_gain: float = stats.MIN_GAIN,
+    looks: stats.Looks | None = None,
 ) -> list[ABRow]:
-    """B against A, interleaved launches of each: speeds with verdicts (unreliable where the host was busy),
-    then latency, acceptance and memory."""
+    """B against A, interleaved launches of each (looked at as `looks` says): speeds with verdicts (unreliable
+    where the host was busy), then latency, acceptance and memory."""
     rows: list[ABRow | None] = []
     for key in keys:
         rows += [
             _speed(
-                views, key, "capacity_rps", "capacity (req/s within the latency limits)", min_gain, warnings
+                views,
+                key,
+                "capacity_rps",
+                "capacity (req/s within the latency limits)",
+                min_gain,
+                warnings,
+                looks,
             ),
-            _speed(views, key, "decode_tps", "decode t/s", min_gain, warnings),
-            _speed(views, key, "aggregate_tps", "aggregate t/s (decode window)", min_gain, warnings),
-            _speed(views, key, "sum_stream_tps", "sum of stream t/s", min_gain, warnings),
+            _speed(views, key, "decode_tps", "decode t/s", min_gain, warnings, looks),
+            _speed(views, key, "aggregate_tps", "aggregate t/s (decode window)", min_gain, warnings, looks),
+            _speed(views, key, "sum_stream_tps", "sum of stream t/s", min_gain, warnings, looks),
             *(
                 _plain(
                     views,

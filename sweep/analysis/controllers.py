@@ -116,7 +116,9 @@ class Judged:
         confirm = latest_confirmation(self.study.confirm)
         views = confirm if all(launches(confirm, x, self.key) for x in labels) else self.study.search
         noise = study_noise(views, self.key)
-        return quiet_compare(views, labels, self.key, noise, self.study.min_gain, self.warnings)
+        return quiet_compare(
+            views, labels, self.key, noise, self.study.min_gain, self.warnings, looks=self.study.looks
+        )
 
 
 def controller_answers(study: Study, verdicts: Verdicts) -> list[ControllerAnswer]:

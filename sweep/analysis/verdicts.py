@@ -31,7 +31,7 @@ from sweep.analysis.study_warnings import StudyWarnings, study_warnings
 from sweep.answers import fidelity, health
 from sweep.answers.health import OutputHealth
 from sweep.core import stats
-from sweep.core.stats import Comparison, Launch, Noise, Verdict
+from sweep.core.stats import Comparison, Launch, Looks, Noise, Verdict
 from sweep.records import Spread, WorkloadSummary
 from sweep.storage import BASELINE, Phase, Study, TrialView, complete_views, latest_confirmation
 
@@ -168,7 +168,7 @@ def _evidence(study: Study, key: str) -> tuple[list[TrialView], bool]:
 def _compare(
     views: list[TrialView], label: str, key: str, noise: Noise, study: Study, warnings: StudyWarnings
 ) -> Comparison | None:
-    return quiet_compare(views, (label, BASELINE), key, noise, study.min_gain, warnings)
+    return quiet_compare(views, (label, BASELINE), key, noise, study.min_gain, warnings, looks=study.looks)
 
 
 def quiet_views(
@@ -190,13 +190,14 @@ def quiet_compare(
     min_gain: float,
     warnings: StudyWarnings,
     metric: str = "headline",
+    looks: Looks | None = None,
 ) -> Comparison | None:
-    """The first configuration against the second (its reference), on `quiet_views`; the verdict says how many
-    launches on a busy host were left out."""
+    """The first configuration against the second (its reference), on `quiet_views`, with the confirmation's
+    `looks` where it has rounds; the verdict says how many launches on a busy host were left out."""
     label, reference = labels
     used = quiet_views(views, labels, key, metric)
     mine, theirs = launches(used, label, key, metric), launches(used, reference, key, metric)
-    found = stats.compare(mine, theirs, noise, min_gain) if mine and theirs else None
+    found = stats.compare(mine, theirs, noise, min_gain, looks=looks) if mine and theirs else None
     if found is None:
         return None
     kept = {id(v) for v in used}
@@ -508,7 +509,11 @@ def _what_to_run(
     good = []
     for label, _ in intact:
         against_best = stats.compare(
-            launches(views, label, key), launches(views, best_label, key), noise, study.min_gain
+            launches(views, label, key),
+            launches(views, best_label, key),
+            noise,
+            study.min_gain,
+            looks=study.looks,
         )
         if label == best_label or (against_best is not None and against_best.verdict != Verdict.SLOWER):
             good.append(search_by_label[label])

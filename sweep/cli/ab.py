@@ -20,8 +20,8 @@ from sweep.outputs.console import ab_text
 from sweep.run.confirm import Confirmation
 from sweep.run.preflight import build_engine, validate
 from sweep.run.trial import TrialRunner
-from sweep.space import Space, load_space
-from sweep.storage import Phase, StudyPaths, latest_confirmation, trial_views
+from sweep.space import ConfirmSettings, Space, load_space
+from sweep.storage import Phase, StudyPaths, latest_confirmation, study_looks, trial_views
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -35,8 +35,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--max-rounds",
         type=int,
-        default=10,
-        help="more rounds while the verdict is open, up to this (default: 10)",
+        default=ConfirmSettings.max_launches,
+        help=f"more rounds while the verdict is open, up to this (default: {ConfirmSettings.max_launches})",
     )
     add_study_options(parser)
     parser.set_defaults(handler=main)
@@ -93,6 +93,12 @@ def main(args: argparse.Namespace) -> int:
     views = latest_confirmation(trial_views(study, Phase.CONFIRM))
     warnings = study_warnings([], views, list(keys))
     print(
-        ab_text(name, a, b, ab_rows(views, list(keys), warnings, space.confirm.min_gain), warnings.messages)
+        ab_text(
+            name,
+            a,
+            b,
+            ab_rows(views, list(keys), warnings, space.confirm.min_gain, study_looks(study)),
+            warnings.messages,
+        )
     )
     return 0

@@ -35,6 +35,7 @@ from sweep.storage import (
     StudyPaths,
     make_storage,
     search_records,
+    study_looks,
     trial_views,
 )
 
@@ -77,6 +78,7 @@ def results(study: optuna.Study) -> Study:
         trial_views(confirm, Phase.CONFIRM) if confirm is not None else [],
         float(study.user_attrs.get(MIN_GAIN_ATTR, MIN_GAIN)),
         dict(study.user_attrs.get(LIMITS_ATTR, {})),
+        study_looks(confirm),
     )
 
 

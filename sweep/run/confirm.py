@@ -44,6 +44,7 @@ from sweep.storage import (
     DOUBT_ATTR,
     DRIVER_ATTR,
     LABEL_ATTR,
+    LOOKS_ATTR,
     ROLE_ATTR,
     ROUND_ATTR,
     SET_ATTR,
@@ -181,11 +182,14 @@ class Confirmation:
         self._done = 0
         self._total = 0
         self._durations: list[float] = []
+        self._looks = stats.Looks(0, 0)
 
     def run(self, plan: list[Relaunch], rounds: int, max_rounds: int | None = None) -> optuna.Study:
         study = open_confirm_study(self.trials.paths, self.study_name)
         recover(study, self.trials.paths.registry, self.progress)
         set_id = plan_id(plan, rounds)
+        self._looks = stats.Looks(rounds, max(rounds, max_rounds or rounds))
+        study.set_user_attr(LOOKS_ATTR, [self._looks.first, self._looks.most])
         self._plan = {c.label: c for c in plan}
         self._launch(study, set_id, slots(plan, rounds))
         for round_ in range(rounds, max_rounds or rounds):
@@ -227,6 +231,7 @@ class Confirmation:
                 launches(used, self.reference, key),
                 study_noise(views, key, reference=self.reference),
                 min_gain,
+                looks=self._looks,
             )
             if found is not None and not found.settled(min_gain):
                 return False

@@ -13,7 +13,7 @@ from typing import Any
 
 import optuna
 
-from sweep.core.stats import MIN_GAIN
+from sweep.core.stats import MIN_GAIN, Looks
 from sweep.probes.settings import ProbeSettings
 from sweep.probes.workloads import (
     Workload,
@@ -130,8 +130,12 @@ class ConfirmSettings:
 
     top: int = 2
     launches: int = 3
-    max_launches: int = 10
+    max_launches: int = 30
     min_gain: float = MIN_GAIN
+
+    @property
+    def looks(self) -> Looks:
+        return Looks(self.launches, max(self.launches, self.max_launches))
 
 
 @dataclass(frozen=True)

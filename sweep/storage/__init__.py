@@ -12,6 +12,7 @@ from sweep.storage.trials import (
     INTERRUPTED,
     LABEL_ATTR,
     LIMITS_ATTR,
+    LOOKS_ATTR,
     MIN_GAIN_ATTR,
     PREDICTED_ATTR,
     RECORD_ATTR,
@@ -39,6 +40,7 @@ from sweep.storage.views import (
     complete_views,
     latest_confirmation,
     study_engine,
+    study_looks,
     trial_views,
 )
 
@@ -52,6 +54,7 @@ __all__ = [
     "INTERRUPTED",
     "LABEL_ATTR",
     "LIMITS_ATTR",
+    "LOOKS_ATTR",
     "MIN_GAIN_ATTR",
     "PREDICTED_ATTR",
     "RECORD_ATTR",
@@ -76,5 +79,6 @@ __all__ = [
     "make_storage",
     "search_records",
     "study_engine",
+    "study_looks",
     "trial_views",
 ]

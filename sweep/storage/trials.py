@@ -23,6 +23,7 @@ ROLE_ATTR = "role"
 SPACE_TEXT_ATTR = "space_text"
 SPACE_PATH_ATTR = "space_path"
 MIN_GAIN_ATTR = "min_gain"
+LOOKS_ATTR = "looks"  # the confirmation study's: its rounds' looks, [first, most] (`stats.Looks`)
 LIMITS_ATTR = "latency_limits"
 DRIVER_ATTR = "driver"  # host, pid and pid start time of the process running the trial
 SPACE_ID_ATTR = "space_id"  # the space file's hash when the trial ran

@@ -8,13 +8,14 @@ from enum import StrEnum
 import optuna
 from optuna.trial import TrialState
 
-from sweep.core.stats import MIN_GAIN
+from sweep.core.stats import MIN_GAIN, Looks
 from sweep.engines import engine_of_argvs
 from sweep.records import TrialRecord
 from sweep.storage.trials import (
     DOUBT_ATTR,
     INTERRUPTED,
     LABEL_ATTR,
+    LOOKS_ATTR,
     RECORD_ATTR,
     ROLE_ATTR,
     ROUND_ATTR,
@@ -95,6 +96,12 @@ def trial_views(study: optuna.Study, phase: Phase = Phase.SEARCH) -> list[TrialV
     return views
 
 
+def study_looks(confirm: optuna.Study | None) -> Looks | None:
+    """The looks the confirmation study's newest rounds were taken with (None: none, or kept before looks were)."""
+    kept = confirm.user_attrs.get(LOOKS_ATTR) if confirm is not None else None
+    return Looks(int(kept[0]), int(kept[1])) if kept else None
+
+
 def latest_confirmation(confirm: list[TrialView]) -> list[TrialView]:
     """Confirmation launches of the newest plan only (a longer search makes a new plan, launched afresh)."""
     if not confirm:
@@ -115,6 +122,7 @@ class Study:
     confirm: list[TrialView]
     min_gain: float = MIN_GAIN
     latency_limits: dict[str, float] = field(default_factory=dict)
+    looks: Looks | None = None  # the confirmation's rounds' looks (None: a study from before they were kept)
 
     @property
     def views(self) -> list[TrialView]:
