@@ -1,7 +1,7 @@
 """How often a verdict is right: A/A called "within noise", a true +3/+5/+10% called "faster", and the winner's
 curse, before (one launch each, a fixed 5% threshold) and after (interleaved confirmation launches, noise
 measured in the study, Student's t on round-paired launch means with a 3% practical minimum, one more round
-at a time while the verdict is open, up to `confirm.max_launches` (30), each look's interval Pocock's so that
+at a time while the verdict is open, up to `confirm.max_launches` (40), each look's interval Pocock's so that
 equal configurations are told apart in 2% of confirmations over every look, `stats.Looks`).
 
 Launches are simulated in-process with the simulator's own code (`sweep.sim`: its performance model, per-launch

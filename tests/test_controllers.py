@@ -41,7 +41,7 @@ def test_a_study_answers_static_against_the_controller_against_none_per_load(
         "  - {speculative-algorithm: NEXTN, speculative-num-steps: 3, speculative-adaptive: false}\n"
         "workloads: [{class: code, streams: [1, 4]}, {class: prose, rate: [8], requests: 4}]\n"
         "probe: {repeats: 4, max_tokens: 48}\ntrials: 4\n"
-        "confirm: {top: 1, launches: 2}\nseed: 1\n"
+        "confirm: {top: 1, launches: 2, max_launches: 10}\nseed: 1\n"
     )
     report, runs = studied(space, "c", capsys)
     # SGLang counts an adaptive launch's proposed drafts at its launch's steps, whatever its controller ran:
@@ -122,7 +122,7 @@ def test_llama_cpps_draft_confidence_is_an_arm_on_the_real_server(
         f"  - {{spec-type: draft-simple, spec-draft-model: '{gemma}', spec-draft-n-max: 4, "
         "spec-draft-p-min: 0.8}\n"
         "workloads: [{class: code, max_tokens: 24}]\nprobe: {repeats: 1, max_tokens: 24}\ntrials: 3\n"
-        "confirm: {top: 1, launches: 2}\nseed: 1\n"
+        "confirm: {top: 1, launches: 2, max_launches: 10}\nseed: 1\n"
     )
     report, _ = studied(space, "p", capsys)
     [answer] = report["controllers"]

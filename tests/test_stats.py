@@ -181,8 +181,8 @@ def test_a_confirmation_verdict_names_its_looks_and_is_wider_than_one_looks() ->
     a = [dataclasses.replace(x, round=r) for r, x in enumerate(a)]
     b = [dataclasses.replace(x, round=r) for r, x in enumerate(b)]
     noise = stats.measure_noise([a, b], a)
-    once, looked = stats.compare(b, a, noise), stats.compare(b, a, noise, looks=stats.Looks(3, 30))
+    once, looked = stats.compare(b, a, noise), stats.compare(b, a, noise, looks=stats.Looks(3, 40))
     assert once is not None and looked is not None and looked.verdict == Verdict.FASTER
     assert looked.low is not None and once.low is not None and looked.low < once.low
-    assert "98% interval over up to 28 looks (99.8% each) above zero" in looked.why
+    assert "98% interval over up to 38 looks (99.8% each) above zero" in looked.why
     assert "98% interval above zero" in once.why

@@ -130,7 +130,7 @@ class ConfirmSettings:
 
     top: int = 2
     launches: int = 3
-    max_launches: int = 30
+    max_launches: int = 40
     min_gain: float = MIN_GAIN
 
     @property
