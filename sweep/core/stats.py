@@ -23,9 +23,11 @@ gain is a ratio and noise is relative.
   configurations are called faster or slower in at most 2% of confirmations (`SEQUENTIAL_ERROR`; the practical
   minimum makes it rarer still). A fixed 98% at every look would call them so in 7.5% over ten looks. The
   calibration simulates Student's t of the round differences, whose law does not depend on the noise's size,
-  so one calibration per (first, cap) holds for any noise; the cap can then be high (30 rounds), so a +5% under
-  5% launch-to-launch noise (22 rounds a side for 80% power) is found without paying for it on a quiet host,
-  where verdicts settle in a few rounds.
+  so one calibration per (first, cap) holds for any noise; the cap can then be high (40 rounds), so a +5% under
+  5% launch-to-launch noise is found (in 78-85% of confirmations, benchmarks/verdicts.py) while at the field's
+  2% it settles in 6 to 19 rounds. A settled verdict stops; an open one keeps its rounds to the cap: giving up
+  once the running estimate projects more rounds than the cap would find that +5% in a fifth of
+  confirmations, not four in five (an early estimate is as noisy as the rounds behind it).
 - A verdict is *settled* when more launches could not change it: faster or slower, or an interval inside
   ±min_gain. An open one says how many launches a side would settle it were its estimate and its noise to
   hold (`launches_to_settle`: the smallest n whose interval, with the degrees of freedom n adds, excludes zero
