@@ -32,7 +32,9 @@ code 0/2, tool 2/2, prose 0/2 (open at 10 launches a side: the verdict says how 
 With every look counted (`stats.Looks`) and 40 rounds at most, 6 Dec: `--recommend 1` (13 min): 11 of 12
 held-out verdicts faster and recommended (knee4, notree, costly 9/9 in 6-19 rounds a side; noisy code open at
 40, tool and prose in 30 and 14). The in-process rates at `--drift 0.05` (80 a cell): +5% faster 77.5% alone,
-85% with 2 more configurations; A/A faster 1.3% and 0%.
+85% with 2 more configurations; A/A faster 1.3% and 0%. `--studies 3` (9 min): A/A {'within noise': 9}, +5%
+{'faster': 9}, recommended 9/9 (+3.9% to +5.5%); with `--busy 2` (12 min): A/A {'within noise': 9}, +5%
+{'faster': 9}, recommended 9/9 (+3.3% to +5.7%).
 """
 
 from __future__ import annotations
