@@ -50,9 +50,8 @@ import scipy.stats
 # 98%, not 95%: the confirmation looks at the data again after each extra round, and every look is a chance
 # for noise to cross the line (benchmarks/verdicts.py: at 95% an A/A test was called faster 5% of the time).
 CONFIDENCE = 0.98
-SEQUENTIAL_ERROR = (
-    1 - CONFIDENCE
-)  # over every look of a confirmation: equal configurations called faster or slower
+# Over every look of a confirmation: the share in which equal configurations are called faster or slower.
+SEQUENTIAL_ERROR = 1 - CONFIDENCE
 CALIBRATION_PATHS = 20000  # simulated confirmations per calibration: the 2% quantile from 400 crossings
 MIN_GAIN = 0.03  # a smaller gain is not worth a configuration, however sure
 SETTLE_CAP = 100  # launches a side past which an open verdict is said to need "more than" this
@@ -179,12 +178,18 @@ class Looks:
     most: int
 
     @property
+    def span(self) -> tuple[int, int]:
+        """The rounds of the first and last look (a look needs two rounds for a difference's spread)."""
+        return max(self.first, 2), max(self.first, self.most, 2)
+
+    @property
     def confidence(self) -> float:
         """Each look's confidence, so that over every look the error is `SEQUENTIAL_ERROR`."""
-        return look_confidence(max(self.first, 2), max(self.first, self.most))
+        return look_confidence(*self.span)
 
     def describe(self) -> str:
-        looks = max(self.first, self.most) - max(self.first, 2) + 1
+        first, last = self.span
+        looks = last - first + 1
         # Pocock's intervals hold at every look at once (repeated confidence intervals): 98% over them all.
         return (
             f"{percent(1 - SEQUENTIAL_ERROR)} interval over up to {looks} looks ({percent(self.confidence)} each)"

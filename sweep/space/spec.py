@@ -13,7 +13,7 @@ from typing import Any
 
 import optuna
 
-from sweep.core.stats import MIN_GAIN, Looks
+from sweep.core.stats import MIN_GAIN
 from sweep.probes.settings import ProbeSettings
 from sweep.probes.workloads import (
     Workload,
@@ -132,10 +132,6 @@ class ConfirmSettings:
     launches: int = 3
     max_launches: int = 40
     min_gain: float = MIN_GAIN
-
-    @property
-    def looks(self) -> Looks:
-        return Looks(self.launches, max(self.launches, self.max_launches))
 
 
 @dataclass(frozen=True)
