@@ -60,8 +60,8 @@ demo: setup
 	$(VENV)/bin/specsweep demo
 
 lint: setup
-	$(VENV)/bin/ruff check sweep tests benchmarks docs/_hooks
-	$(VENV)/bin/ruff format --check sweep tests benchmarks docs/_hooks
+	$(VENV)/bin/ruff check sweep tests benchmarks maintainers docs/_hooks
+	$(VENV)/bin/ruff format --check sweep tests benchmarks maintainers docs/_hooks
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports --no-cache  # the floors of sweep/ ([tool.importlinter] in pyproject.toml)
 
@@ -80,7 +80,7 @@ docs: setup
 
 # The copy-heavy classes' built-in prompt files, made again from the tree (committed: they lag it on purpose).
 prompts: setup
-	$(VENV)/bin/python -m sweep.probes.make_prompts
+	$(VENV)/bin/python maintainers/make_prompts.py
 
 # One pytest worker per core (pytest-xdist): a module's tests on one worker, one real llama-server at a time
 # (tests/conftest.py). About 9 minutes on 2 cores, where one worker took 14.

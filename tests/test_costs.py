@@ -453,7 +453,7 @@ def test_a_space_of_lookups_alone_has_nothing_to_profile(tmp_path: Path) -> None
         tmp_path,
         "profile",
         "--space",
-        str(Path(__file__).parents[1] / "search_spaces" / "demo-llamacpp.yaml"),
+        str(Path(__file__).parents[1] / "sweep" / "space" / "examples" / "demo-llamacpp.yaml"),
     )
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "no launchable configuration drafted by a model to profile" in done.stderr

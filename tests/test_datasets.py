@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
+from maintainers import make_prompts
 from sweep.core.errors import UserError
-from sweep.probes import datasets, make_prompts
+from sweep.probes import datasets
 from sweep.probes.datasets import Selection, load_dataset
 from tests.conftest import specsweep_argv
 

@@ -1,4 +1,4 @@
-"""The GPU code paths, from what the lent H200 recorded (CI has no GPU): NVML's readings around one llama-server
+"""The GPU code paths, from what an H200 recorded (4 Dec) (CI has no GPU): NVML's readings around one llama-server
 launch with CUDA (`tests/gpu/nvml-h200.json`: before, at ready, after three requests, after exit, with the
 server's process ids) and that server's log at -lv 4 (`tests/logs/llamacpp-cuda-h200.log`); and this machine's
 own answer, which has no NVIDIA driver."""

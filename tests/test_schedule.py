@@ -17,7 +17,6 @@ import yaml
 
 from sweep.analysis.schedule import DepthSchedule, ScheduleStep, _bounded, depth_schedules
 from sweep.cli.export import no_schedule_note, schedule_document
-from sweep.cli.shared import load
 from sweep.engines import ENGINES
 from sweep.engines.base import Engine
 from sweep.engines.schedules import (
@@ -30,6 +29,7 @@ from sweep.probes.workloads import Workload
 from sweep.records import SpecShape, Spread, TrialRecord, WorkloadSummary
 from sweep.run.driver import Sweep
 from sweep.run.preflight import build_engine
+from sweep.run.study import open_study as load
 from sweep.sim.profile import DEFAULT_PROFILE, Profile
 from sweep.space import parse_space
 from sweep.storage import Study, StudyPaths, TrialView, trial_views

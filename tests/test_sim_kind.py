@@ -98,3 +98,20 @@ def test_context_filling_does_not_change_a_prompts_kind(form: PromptForm) -> Non
             for length in (600, 3_000):
                 filled = compose(filler_slice(start, length), prompt, form)
                 assert read(filled, form) == alone, (prompt[:40], start, length)
+
+
+@pytest.mark.parametrize(
+    ("opening", "kind"),
+    [
+        ("Edit `space.yaml`: `server.model` is your target,", "tool"),  # a verb, cut at a comma: an opening
+        ("Rewrite the paragraph above in plain words:", "prose"),  # it asks: the request, not an opening
+    ],
+)
+def test_a_quote_s_opening_is_what_the_answer_continues_not_a_request(opening: str, kind: str) -> None:
+    document = (
+        "The search reads every launch's acceptance and speed, fits a model over the space, and picks the next "
+        "configuration where the model expects the most gain for the time a launch costs. It stops where no "
+        "untried configuration can beat the best by more than the study's own noise."
+    )
+    quote = f"{document}\n\nThe first paragraph of the section above, quoted in full:\n\n{opening}"
+    assert read(quote if kind == "tool" else f"{document}\n\n{opening}", PromptForm.COMPLETION) == kind

@@ -16,6 +16,7 @@ from sweep.core.stats import MIN_GAIN
 from sweep.engines.values import PromptForm, RequestSettings
 from sweep.probes.settings import ProbeSettings
 from sweep.space import ConfirmSettings, load_space, parse_space
+from sweep.space.shipped import example_paths
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -251,7 +252,7 @@ def test_one_workload_per_category_of_a_question_file(tmp_path: Path) -> None:
         parse_space(yaml.safe_load(SPACE) | {"workloads": [plain]}, tmp_path)
 
 
-@pytest.mark.parametrize("path", sorted((REPO / "search_spaces").glob("*.yaml")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", example_paths(), ids=lambda p: p.name)
 def test_shipped_spaces_parse(path: Path) -> None:
     assert load_space(path).workloads
 

@@ -24,6 +24,7 @@ from sweep.cli import (
     report,
     run,
     sim,
+    spaces,
 )
 from sweep.core.errors import SIGNALS, UserError, interrupted_how, mask_secrets
 from sweep.core.files import write_error
@@ -33,6 +34,7 @@ COMMANDS = (
     run,
     profile,
     plan,
+    spaces,
     confirm,
     report,
     dashboard,

@@ -13,12 +13,14 @@ from typing import Any
 import yaml
 
 from sweep.analysis import Relaunch, ab_rows, study_warnings
-from sweep.cli.shared import add_study_options, load, progress
+from sweep.cli.shared import add_study_options
 from sweep.core.errors import UserError
 from sweep.engines import Engine
 from sweep.outputs.console import ab_text
 from sweep.run.confirm import Confirmation
 from sweep.run.preflight import build_engine, validate
+from sweep.run.study import open_study
+from sweep.run.study import to_stderr as progress
 from sweep.run.trial import TrialRunner
 from sweep.space import ConfirmSettings, Space, load_space
 from sweep.storage import Phase, StudyPaths, latest_confirmation, study_looks, trial_views
@@ -53,7 +55,7 @@ def configuration(spec: str, space: Space, engine: Engine, storage: str | None, 
                 f"configuration '{spec}' is not baseline, STUDY:TRIAL or name=value,...",
                 "e.g. --a baseline --b demo:3",
             )
-        views = {v.number: v for v in trial_views(load(name, storage, runs))}
+        views = {v.number: v for v in trial_views(open_study(name, storage, runs))}
         view = views.get(int(number))
         if view is None or view.record is None:
             raise UserError(

@@ -7,10 +7,11 @@ import argparse
 from pathlib import Path
 
 from sweep.analysis import study_verdicts
-from sweep.cli.shared import DEFAULT_DIR, DEFAULT_RUNS, load, results
 from sweep.core.errors import UserError
 from sweep.core.files import write_atomic
 from sweep.outputs.compare import Column, html_page, markdown
+from sweep.outputs.publish import DEFAULT_DIR
+from sweep.run.study import DEFAULT_RUNS, open_study, read_study
 from sweep.storage import Phase
 
 
@@ -31,7 +32,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def column(spec: str, storage: str | None, runs: Path) -> Column:
     name, _, trial_text = spec.partition(":")
-    found = results(load(name, storage, runs))
+    found = read_study(open_study(name, storage, runs))
     views = {v.number: v for v in found.search}
     if trial_text:
         if not trial_text.isdigit() or int(trial_text) not in views or views[int(trial_text)].record is None:

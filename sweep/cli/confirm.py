@@ -7,10 +7,13 @@ import argparse
 import dataclasses
 from pathlib import Path
 
-from sweep.cli.shared import add_study_options, load, progress, publish, stored_space
+from sweep.cli.shared import add_study_options
 from sweep.core.errors import UserError
+from sweep.outputs.publish import publish
 from sweep.run.confirm import confirm_search
 from sweep.run.preflight import build_engine, validate
+from sweep.run.study import open_study, stored_space
+from sweep.run.study import to_stderr as progress
 from sweep.run.trial import TrialRunner
 from sweep.storage import StudyPaths
 
@@ -29,7 +32,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def main(args: argparse.Namespace) -> int:
-    study = load(args.study, args.storage, args.runs)
+    study = open_study(args.study, args.storage, args.runs)
     space = stored_space(study, args.space)
     top = space.confirm.top if args.top is None else args.top
     launches = space.confirm.launches if args.launches is None else args.launches

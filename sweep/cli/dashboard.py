@@ -6,8 +6,10 @@ import argparse
 from pathlib import Path
 
 from sweep.analysis import study_verdicts
-from sweep.cli.shared import DEFAULT_DIR, add_study_options, load, page, results
+from sweep.cli.shared import add_study_options
 from sweep.core.files import write_atomic
+from sweep.outputs.publish import DEFAULT_DIR, dashboard_page
+from sweep.run.study import open_study, read_study
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -18,9 +20,9 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def main(args: argparse.Namespace) -> int:
-    study = load(args.study, args.storage, args.runs)
+    study = open_study(args.study, args.storage, args.runs)
     out = args.output or DEFAULT_DIR / f"{args.study}.html"
-    found = results(study)
-    write_atomic(out, page(study, args.study, found, study_verdicts(found)))
+    found = read_study(study)
+    write_atomic(out, dashboard_page(study, args.study, found, study_verdicts(found)))
     print(out)
     return 0

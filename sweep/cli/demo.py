@@ -8,8 +8,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from sweep.cli.shared import DEFAULT_RUNS, duration, progress, sweep_space
+from sweep.cli.shared import duration
+from sweep.outputs.publish import publish
+from sweep.run.study import DEFAULT_RUNS, run_study
+from sweep.run.study import to_stderr as progress
 from sweep.space import load_space
+from sweep.space.shipped import FOLDER as EXAMPLES
 
 # The embedded demo ends within 10 minutes on 2 cores: the search stops while its confirmation still fits.
 LLAMACPP_BUDGET_S = 9 * 60
@@ -19,11 +23,6 @@ DEMO_SPACES = {
     "sglang-sim": "sglang-sim-mtp.yaml",
     "vllm-sim": "vllm-sim-mtp.yaml",
 }
-
-
-def shipped_space(name: str) -> Path:
-    """A space from search_spaces/ (next to the package in a clone)."""
-    return Path(__file__).resolve().parents[2] / "search_spaces" / name
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -49,9 +48,11 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def main(args: argparse.Namespace) -> int:
     study = args.study or ("demo" if args.engine == "llamacpp" else f"demo-{args.engine}")
-    space = load_space(shipped_space(DEMO_SPACES[args.engine]))
+    space = load_space(EXAMPLES / DEMO_SPACES[args.engine])
     budget = args.budget or (LLAMACPP_BUDGET_S if args.engine == "llamacpp" else None)
-    paths = sweep_space(space, study, None, args.runs, args.trials or space.trials, budget_s=budget)
+    ran = run_study(space, study, None, args.runs, args.trials or space.trials, budget_s=budget)
+    publish(ran.study, study, args.runs, space, ran.model)
+    paths = ran.paths
     progress(f"\nresults: {paths.run_dir} (study.db, trials/<n>/server.log, requests.jsonl, record.json)")
     progress(f"again: specsweep report --study {study}   (re-running the demo resumes the study)")
     return 0

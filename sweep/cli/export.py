@@ -16,7 +16,7 @@ import optuna
 from sweep.analysis import baseline_health, output_check, study_verdicts
 from sweep.analysis.schedule import DepthSchedule, depth_schedules
 from sweep.answers.health import NOT_REPRESENTATIVE
-from sweep.cli.shared import add_study_options, load, results, stored_space
+from sweep.cli.shared import add_study_options
 from sweep.core.errors import UserError
 from sweep.core.files import write_atomic
 from sweep.engines import engine_class, schedule_forms
@@ -27,6 +27,7 @@ from sweep.outputs.export import FORMATS, Export, WithheldRun, render, served, w
 from sweep.probes.workloads import Workload
 from sweep.records import TrialRecord
 from sweep.run.preflight import build_engine
+from sweep.run.study import open_study, read_study, stored_space
 from sweep.storage import Study, study_engine
 
 
@@ -53,8 +54,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def main(args: argparse.Namespace) -> int:
-    study = load(args.study, args.storage, args.runs)
-    found = results(study)
+    study = open_study(args.study, args.storage, args.runs)
+    found = read_study(study)
     if args.format == "schedule":
         return export_schedule(args, study, found)
     views = found.search

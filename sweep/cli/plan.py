@@ -23,7 +23,12 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser = commands.add_parser(
         "plan", help="dry run: configurations, launches, wall time", description=__doc__
     )
-    parser.add_argument("--space", type=Path, required=True, help="search space YAML (see search_spaces/)")
+    parser.add_argument(
+        "--space",
+        type=Path,
+        required=True,
+        help="search space YAML, or a shipped example by name (`specsweep spaces` lists them)",
+    )
     add_study_options(parser)
     parser.add_argument("--trials", type=int, help="the search's trials (default: the space's)")
     parser.add_argument("--budget", type=duration, help="a night to fit, e.g. 8h: how many trials it holds")

@@ -7,10 +7,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from sweep.cli.shared import add_study_options, progress
+from sweep.cli.shared import add_study_options
 from sweep.core.errors import UserError
 from sweep.run.preflight import build_engine, validate
 from sweep.run.profiling import DEFAULT_SHAPES, Profiler, plan_launches
+from sweep.run.study import to_stderr as progress
 from sweep.search.costs import DEFAULT_SHARES
 from sweep.space import load_space
 from sweep.storage import StudyPaths

@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 
 from sweep.analysis import study_verdicts
-from sweep.cli.shared import add_study_options, load, results
+from sweep.cli.shared import add_study_options
 from sweep.outputs.console import report_text
 from sweep.outputs.json_ import report_json
+from sweep.run.study import open_study, read_study
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -18,7 +19,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def main(args: argparse.Namespace) -> int:
-    found = results(load(args.study, args.storage, args.runs))
+    found = read_study(open_study(args.study, args.storage, args.runs))
     text = report_json if args.json else report_text
     print(text(args.study, found, study_verdicts(found)))
     return 0

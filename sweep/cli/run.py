@@ -5,13 +5,20 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from sweep.cli.shared import add_study_options, duration, sweep_space
+from sweep.cli.shared import add_study_options, duration
+from sweep.outputs.publish import publish
+from sweep.run.study import run_study
 from sweep.space import load_space
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = commands.add_parser("run", help="run or resume a study", description=__doc__)
-    parser.add_argument("--space", type=Path, required=True, help="search space YAML (see search_spaces/)")
+    parser.add_argument(
+        "--space",
+        type=Path,
+        required=True,
+        help="search space YAML, or a shipped example by name (`specsweep spaces` lists them)",
+    )
     add_study_options(parser)
     parser.add_argument(
         "--trials", type=int, help="total trials the study should have (default: the space's)"
@@ -42,9 +49,10 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def main(args: argparse.Namespace) -> int:
     space = load_space(args.space)
-    sweep_space(
+    name = args.study or args.space.stem
+    ran = run_study(
         space,
-        args.study or args.space.stem,
+        name,
         args.storage,
         args.runs,
         args.trials,
@@ -53,4 +61,5 @@ def main(args: argparse.Namespace) -> int:
         args.budget,
         profile=args.profile,
     )
+    publish(ran.study, name, args.runs, space, ran.model)
     return 0

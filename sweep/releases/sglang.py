@@ -32,7 +32,7 @@ from sweep.releases.sources import TABLES, Releases
 
 FIELDS = Path("sglang/srt/arg_groups/fields")
 SERVER_ARGS = Path("sglang/srt/server_args.py")
-# Releases with a committed table: report 004 ran 0.5.20; 0.5.17 is the newest that runs on the lent H200's torch.
+# Releases with a committed table: report 004 ran 0.5.20; 0.5.17 is the newest that pins torch 2.11.0 (an H200 host's, 4 Dec).
 SGLANG = Releases("sglang", "0.5.23", ("0.5.17", "0.5.20", "0.5.23"), SERVER_ARGS, "sglang/srt/")
 PINNED = SGLANG.pinned
 

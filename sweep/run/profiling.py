@@ -78,7 +78,7 @@ def plan_launches(
         raise UserError(
             "the space has no launchable configuration drafted by a model to profile (an n-gram lookup's step "
             "time is its text's: not profiled)",
-            "sweep a draft model, EAGLE or MTP method in params (see search_spaces/)",
+            "sweep a draft model, EAGLE or MTP method in params (`specsweep spaces` lists examples)",
         )
     for share in shares:
         if not 0 <= share <= 1:

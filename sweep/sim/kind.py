@@ -369,6 +369,7 @@ FORWARD = re.compile(r"\b(?:below|following)\b|[:：]\s*$|以下|下面")
 ASK_REACH = 2  # paragraphs before a document where text to continue may hold its request
 # A last paragraph this short is an answer's opening (a quote's first words): the request is before it.
 OPENING_WORDS = 12
+UNFINISHED = re.compile(r"[,;]\s*$")  # a clause that goes on
 
 
 def classify(prompt: str, instruction: bool = True) -> str:
@@ -395,14 +396,20 @@ def _tail(prompt: str) -> tuple[str, str]:
     blocks = [b for b in PARAGRAPH.split(prompt) if b.strip()]
     if not blocks:
         return "", ""
-    opening = len(blocks[-1].split()) <= OPENING_WORDS and not ASKS.search(blocks[-1])
+    # A short last paragraph is an answer's opening unless it asks; one cut mid-clause (at a comma) is an
+    # opening even where its first word is a verb ("Edit `space.yaml`: `model` is your target,").
+    last = blocks[-1]
+    opening = len(last.split()) <= OPENING_WORDS and (not ASKS.search(last) or bool(UNFINISHED.search(last)))
     taken = 2 if opening and len(blocks) > 1 else 1
     while taken < len(blocks) and _is_data(blocks[-taken]):
         taken += 1
     reach = min(len(blocks), taken + ASK_REACH)
     if not any(ASKS.search(b) for b in blocks[-taken:]):
         taken = next((n for n in range(taken + 1, reach + 1) if _introduces(blocks[-n])), taken)
-    return "\n\n".join(blocks[-taken:]), blocks[-1]
+    # An answer's opening is what the answer continues, not what was asked: its words ("Edit the file: ...")
+    # are the document's, so the request is read from the paragraphs before it.
+    asking = blocks[-taken:-1] if opening and taken > 1 else blocks[-taken:]
+    return "\n\n".join(asking), blocks[-1]
 
 
 def _introduces(block: str) -> bool:

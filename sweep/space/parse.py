@@ -49,6 +49,7 @@ from sweep.probes.workloads import (
     Workload,
 )
 from sweep.records import LATENCY_LIMIT
+from sweep.space.shipped import example_path
 from sweep.space.spec import ConfirmSettings, ParamSpec, SearchKind, ServerSpec, Space
 
 TOP_KEYS = {
@@ -650,8 +651,14 @@ def parse_space(data: Any, base: Path, source: Path | None = None) -> Space:
 
 
 def load_space(path: Path) -> Space:
+    """A space file, or a shipped example by its name (`specsweep spaces` lists them) where no such file is."""
+    if not path.is_file() and (example := example_path(str(path))) is not None:
+        path = example
     if not path.is_file():
-        raise UserError(f"space file {path} does not exist", "pass --space with a file from search_spaces/")
+        raise UserError(
+            f"space file {path} does not exist",
+            "pass --space with a space file, or the name of an example (`specsweep spaces` lists them)",
+        )
     text = read_text(path, "space file", "save it as UTF-8 text (YAML)")
     try:
         data = yaml.safe_load(text)
