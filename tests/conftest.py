@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from sweep.core.embedded import gemma_model, llama_server_binary
+from sweep.engines.llamacpp_bundle import gemma_model, llama_server_binary
 from sweep.launch import host
 from sweep.launch.server import free_port
 

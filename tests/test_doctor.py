@@ -16,8 +16,8 @@ import optuna
 import pytest
 
 from sweep.cli import main
-from sweep.core.embedded import gemma_model, llama_server_binary
 from sweep.engines import SGLangEngine
+from sweep.engines.llamacpp_bundle import gemma_model, llama_server_binary
 from sweep.engines.sglang import facts_from_log
 from sweep.launch.server import ServerProcess, free_port
 from sweep.model.doctor import EngineRules, diagnose

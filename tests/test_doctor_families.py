@@ -25,10 +25,10 @@ from typing import Any
 import pytest
 
 from sweep.cli import main
-from sweep.core.embedded import gemma_model
 from sweep.engines import ENGINES
 from sweep.engines.base import Engine
 from sweep.engines.flags import params_from_flags
+from sweep.engines.llamacpp_bundle import gemma_model
 from sweep.engines.values import ServerSetup
 from sweep.model.doctor import Diagnosis, diagnose, draft_refusal
 from sweep.records import DraftKind

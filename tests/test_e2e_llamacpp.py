@@ -19,9 +19,9 @@ import yaml
 
 from sweep.answers import fidelity
 from sweep.cli import main
-from sweep.core.embedded import gemma_model, llama_server_binary
 from sweep.engines import ServerSetup
 from sweep.engines.llamacpp import LlamaCppEngine
+from sweep.engines.llamacpp_bundle import gemma_model, llama_server_binary
 from sweep.launch.server import ServerProcess, free_port
 from sweep.probes.runner import probe
 from sweep.space import parse_space

@@ -21,10 +21,10 @@ from typing import Any
 import httpx
 import pytest
 
-from sweep.core.embedded import gemma_model, llama_server_binary
 from sweep.core.errors import LaunchError
 from sweep.engines import ENGINES, Engine, ServerSetup
 from sweep.engines.llamacpp import LlamaCppEngine
+from sweep.engines.llamacpp_bundle import gemma_model, llama_server_binary
 from sweep.engines.sglang import SGLangEngine
 from sweep.engines.values import DraftCounters, PromptForm, RequestSettings
 from sweep.engines.vllm import VLLMEngine

@@ -15,9 +15,9 @@ import pytest
 
 from sweep.analysis import study_verdicts
 from sweep.cli import main
-from sweep.core.embedded import gemma_model
 from sweep.engines import LlamaCppEngine, ServerSetup
 from sweep.engines.llamacpp import facts_from_log
+from sweep.engines.llamacpp_bundle import gemma_model
 from sweep.launch.gpu import (
     BY_DEVICE,
     BY_PID,
@@ -137,11 +137,15 @@ def test_a_gpu_lost_while_measured_is_a_missed_reading_not_a_failed_trial() -> N
     )
     early = watched(LostAfter(["before"], lost_at=0), {5155})
     assert not early.present and early.describe() == "no GPU (NVML failed to read the GPUs (GPU is lost))"
-    watch = GpuWatch(LostAfter(["before", "ready"], lost_at=2), lambda: {5155})
+    source = LostAfter(["before", "ready"], lost_at=2)
+    watch = GpuWatch(source, lambda: {5155})
     watch.before_launch()
     watch.at_ready()
     with watch:  # the sampling thread meets the lost GPU and keeps going until the probes end
-        time.sleep(3 * SAMPLE_S)
+        deadline = time.monotonic() + 60
+        while source.left > -2 and time.monotonic() < deadline:  # two samples after the GPU was lost
+            time.sleep(SAMPLE_S / 4)
+        assert source.left <= -2, "the sampling thread stopped reading"
         assert watch._thread is not None and watch._thread.is_alive()
     assert watch.use().reason.startswith("NVML failed")
     assert combine(late, GpuUse(("NVIDIA H200",), "580", 1.0, 1.0, 2.0, BY_PID)).reason == late.reason

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from sweep.core.embedded import gemma_model
 from sweep.core.errors import UserError
 from sweep.engines import LlamaCppEngine, ServerSetup
 from sweep.engines.llamacpp import facts_from_log
+from sweep.engines.llamacpp_bundle import gemma_model
 from sweep.model.doctor import diagnose
 from sweep.outputs.export import served
 

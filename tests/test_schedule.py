@@ -16,7 +16,6 @@ import pytest
 import yaml
 
 from sweep.analysis.schedule import DepthSchedule, ScheduleStep, _bounded, depth_schedules
-from sweep.cli.export import no_schedule_note, schedule_document
 from sweep.engines import ENGINES
 from sweep.engines.base import Engine
 from sweep.engines.schedules import (
@@ -25,6 +24,7 @@ from sweep.engines.schedules import (
     vllm_method,
     vllm_speculative_config,
 )
+from sweep.outputs.export import no_schedule_note, schedule_document
 from sweep.probes.workloads import Workload
 from sweep.records import SpecShape, Spread, TrialRecord, WorkloadSummary
 from sweep.run.driver import Sweep

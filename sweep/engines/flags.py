@@ -1,4 +1,5 @@
-"""Flags and parameters: a space's parameters as argv and back, and the flags a server's `--help` lists."""
+"""Flags and parameters: a space's parameters as argv and back, the flags a server's `--help` lists, and how a
+Python server's argparse refuses a command line."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 
 from sweep.core.errors import UserError
 from sweep.engines.values import Params
+from sweep.launch.server import ExitPatterns
 
 HELP_FLAG = re.compile(r"(?<![\w-])--([a-z0-9][a-z0-9-]*)")
 
@@ -85,3 +87,12 @@ def _number(text: str) -> Any:
         except ValueError:
             pass
     return text
+
+
+def argparse_reasons(server: str) -> ExitPatterns:
+    """How a Python server's argparse refuses its command line (SGLang's and vLLM's alike), in `server`'s name."""
+    return (
+        (re.compile(r"error: (unrecognized arguments: [^\n]*)"), server + " rejected the arguments: {0}"),
+        (re.compile(r"error: (ambiguous option: [^\n]*)"), server + " rejected the arguments: {0}"),
+        (re.compile(r"error: (argument [^\n]*)"), server + " rejected an argument: {0}"),
+    )

@@ -180,7 +180,7 @@ class LlamaCppEngine(Engine):
     @classmethod
     def default_launcher(cls, binary: str) -> list[str]:
         if binary == "embedded":
-            from sweep.core.embedded import llama_server_binary
+            from sweep.engines.llamacpp_bundle import llama_server_binary
 
             return [str(llama_server_binary())]
         if not Path(binary).is_file():
@@ -190,7 +190,7 @@ class LlamaCppEngine(Engine):
     @classmethod
     def resolve_model(cls, model: str) -> str:
         if model == "embedded":
-            from sweep.core.embedded import gemma_model
+            from sweep.engines.llamacpp_bundle import gemma_model
 
             return str(gemma_model())
         if not Path(model).is_file():

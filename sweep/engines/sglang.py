@@ -26,7 +26,7 @@ from sweep.engines.endpoints import (
     renders_chat,
     template_header,
 )
-from sweep.engines.flags import flags_argv, help_flags
+from sweep.engines.flags import argparse_reasons, flags_argv, help_flags
 from sweep.engines.schedules import sglang_adaptive_config
 from sweep.engines.values import (
     Params,
@@ -154,9 +154,7 @@ EXIT_REASONS: ExitPatterns = (
         "{0}",
     ),
     (re.compile(r"AssertionError: (Can not alloc mamba cache[^\n]*)"), "mamba state allocation failed: {0}"),
-    (re.compile(r"error: (unrecognized arguments: [^\n]*)"), "SGLang rejected the arguments: {0}"),
-    (re.compile(r"error: (ambiguous option: [^\n]*)"), "SGLang rejected the arguments: {0}"),
-    (re.compile(r"error: (argument [^\n]*)"), "SGLang rejected an argument: {0}"),
+    *argparse_reasons("SGLang"),
     (re.compile(r"ValueError: (Unknown speculative algorithm name: [^\n]*)"), "{0}"),
     (
         re.compile(

@@ -25,7 +25,7 @@ from sweep.engines.endpoints import (
     renders_chat,
     template_header,
 )
-from sweep.engines.flags import flags_argv, help_flags
+from sweep.engines.flags import argparse_reasons, flags_argv, help_flags
 from sweep.engines.schedules import counterpart_elsewhere, drafts_somewhere, vllm_speculative_config
 from sweep.engines.values import (
     DraftCounters,
@@ -92,8 +92,7 @@ EXIT_REASONS: ExitPatterns = (
         re.compile(r"ValidationError: \d+ validation errors? for SpeculativeConfig\n([^\n]*)\n\s*([^\n]*)"),
         "vLLM rejected the speculative config: {0}: {1}",
     ),
-    (re.compile(r"error: (unrecognized arguments: [^\n]*)"), "vLLM rejected the arguments: {0}"),
-    (re.compile(r"error: (argument [^\n]*)"), "vLLM rejected an argument: {0}"),
+    *argparse_reasons("vLLM"),
     (re.compile(r"(ValueError: [^\n]*)"), "{0}"),
 )
 LENGTH_ERROR = "maximum context length"

@@ -23,11 +23,11 @@ import sys
 import typing
 import warnings
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
 
+from sweep.releases.flags import Kind, ReleaseFlag, add_flags, flag_of, flags_data
 from sweep.releases.sources import TABLES, Releases
 
 FIELDS = Path("sglang/srt/arg_groups/fields")
@@ -35,22 +35,6 @@ SERVER_ARGS = Path("sglang/srt/server_args.py")
 # Releases with a committed table: report 004 ran 0.5.20; 0.5.17 is the newest that pins torch 2.11.0 (an H200 host's, 4 Dec).
 SGLANG = Releases("sglang", "0.5.23", ("0.5.17", "0.5.20", "0.5.23"), SERVER_ARGS, "sglang/srt/")
 PINNED = SGLANG.pinned
-
-Kind = Literal["switch", "value", "list"]
-
-
-@dataclass(frozen=True)
-class ReleaseFlag:
-    """One command-line flag as the release's argparse has it."""
-
-    dest: str
-    names: tuple[str, ...]  # the flag first, then its aliases
-    kind: Kind  # switch: store_true; value: one value; list: nargs "+"
-    type: str = "str"  # int, float or str (what argparse converts the value with)
-    choices: tuple[Any, ...] | None = None  # None: any value (or choices computed at run time)
-    default: Any = None  # None also where the default is computed (a factory, a call)
-    parser: str | None = None  # the release's own type function (`human_readable_int`), where it has one
-    required: bool = False
 
 
 def parse_source(path: Path) -> ast.Module:
@@ -406,29 +390,11 @@ TYPE_FUNCTIONS: dict[str, Callable[[str], Any]] = {
 }
 
 
-def add_release_flags(parser: argparse.ArgumentParser, flags: dict[str, ReleaseFlag]) -> None:
-    """Register every flag of a table as the release's `ServerArgs.add_cli_args` does."""
-    for flag in flags.values():
-        if flag.kind == "switch":
-            parser.add_argument(*flag.names, dest=flag.dest, action="store_true", default=flag.default)
-            continue
-        convert = TYPE_FUNCTIONS.get(flag.parser or flag.type, str)
-        parser.add_argument(
-            *flag.names,
-            dest=flag.dest,
-            type=convert,
-            choices=flag.choices,
-            default=flag.default,
-            required=flag.required,
-            nargs="+" if flag.kind == "list" else None,
-        )
-
-
 def release_parser(version: str) -> argparse.ArgumentParser:
     """`sglang serve`'s parser of `version` (the nearest release with a table): prefix matching on, so a
     shortened flag works where it is unambiguous and fails as ambiguous where two flags share it."""
     parser = argparse.ArgumentParser(prog="sglang serve", description=f"SGLang {version} server")
-    add_release_flags(parser, load_table(version))
+    add_flags(parser, load_table(version).values(), TYPE_FUNCTIONS)
     return parser
 
 
@@ -437,26 +403,11 @@ def release_parser(version: str) -> argparse.ArgumentParser:
 
 def load_table(version: str) -> dict[str, ReleaseFlag]:
     """The committed flag table of `version` (the nearest release with one)."""
-    rows = SGLANG.table(version)
-    return {
-        key: ReleaseFlag(
-            row["dest"],
-            tuple(row["names"]),
-            row["kind"],
-            row["type"],
-            None if row["choices"] is None else tuple(row["choices"]),
-            row["default"],
-            row.get("parser"),
-            bool(row.get("required")),
-        )
-        for key, row in rows.items()
-    }
+    return {key: flag_of(row) for key, row in SGLANG.table(version).items()}
 
 
 def table_json(flags: dict[str, ReleaseFlag]) -> str:
-    return (
-        json.dumps({k: asdict(flags[k]) for k in sorted(flags)}, indent=1, sort_keys=True, default=str) + "\n"
-    )
+    return json.dumps(flags_data(flags), indent=1, sort_keys=True, default=str) + "\n"
 
 
 def main(argv: list[str]) -> int:

@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from sweep.releases.flags import Kind, ReleaseFlag, add_flags, flag_of, flags_data
 from sweep.releases.sources import Releases
 
 ARG_UTILS = Path("vllm/engine/arg_utils.py")
@@ -39,23 +40,10 @@ PINNED = VLLM.pinned
 FRONTEND = Path("vllm/entrypoints/common/cli_args.py")
 SPECULATIVE = Path("vllm/config/speculative.py")
 
-Kind = Literal["switch", "toggle", "value", "optional", "list"]
 # A type the release's argparse converts with (json: a JSON value; any: a type computed at run time).
 Converts = Literal["int", "float", "str", "json"]
 COLLECTIONS = ("list", "tuple", "set")
 WRAPPERS = ("Annotated", "SkipValidation", "Optional", "Union", "ClassVar")
-
-
-@dataclass(frozen=True)
-class ReleaseFlag:
-    """One `vllm serve` flag as the release's argparse has it (toggle: `--x` and `--no-x`)."""
-
-    dest: str
-    names: tuple[str, ...]
-    kind: Kind
-    type: Converts = "str"
-    choices: tuple[Any, ...] | None = None
-    default: Any = None
 
 
 @dataclass(frozen=True)
@@ -421,7 +409,7 @@ def _metric_names(root: Path) -> tuple[str, ...]:
 
 def table_json(release: Release) -> str:
     data = {
-        "flags": {k: asdict(release.flags[k]) for k in sorted(release.flags)},
+        "flags": flags_data(release.flags),
         "speculative_config": {k: asdict(release.speculative[k]) for k in sorted(release.speculative)},
         "methods": list(release.methods),
         "metrics": list(release.metrics),
@@ -432,18 +420,12 @@ def table_json(release: Release) -> str:
 def load_table(version: str = PINNED) -> Release:
     data = VLLM.table(version)
 
-    def flag(row: dict[str, Any]) -> ReleaseFlag:
-        choices = None if row["choices"] is None else tuple(row["choices"])
-        return ReleaseFlag(
-            row["dest"], tuple(row["names"]), row["kind"], row["type"], choices, row["default"]
-        )
-
     def field(row: dict[str, Any]) -> ConfigField:
         choices = None if row["choices"] is None else tuple(row["choices"])
         return ConfigField(row["type"], choices, row["default"], row["low"])
 
     return Release(
-        {k: flag(v) for k, v in data["flags"].items()},
+        {k: flag_of(v) for k, v in data["flags"].items()},
         {k: field(v) for k, v in data["speculative_config"].items()},
         tuple(data["methods"]),
         tuple(data["metrics"]),
@@ -462,22 +444,7 @@ def release_parser(
         prog="vllm serve", allow_abbrev=False, add_help=add_help, description=description
     )
     parser.add_argument("model_tag", nargs="?")
-    for flag in load_table(version).flags.values():
-        if flag.kind == "switch":
-            parser.add_argument(*flag.names, dest=flag.dest, action="store_true", default=bool(flag.default))
-        elif flag.kind == "toggle":
-            parser.add_argument(
-                *flag.names, dest=flag.dest, action=argparse.BooleanOptionalAction, default=flag.default
-            )
-        else:
-            parser.add_argument(
-                *flag.names,
-                dest=flag.dest,
-                type=CONVERTERS[flag.type],
-                choices=flag.choices,
-                nargs="+" if flag.kind == "list" else "?" if flag.kind == "optional" else None,
-                default=flag.default,
-            )
+    add_flags(parser, load_table(version).flags.values(), CONVERTERS, switch_default=bool)
     return parser
 
 

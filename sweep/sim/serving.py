@@ -77,6 +77,8 @@ class Handler(BaseHTTPRequestHandler):
         if fault == "crash":
             os._exit(1)
         if fault == "stall":
+            # Said in the log, so that a test (or a person reading it) sees the stall begin.
+            print("sim fault: this stream stalls here, forever", file=sys.stderr, flush=True)
             while True:
                 time.sleep(1)
         if fault == "malformed":

@@ -39,7 +39,6 @@ from sweep.storage.views import (
     TrialView,
     complete_views,
     latest_confirmation,
-    study_engine,
     study_looks,
     trial_views,
 )
@@ -78,7 +77,6 @@ __all__ = [
     "launched",
     "make_storage",
     "search_records",
-    "study_engine",
     "study_looks",
     "trial_views",
 ]

@@ -9,7 +9,6 @@ import optuna
 from optuna.trial import TrialState
 
 from sweep.core.stats import MIN_GAIN, Looks
-from sweep.engines import engine_of_argvs
 from sweep.records import TrialRecord
 from sweep.storage.trials import (
     DOUBT_ATTR,
@@ -58,18 +57,6 @@ class TrialView:
         configuration's label ("trial N", or "predicted K" for one the model predicted and only the
         confirmation launched)."""
         return self.label if self.phase is Phase.CONFIRM else f"trial {self.number}"
-
-
-def study_engine(study: optuna.Study, views: list[TrialView]) -> str:
-    """The engine a study swept (studies made before it was stored: told apart by their argv)."""
-    if "engine" in study.user_attrs:
-        return str(study.user_attrs["engine"])
-    written = {v.record.facts.engine for v in views if v.record and v.record.facts.engine}
-    if written:
-        return written.pop()
-    # Studies from before the engine was stored anywhere: the engine whose command line the trials ran.
-    argvs = [v.record.argv for v in views if v.record and v.record.argv]
-    return engine_of_argvs(argvs)
 
 
 def trial_views(study: optuna.Study, phase: Phase = Phase.SEARCH) -> list[TrialView]:

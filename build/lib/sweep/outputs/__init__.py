@@ -1,0 +1,1 @@
+"""Outputs of a study: one module per kind (console, json)."""
