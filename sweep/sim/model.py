@@ -1,6 +1,6 @@
 """The simulator's performance model, the same behind every engine's front end: a resolved configuration
 (`Resolved`, what an engine's rules made of its flags), its memory plan (`MemoryPlan`), and step times and
-acceptance (`StepModel`), from the profile fitted to `../shared/reference/seed-figures.md`. Each front end
+acceptance (`StepModel`), from the profile fitted to the field reports' figures (report 000). Each front end
 resolves its own command line: SGLang's in `sglang.py`, vLLM's in `vllm.py`.
 """
 

@@ -1,6 +1,6 @@
 """SGLang's rules in the simulator: its argument resolution and memory plan, in the order its hooks run.
 
-Resolution follows `../shared/reference/sglang_vllm.md` §1-2 (speculative_hook, memory_hook); memory follows
+Resolution follows the release's `server_args.py` (its speculative and memory hooks); memory follows
 the profile.
 """
 

@@ -5,7 +5,7 @@ with the speculative counters, and the dev-mode `/reset_prefix_cache`, over the 
 SGLang front end (`sweep/sim/model.py`: acceptance, step times, memory from the profile; SGLang's own rules are
 in `sweep/sim/sglang.py`).
 
-Facts from `../shared/reference/sglang_vllm.md` §6: `--speculative-config` is JSON (`-` in keys becomes `_`);
+Facts from the release's source: `--speculative-config` is JSON (`-` in keys becomes `_`);
 methods ngram / eagle / eagle3 / mtp / draft_model (legacy `*_mtp` names map to mtp); n-gram lookup bounds both 5
 when unset, one copies the other, min <= max; `num_speculative_tokens_per_batch_size` is a list of [low, high,
 k]; acceptance length is `1 + accepted / drafts`; KV token counts are logged with thousands separators;

@@ -1,7 +1,0 @@
-"""`python -m sweep` is `specsweep`."""
-
-import sys
-
-from sweep.cli import main
-
-sys.exit(main())

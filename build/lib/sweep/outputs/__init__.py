@@ -1,1 +1,0 @@
-"""Outputs of a study: one module per kind (console, json)."""

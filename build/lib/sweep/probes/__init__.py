@@ -1,1 +1,0 @@
-"""The probes: what is sent to a server and how (`runner.py`, `sending.py`, `client.py`), the built-in and dataset workloads (`workloads.py`, `datasets.py`, `prompts/`), and what a workload's answers add up to (`summary.py`)."""
