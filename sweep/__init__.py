@@ -1,8 +1,10 @@
 """specsweep from Python: load a space, run a study, read what to run.
 
+    from pathlib import Path
+
     import sweep
 
-    space = sweep.load_space("vllm-ngram")           # a space file, or a shipped example by its name
+    space = sweep.load_space(Path("vllm-ngram"))     # a space file, or a shipped example by its name
     ran = sweep.run_study(space, "night", budget_s=8 * 3600)
     for rec in sweep.study_verdicts_of("night").recommendations:
         print(rec.workload, rec.verdict_text, rec.gain, rec.recommended_params)

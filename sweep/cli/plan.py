@@ -8,7 +8,7 @@ from pathlib import Path
 
 import optuna
 
-from sweep.cli.shared import add_study_options, duration
+from sweep.cli.shared import add_space_option, add_study_options, duration
 from sweep.engines import Engine
 from sweep.launch.gpu import ReadFailed, open_source
 from sweep.model.files import weights_on_disk
@@ -23,12 +23,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser = commands.add_parser(
         "plan", help="dry run: configurations, launches, wall time", description=__doc__
     )
-    parser.add_argument(
-        "--space",
-        type=Path,
-        required=True,
-        help="search space YAML, or a shipped example by name (`specsweep spaces` lists them)",
-    )
+    add_space_option(parser)
     add_study_options(parser)
     parser.add_argument("--trials", type=int, help="the search's trials (default: the space's)")
     parser.add_argument("--budget", type=duration, help="a night to fit, e.g. 8h: how many trials it holds")

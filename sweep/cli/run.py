@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from sweep.cli.shared import add_study_options, duration
+from sweep.cli.shared import add_space_option, add_study_options, duration
 from sweep.outputs.publish import publish
 from sweep.run.study import run_study
 from sweep.space import load_space
@@ -13,12 +13,7 @@ from sweep.space import load_space
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = commands.add_parser("run", help="run or resume a study", description=__doc__)
-    parser.add_argument(
-        "--space",
-        type=Path,
-        required=True,
-        help="search space YAML, or a shipped example by name (`specsweep spaces` lists them)",
-    )
+    add_space_option(parser)
     add_study_options(parser)
     parser.add_argument(
         "--trials", type=int, help="total trials the study should have (default: the space's)"

@@ -1,4 +1,4 @@
-"""What several commands parse alike: the study's options, durations, and where progress goes."""
+"""What several commands parse alike: the space to sweep, the study's options and durations."""
 
 from __future__ import annotations
 
@@ -9,6 +9,15 @@ from pathlib import Path
 from sweep.run.study import DEFAULT_RUNS
 
 DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?")
+
+
+def add_space_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--space",
+        type=Path,
+        required=True,
+        help="search space YAML, or a shipped example by name (`specsweep spaces` lists them)",
+    )
 
 
 def add_study_options(parser: argparse.ArgumentParser, study_required: bool = False) -> None:
