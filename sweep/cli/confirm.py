@@ -4,18 +4,11 @@ verdicts from those launches (`run` does this at its end unless --no-confirm).""
 from __future__ import annotations
 
 import argparse
-import dataclasses
 from pathlib import Path
 
 from sweep.cli.shared import add_study_options
-from sweep.core.errors import UserError
 from sweep.outputs.publish import publish
-from sweep.run.confirm import confirm_search
-from sweep.run.preflight import build_engine, validate
-from sweep.run.study import open_study, stored_space
-from sweep.run.study import to_stderr as progress
-from sweep.run.trial import TrialRunner
-from sweep.storage import StudyPaths
+from sweep.run.study import confirm_study
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -32,18 +25,6 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def main(args: argparse.Namespace) -> int:
-    study = open_study(args.study, args.storage, args.runs)
-    space = stored_space(study, args.space)
-    top = space.confirm.top if args.top is None else args.top
-    launches = space.confirm.launches if args.launches is None else args.launches
-    if top < 1 or launches < 2:
-        raise UserError(
-            f"--top {top} --launches {launches}", "confirm at least 1 candidate with 2 or more launches"
-        )
-    engine = build_engine(space)
-    validate(space, engine)
-    paths = StudyPaths.for_study(args.study, args.runs, args.storage)
-    settings = dataclasses.replace(space.confirm, top=top, launches=launches)
-    confirm_search(TrialRunner(space, engine, paths), study, settings, progress)
+    study, space = confirm_study(args.study, args.storage, args.runs, args.space, args.top, args.launches)
     publish(study, args.study, args.runs, space)
     return 0

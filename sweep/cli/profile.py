@@ -9,12 +9,10 @@ from pathlib import Path
 
 from sweep.cli.shared import add_study_options
 from sweep.core.errors import UserError
-from sweep.run.preflight import build_engine, validate
-from sweep.run.profiling import DEFAULT_SHAPES, Profiler, plan_launches
-from sweep.run.study import to_stderr as progress
+from sweep.run.profiling import DEFAULT_SHAPES, profile_space
+from sweep.run.study import to_stderr
 from sweep.search.costs import DEFAULT_SHARES
 from sweep.space import load_space
-from sweep.storage import StudyPaths
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -48,27 +46,11 @@ def shares(text: str) -> list[float]:
 
 
 def main(args: argparse.Namespace) -> int:
-    if args.shapes < 1:
-        raise UserError(f"--shapes {args.shapes} profiles nothing", "give 1 or more (6 by default)")
     space = load_space(args.space)
-    engine = build_engine(space)
-    validate(space, engine)
     name = args.study or f"{args.space.stem}-profile"
-    paths = StudyPaths.for_study(name, args.runs, None)
-    launches = plan_launches(space, engine, args.shapes, shares(args.shares))
-    out = args.out or paths.run_dir / "cost-profile.json"
-    progress(
-        f"profile {name}: {len(launches)} launches (the baseline, {len(launches) - 2} at forced acceptance, the "
-        f"baseline again); logs in {paths.run_dir / 'profile'}/"
+    profile, out = profile_space(
+        space, name, args.runs, to_stderr, args.shapes, shares(args.shares), args.out
     )
-    profiler = Profiler(space, engine, paths.run_dir / "profile", progress)
-    profile = profiler.profile(profiler.run(launches))
-    if not profile.steps:
-        raise UserError(
-            "no forced launch measured a step time (every one failed: see their records)",
-            f"read {paths.run_dir / 'profile'}/*/record.json",
-        )
-    profile.save(out)
     print(f"cost profile: {out} ({len(profile.steps)} step times at {', '.join(profile.covers())})")
     print(f"use it: specsweep run --space {args.space} --profile {out}")
     return 0

@@ -4,9 +4,17 @@ weighs (weights, t/s per workload, several streams, usable context, memory, acce
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
+from sweep.analysis import study_verdicts
+from sweep.core.errors import UserError
+from sweep.core.files import write_atomic
+from sweep.outputs.publish import DEFAULT_DIR
 from sweep.records import TrialRecord
+from sweep.run.study import DEFAULT_RUNS, open_study, read_study
+from sweep.storage import Phase
 
 
 @dataclass(frozen=True)
@@ -31,13 +39,6 @@ def _gpu_memory(record: TrialRecord) -> str:
     if use is None or not use.present:
         return "-"
     return f"{_fmt(use.ready_mib, '{:.0f}')} / {_fmt(use.peak_mib, '{:.0f}')}"
-
-
-def usable_context(record: TrialRecord) -> int | None:
-    """The longest prompt one request can have: the context length, unless the KV pool is smaller."""
-    f = record.facts
-    limits = [x for x in (f.context_length, f.kv_pool_tokens) if x]
-    return min(limits) if limits else None
 
 
 def _fmt(value: float | None, pattern: str = "{:.1f}") -> str:
@@ -67,7 +68,7 @@ def rows(columns: list[Column]) -> list[tuple[str, list[str]]]:
         (
             "usable context (tokens x slots)",
             [
-                f"{usable_context(c.record) or '-'} x {c.record.facts.max_running_requests or c.record.facts.n_slots or '-'}"
+                f"{c.record.facts.usable_context or '-'} x {c.record.facts.max_running_requests or c.record.facts.n_slots or '-'}"
                 for c in columns
             ],
         )
@@ -121,3 +122,42 @@ def html_page(columns: list[Column], title: str) -> str:
         f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>{style}</style>"
         f"</head><body><h1>{html.escape(title)}</h1><table><tr><th></th>{head}</tr>{body}</table></body></html>"
     )
+
+
+def study_column(spec: str, storage: str | None = None, runs: Path = DEFAULT_RUNS) -> Column:
+    """`STUDY` (its one-server recommendation) or `STUDY:TRIAL` as a column."""
+    name, _, trial_text = spec.partition(":")
+    found = read_study(open_study(name, storage, runs))
+    views = {v.number: v for v in found.search}
+    if trial_text:
+        if not trial_text.isdigit() or int(trial_text) not in views or views[int(trial_text)].record is None:
+            raise UserError(
+                f"study '{name}' has no measured trial '{trial_text}'",
+                f"trials: {', '.join(map(str, views))}",
+            )
+        record = views[int(trial_text)].record
+        assert record is not None
+        return Column(f"{name}:{trial_text}", record)
+    verdicts = study_verdicts(found)
+    overall, recs = verdicts.overall, verdicts.recommendations
+    if overall is None and not recs:
+        raise UserError(f"study '{name}' has nothing measured to compare", "run it first")
+    chosen = found.named(overall.trial_label if overall else recs[0].recommended_label)
+    assert chosen is not None and chosen.record is not None
+    where = chosen.number if chosen.phase is Phase.SEARCH else chosen.name.replace(" ", "-")
+    return Column(f"{name}:{where}", chosen.record)
+
+
+def compare_studies(
+    specs: Sequence[str], storage: str | None = None, runs: Path = DEFAULT_RUNS, output: Path | None = None
+) -> tuple[list[Column], Path]:
+    """Two or more configurations side by side: their columns, and the HTML page written (by default
+    `dashboards/compare-<A>-<B>.html`)."""
+    if len(specs) < 2:
+        raise UserError("compare needs two or more configurations", "e.g. specsweep compare demo demo:0")
+    columns = [study_column(spec, storage, runs) for spec in specs]
+    out = output or DEFAULT_DIR / (
+        "compare-" + "-".join(c.label.replace(":", "_") for c in columns) + ".html"
+    )
+    write_atomic(out, html_page(columns, "specsweep compare: " + ", ".join(c.label for c in columns)))
+    return columns, out

@@ -231,6 +231,12 @@ class LaunchFacts:
     log_lost: str = ""
     sizing: list[Finding] = field(default_factory=list)
 
+    @property
+    def usable_context(self) -> int | None:
+        """The longest prompt one request can have: the context length, unless the KV pool is smaller."""
+        limits = [x for x in (self.context_length, self.kv_pool_tokens) if x]
+        return min(limits) if limits else None
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 

@@ -11,6 +11,8 @@ import optuna
 from optuna.trial import TrialState
 
 from sweep.engines import Engine
+from sweep.launch.gpu import ReadFailed, open_source
+from sweep.model.files import weights_on_disk
 from sweep.records import TrialRecord
 from sweep.search import Candidates, ModelSearch, candidates
 from sweep.search.costs import CostProfile
@@ -68,6 +70,18 @@ class Hardware:
 
     def gpu(self) -> GpuSpeed | None:
         return next((g for name in self.gpus[:1] for g in GPU_SPEEDS if g.name in name), None)
+
+
+def machine_hardware(engine: Engine) -> Hardware:
+    """This machine's GPUs (the servers run here) and the model's weights, for a plan with nothing measured."""
+    source = open_source()
+    names: tuple[str, ...] = ()
+    if not isinstance(source, str):
+        try:
+            names = source.read().names
+        except ReadFailed:
+            names = ()
+    return Hardware(names, weights_on_disk(engine.setup.model))
 
 
 def estimated_speeds(hardware: Hardware) -> tuple[float, float, str] | None:

@@ -20,9 +20,18 @@ from sweep.core.errors import UserError
 from sweep.engines import Engine
 from sweep.probes.settings import Progress
 from sweep.records import SpecShape, TrialRecord
+from sweep.run.preflight import build_engine, validate
 from sweep.run.trial import RECORD_FILE, TrialRunner
 from sweep.search import Candidate, candidates
-from sweep.search.costs import CostProfile, ProfileKey, ShapeStart, hardware, space_key, step_times
+from sweep.search.costs import (
+    DEFAULT_SHARES,
+    CostProfile,
+    ProfileKey,
+    ShapeStart,
+    hardware,
+    space_key,
+    step_times,
+)
 from sweep.space import Space
 from sweep.storage import StudyPaths
 
@@ -176,3 +185,38 @@ def _shape_text(shape: SpecShape | None) -> str:
         return "baseline"
     width = f" x{shape.width}" if shape.width > 1 else ""
     return f"{shape.method} depth {shape.depth}{width} budget {shape.budget or shape.depth}"
+
+
+def profile_space(
+    space: Space,
+    name: str,
+    runs: Path,
+    progress: Progress,
+    shapes: int = DEFAULT_SHAPES,
+    shares: Sequence[float] = DEFAULT_SHARES,
+    out: Path | None = None,
+) -> tuple[CostProfile, Path]:
+    """Measure the space's step costs at forced acceptance (the baseline, `shapes` configurations a method at
+    each forced share, the baseline again) and save them as a cost profile: where it went and what it holds."""
+    if shapes < 1:
+        raise UserError(
+            f"--shapes {shapes} profiles nothing", f"give 1 or more ({DEFAULT_SHAPES} by default)"
+        )
+    engine = build_engine(space)
+    validate(space, engine)
+    paths = StudyPaths.for_study(name, runs, None)
+    launches = plan_launches(space, engine, shapes, list(shares))
+    where = out or paths.run_dir / "cost-profile.json"
+    progress(
+        f"profile {name}: {len(launches)} launches (the baseline, {len(launches) - 2} at forced acceptance, the "
+        f"baseline again); logs in {paths.run_dir / 'profile'}/"
+    )
+    profiler = Profiler(space, engine, paths.run_dir / "profile", progress)
+    profile = profiler.profile(profiler.run(launches))
+    if not profile.steps:
+        raise UserError(
+            "no forced launch measured a step time (every one failed: see their records)",
+            f"read {paths.run_dir / 'profile'}/*/record.json",
+        )
+    profile.save(where)
+    return profile, where

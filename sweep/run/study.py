@@ -16,7 +16,9 @@ from sweep.core.errors import UserError, mask_secrets
 from sweep.core.stats import MIN_GAIN
 from sweep.run.confirm import confirm_search, load_confirm_study
 from sweep.run.driver import Sweep
+from sweep.run.plan import StudyPlan, machine_hardware, plan_study
 from sweep.run.preflight import build_engine, validate
+from sweep.run.trial import TrialRunner
 from sweep.search import ModelSearch
 from sweep.search.costs import CostProfile, check_space
 from sweep.space import Space, load_space, parse_space
@@ -156,6 +158,61 @@ def run_study(
     if confirm and space.confirm.launches:
         confirm_search(sweep.trials, result, space.confirm, progress, sweep.time_left, sweep.model)
     return StudyRun(paths, result, sweep.model)
+
+
+def plan_night(
+    space: Space,
+    name: str,
+    storage: str | None = None,
+    runs: Path = DEFAULT_RUNS,
+    trials: int | None = None,
+    budget_s: float | None = None,
+    profile: Path | None = None,
+) -> StudyPlan:
+    """What `run_study` would do with these arguments, launching nothing: the configurations after the engine's
+    rules, the launches, and their wall time (measured in the study `name` where it exists, else assumed from
+    this machine's GPU and the model's weights, and said so)."""
+    engine = build_engine(space)
+    validate(space, engine)
+    paths = StudyPaths.for_study(name, runs, storage)
+    study = None
+    if storage or (paths.run_dir / "study.db").is_file():
+        try:
+            study = optuna.load_study(study_name=paths.name, storage=make_storage(paths.storage_url))
+        except KeyError:
+            study = None  # no such study yet: plan with assumed times
+    costs = None
+    if profile is not None:
+        costs = CostProfile.load(profile)
+        check_space(costs, profile, space, engine)
+    return plan_study(space, engine, trials, study, budget_s, costs, machine_hardware(engine))
+
+
+def confirm_study(
+    name: str,
+    storage: str | None = None,
+    runs: Path = DEFAULT_RUNS,
+    space_path: Path | None = None,
+    top: int | None = None,
+    launches: int | None = None,
+    progress: Progress = to_stderr,
+) -> tuple[optuna.Study, Space]:
+    """Launch a stored study's best configurations again, interleaved with the baseline (what `run_study` does
+    at its end): `top` candidates a workload, `launches` each (the space's where not given)."""
+    study = open_study(name, storage, runs)
+    space = stored_space(study, space_path)
+    top = space.confirm.top if top is None else top
+    launches = space.confirm.launches if launches is None else launches
+    if top < 1 or launches < 2:
+        raise UserError(
+            f"--top {top} --launches {launches}", "confirm at least 1 candidate with 2 or more launches"
+        )
+    engine = build_engine(space)
+    validate(space, engine)
+    settings = dataclasses.replace(space.confirm, top=top, launches=launches)
+    runner = TrialRunner(space, engine, StudyPaths.for_study(name, runs, storage))
+    confirm_search(runner, study, settings, progress)
+    return study, space
 
 
 def study_verdicts_of(name: str, storage: str | None = None, runs: Path = DEFAULT_RUNS) -> Verdicts:

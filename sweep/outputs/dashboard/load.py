@@ -8,7 +8,6 @@ import math
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from sweep.outputs.compare import usable_context
 from sweep.outputs.dashboard.frame import Panel, message_panel, table, view_flags
 from sweep.records import WorkloadSummary
 from sweep.storage import TrialView, complete_views
@@ -22,7 +21,7 @@ def pareto_panel(views: list[TrialView]) -> Panel:
         speeds = [
             s.decode_tps.median for s in view.record.workloads.values() if s.status == "ok" and s.decode_tps
         ]
-        context = usable_context(view.record)
+        context = view.record.facts.usable_context
         if speeds and context:
             points.append((context, sum(speeds) / len(speeds), view))
     if not points:
