@@ -271,19 +271,22 @@ def test_sigterm_and_a_double_ctrl_c_stop_cleanly(
     tmp_path: Path, signals: tuple[signal.Signals, ...]
 ) -> None:
     """SIGTERM is Ctrl-C: the trial is marked, the server stopped, one line. A second Ctrl-C while a server
-    that ignores SIGTERM is being stopped goes straight to SIGKILL, and nothing is left."""
+    that ignores SIGTERM is being stopped goes straight to SIGKILL, and nothing is left: with a stop grace of an
+    hour, the driver ends only because the second Ctrl-C cut it short (the grace's default, 10 s, for one)."""
     case = make_case(tmp_path, ("stall=2", "ignore-term"))
-    case.space.write_text(case.space.read_text().replace("stall_timeout_s: 2", "stall_timeout_s: 60"))
+    text = case.space.read_text().replace("stall_timeout_s: 2", "stall_timeout_s: 60")
+    if len(signals) == 2:
+        text = text.replace("server:\n", "server:\n  stop_timeout: 3600\n", 1)
+        assert "stop_timeout: 3600" in text
+    case.space.write_text(text)
     try:
         driver = _driver(case)
         _wait_for_log(case, STALLED)
-        started = time.monotonic()
         driver.send_signal(signals[0])
         if len(signals) == 2:  # the second while the server, which ignores SIGTERM, is being stopped
             _wait_for_log(case, b"sim fault: SIGTERM ignored")
             driver.send_signal(signals[1])
-        _, err = driver.communicate(timeout=30)
-        stopped = time.monotonic() - started
+        _, err = driver.communicate(timeout=120)
         assert driver.returncode == 130
         lines = err.decode().strip().splitlines()
         how = "by SIGTERM" if signals[0] == signal.SIGTERM else "by the user (Ctrl-C)"
@@ -292,8 +295,6 @@ def test_sigterm_and_a_double_ctrl_c_stop_cleanly(
         ((state, record),) = case.trials()
         assert state == "FAIL" and record["failure"] == f"interrupted {how}"
         assert_no_orphans(case)
-        if len(signals) == 2:
-            assert stopped < 8  # not the 10 s grace the server's ignored SIGTERM would take
     finally:
         _kill_everything(case)
 

@@ -46,9 +46,7 @@ def test_ready_then_group_stop_kills_children_that_ignore_term(tmp_path: Path) -
         assert server.pid is not None and os.getpgid(server.pid) == server.pid  # its own session and group
         child = int(child_file.read_text())
         assert os.getpgid(child) == server.pid
-        started = time.monotonic()
-        server.stop(grace_s=1.0)
-        assert time.monotonic() - started < 8
+        server.stop(grace_s=1.0)  # returns once KILL has followed the ignored TERM
     assert not _alive(server.pid)
     assert not _alive(child)
 

@@ -105,8 +105,10 @@ class ServerProcess:
         env: Mapping[str, str],
         exit_reason: ExitReason | None = None,
         registry: Path | None = None,
+        stop_grace_s: float = STOP_GRACE_S,
     ) -> None:
         self.argv = list(argv)
+        self.stop_grace_s = stop_grace_s
         self.log_path = log_path
         self.marker = uuid.uuid4().hex
         self.env = {**env, processes.MARKER_ENV: self.marker}
@@ -308,9 +310,10 @@ class ServerProcess:
 
     # --- stop ---------------------------------------------------------------------------------------------------
 
-    def stop(self, grace_s: float = STOP_GRACE_S) -> None:
-        """TERM every process of the launch, KILL what is left after the grace period. A Ctrl-C meanwhile goes
-        straight to KILL, and is raised once the server is gone."""
+    def stop(self, grace_s: float | None = None) -> None:
+        """TERM every process of the launch, KILL what is left after the grace period (the launch's own unless
+        given). A Ctrl-C meanwhile goes straight to KILL, and is raised once the server is gone."""
+        grace_s = self.stop_grace_s if grace_s is None else grace_s
         if self.pid is None:
             return
         if self.exited_early is None and self.returncode is not None:

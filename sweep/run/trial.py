@@ -188,7 +188,14 @@ class TrialRunner:
         if first:
             record.argv = command.argv  # known before the launch: an interrupted trial still says what it ran
             record.measuring_argv = command.measuring_argv
-        server = ServerProcess(command.argv, log, command.env, self.engine.exit_reason, self.paths.registry)
+        server = ServerProcess(
+            command.argv,
+            log,
+            command.env,
+            self.engine.exit_reason,
+            self.paths.registry,
+            self.space.server.stop_timeout,
+        )
         launch = TrialServer(server, f"http://{host_name}:{port}", command.health_path, plan, rules, first)
         watch = gpu.GpuWatch(self.gpu_source, server.pids)
         watch.before_launch()

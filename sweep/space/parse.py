@@ -68,7 +68,7 @@ TOP_KEYS = {
     "search",
 }
 CONFIRM_KEYS = {"top", "launches", "max_launches", "min_gain"}
-SERVER_KEYS = {"binary", "launcher", "model", "port", "host", "startup_timeout", "extra_args"}
+SERVER_KEYS = {"binary", "launcher", "model", "port", "host", "startup_timeout", "stop_timeout", "extra_args"}
 PROBE_KEYS = {
     "repeats",
     "max_tokens",
@@ -611,6 +611,14 @@ def parse_space(data: Any, base: Path, source: Path | None = None) -> Space:
                     "server.startup_timeout",
                     "startup_timeout: 300",
                     1,
+                    WEEK_S,
+                    False,
+                ),
+                stop_timeout=_number(
+                    server.get("stop_timeout", ServerSpec.stop_timeout),
+                    "server.stop_timeout",
+                    "stop_timeout: 10",
+                    0,
                     WEEK_S,
                     False,
                 ),

@@ -118,6 +118,8 @@ class ServerSpec:
     port: int = 0
     host: str = "127.0.0.1"
     startup_timeout: float = 300.0
+    # Seconds a server has to exit after SIGTERM before its processes get SIGKILL (a Ctrl-C meanwhile kills at once).
+    stop_timeout: float = 10.0
     extra_args: tuple[str, ...] = ()
 
 
