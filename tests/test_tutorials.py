@@ -1,7 +1,8 @@
-"""Every specsweep command a GPU tutorial shows runs here, in the order the page gives it, against the simulator
+"""Every specsweep command a tutorial shows runs here, in the order the page gives it, against the simulator
 (SGLang, vLLM) or the embedded llama-server: the page cannot drift from the tool. What a CPU in CI cannot do is
 changed in the open, per page: the space the page copies gets the simulator as its launcher (or, for
-llama-server, no GPU layers), and a shorter night (`--budget 8h` runs as `--trials 3`, the confirmation capped)."""
+llama-server, no GPU layers), and a shorter night (`--budget 8h` runs as `--trials 3`, the confirmation capped);
+the CPU demo's morning commands read a simulator demo stored under the name `make demo` gives its study."""
 
 from __future__ import annotations
 
@@ -29,9 +30,17 @@ class Page:
     name: str
     space_edits: dict[str, str]  # text in the copied space -> what it is here
     argv_edits: dict[str, str] = field(default_factory=lambda: {"--budget 8h": "--trials 3"})
+    before: tuple[str, ...] = ()  # what the page runs outside specsweep (`make demo`), as it runs here
 
 
 PAGES = [
+    Page(
+        "demo.md",
+        {},
+        # The simulator's demo has no edit workload: the export asks for its code's flags instead.
+        {"--workload edit": "--workload code", "demo --engine sim": "demo --engine sim --trials 3"},
+        ("specsweep demo --engine sim --trials 3 --study demo",),
+    ),
     Page(
         "sglang.md",
         {
@@ -82,7 +91,7 @@ def commands(page: Path) -> list[str]:
 def test_a_tutorial_runs_as_written(page: Page, tmp_path: Path) -> None:
     lines = commands(TUTORIALS / page.name)
     assert len(lines) >= 5, lines
-    for line in lines:
+    for line in [*page.before, *lines]:
         for written, here in page.argv_edits.items():
             line = line.replace(written, here)
         target = None
