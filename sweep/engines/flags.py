@@ -15,9 +15,15 @@ from sweep.launch.server import ExitPatterns
 HELP_FLAG = re.compile(r"(?<![\w-])--([a-z0-9][a-z0-9-]*)")
 
 
+OPTION_ROW = re.compile(r"^ {0,6}-")  # an option's own row; descriptions are indented further (argparse: 24)
+
+
 def flags_from_help(text: str) -> set[str]:
-    """The long flags a server's `--help` lists, without their dashes."""
-    return set(HELP_FLAG.findall(text)) - {"help"}
+    """The long flags a server's `--help` lists, without their dashes: read from the options' own rows, not
+    from descriptions, which name other programs' flags (vLLM 0.34.0's `numactl --cpunodebind`) and break
+    flags across lines (`--data-` at a line's end)."""
+    rows = (line for line in text.splitlines() if OPTION_ROW.match(line))
+    return {flag for row in rows for flag in HELP_FLAG.findall(row) if not flag.endswith("-")} - {"help"}
 
 
 def help_flags(argv: list[str], env: Mapping[str, str], expected: str) -> set[str]:

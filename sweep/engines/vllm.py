@@ -92,6 +92,18 @@ EXIT_REASONS: ExitPatterns = (
         re.compile(r"ValidationError: \d+ validation errors? for SpeculativeConfig\n([^\n]*)\n\s*([^\n]*)"),
         "vLLM rejected the speculative config: {0}: {1}",
     ),
+    # A config vLLM refuses: the field's own message, on the line after pydantic's count (0.34.0 on an H100: a
+    # model folder that is not there reads "Value error, Invalid repository ID or local directory specified").
+    (
+        re.compile(r"ValidationError: \d+ validation errors? for (\w+)\n\s*(?:Value error, )?([^\n]*)"),
+        "vLLM rejected its {0}: {1}",
+    ),
+    # The engine core's own exception: the front end only says "Engine core initialization failed. See root
+    # cause above", which is no reason (0.34.0 on an H100: a package the engine core imports at start missing).
+    (
+        re.compile(r"\(EngineCore[^)\n]*\) ERROR [^\]\n]*\] ((?:\w+\.)*\w*(?:Error|Exception): [^\n]*)"),
+        "{0} (in vLLM's engine core, at start)",
+    ),
     *argparse_reasons("vLLM"),
     (re.compile(r"(ValueError: [^\n]*)"), "{0}"),
 )
