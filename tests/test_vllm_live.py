@@ -15,10 +15,13 @@ import pytest
 from sweep.engines import ServerSetup
 from sweep.engines.flags import flags_from_help
 from sweep.engines.vllm import VLLMEngine
+from sweep.run.study import plan_night
+from sweep.space import load_space
 
 RECORDED = Path(__file__).parent / "recordings" / "vllm-0.34.0-h100"
 TABLE = Path(__file__).parents[1] / "sweep" / "releases" / "tables" / "vllm-0.34.0.json"
 HELP = RECORDED / "serve-help-all.txt"
+LIVE_SPACE = Path(__file__).parents[1] / "benchmarks" / "data" / "vllm-0.34.0-h100-smollm2-space.yaml"
 
 
 def engine(launcher: list[str] | None = None) -> VLLMEngine:
@@ -80,3 +83,18 @@ def test_a_launch_that_died_at_start_says_why(log: str, reason: str) -> None:
     said = engine().exit_reason((RECORDED / f"{log}.server.log").read_text(), 1)
     assert reason in said, said
     assert "See root cause above" not in said
+
+
+@pytest.mark.server
+def test_the_live_study_s_space_plans_against_the_release_s_flags(tmp_path: Path) -> None:
+    """The space the live study runs: every arm it sweeps is one vLLM 0.34.0 accepts (the flags read from the
+    recorded help), so the night's launches are the release's, prompt lookup and suffix both."""
+    (tmp_path / "real" / "smollm2-135m-instruct").mkdir(parents=True)
+    text = LIVE_SPACE.read_text().replace("@W@", str(tmp_path))
+    launcher = f'[{sys.executable}, -c, "import sys; sys.stdout.write(open({str(HELP)!r}).read())"]'
+    text = text.replace("launcher: [python3, -m, vllm.entrypoints.cli.main]", f"launcher: {launcher}")
+    assert str(HELP) in text
+    (tmp_path / "live.yaml").write_text(text)
+    plan = plan_night(load_space(tmp_path / "live.yaml"), "live", runs=tmp_path / "runs")
+    assert set(plan.methods) == {"ngram", "suffix"}
+    assert plan.methods["ngram"] > 1 and plan.search_launches == 4  # the baseline and the three enqueued arms
