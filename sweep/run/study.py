@@ -14,6 +14,7 @@ import yaml
 from sweep.analysis import Verdicts, study_verdicts
 from sweep.core.errors import UserError, mask_secrets
 from sweep.core.stats import MIN_GAIN
+from sweep.engines import Engine
 from sweep.run.confirm import confirm_search, load_confirm_study
 from sweep.run.driver import Sweep
 from sweep.run.plan import StudyPlan, machine_hardware, plan_study
@@ -55,18 +56,40 @@ class StudyRun:
     model: ModelSearch | None
 
 
+def find_study(name: str, storage: str | None = None, runs: Path = DEFAULT_RUNS) -> optuna.Study | None:
+    """A stored study by name (in `runs/<name>/study.db`, or in the Optuna storage URL given), or None where
+    there is none yet."""
+    paths = StudyPaths.for_study(name, runs, storage)
+    if not storage and not (paths.run_dir / "study.db").is_file():
+        return None  # no SQLite file made: asking Optuna would create one
+    try:
+        return optuna.load_study(study_name=name, storage=make_storage(paths.storage_url))
+    except KeyError:
+        return None
+
+
 def open_study(name: str, storage: str | None = None, runs: Path = DEFAULT_RUNS) -> optuna.Study:
     """A stored study by name: in `runs/<name>/study.db`, or in the Optuna storage URL given."""
+    study = find_study(name, storage, runs)
+    if study is not None:
+        return study
     paths = StudyPaths.for_study(name, runs, storage)
-    if storage is None and not (paths.run_dir / "study.db").is_file():
+    if not storage and not (paths.run_dir / "study.db").is_file():
         raise UserError(
             f"no study '{name}' in {paths.run_dir}",
             "run `specsweep run --space FILE` first, or pass --storage",
         )
-    try:
-        return optuna.load_study(study_name=name, storage=make_storage(paths.storage_url))
-    except KeyError:
-        raise UserError(f"no study '{name}' in {paths.shown_url}", "check --study and --storage") from None
+    raise UserError(f"no study '{name}' in {paths.shown_url}", "check --study and --storage")
+
+
+def cost_profile(profile: Path | None, space: Space, engine: Engine) -> CostProfile | None:
+    """The cost profile file given, checked against the space and engine it is to price (refused in one line
+    where it was measured for another set-up); None without one."""
+    if profile is None:
+        return None
+    costs = CostProfile.load(profile)
+    check_space(costs, profile, space, engine)
+    return costs
 
 
 def read_study(study: optuna.Study) -> Study:
@@ -121,10 +144,8 @@ def run_study(
     baseline. Each launch's server log and measurements go under `runs/<name>/trials/`."""
     engine = build_engine(space)
     validate(space, engine)
-    costs = None
-    if profile is not None:
-        costs = CostProfile.load(profile)
-        check_space(costs, profile, space, engine)
+    costs = cost_profile(profile, space, engine)
+    if costs is not None:
         methods = ", ".join(dict.fromkeys(s.shape.method for s in costs.steps))
         progress(
             f"cost profile {profile}: step times of {methods} at {', '.join(costs.covers())} "
@@ -174,17 +195,8 @@ def plan_night(
     this machine's GPU and the model's weights, and said so)."""
     engine = build_engine(space)
     validate(space, engine)
-    paths = StudyPaths.for_study(name, runs, storage)
-    study = None
-    if storage or (paths.run_dir / "study.db").is_file():
-        try:
-            study = optuna.load_study(study_name=paths.name, storage=make_storage(paths.storage_url))
-        except KeyError:
-            study = None  # no such study yet: plan with assumed times
-    costs = None
-    if profile is not None:
-        costs = CostProfile.load(profile)
-        check_space(costs, profile, space, engine)
+    study = find_study(name, storage, runs)  # none yet: plan with assumed times
+    costs = cost_profile(profile, space, engine)
     return plan_study(space, engine, trials, study, budget_s, costs, machine_hardware(engine))
 
 
