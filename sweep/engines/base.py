@@ -27,6 +27,7 @@ from sweep.engines.values import (
 from sweep.launch.server import ExitPatterns, reason_from_log
 from sweep.model.doctor import EngineRules
 from sweep.records import DraftAsk, LaunchFacts, RequestStatus, SpecShape, WindowPool
+from sweep.replay import ReplayArm
 
 # Engines by name: every subclass with a name joins (`engines/__init__.py` imports each engine's module).
 REGISTRY: dict[str, type[Engine]] = {}
@@ -362,6 +363,23 @@ class Engine(ABC):
     @abstractmethod
     async def tokenize(self, client: httpx.AsyncClient, text: str) -> list[int]:
         """Token ids of `text` by the server's own tokenizer (no special tokens added)."""
+
+    def output_ids_so_far(self, chunk: dict[str, Any], ids: tuple[int, ...]) -> tuple[int, ...]:
+        """The answer's token ids after this streamed chunk (`ids`: those before it), where the engine's stream
+        carries them; an engine whose stream carries none keeps `ids` as they are (empty)."""
+        return ids
+
+    async def prompt_ids(
+        self, client: httpx.AsyncClient, content: str, form: PromptForm, history: tuple[Turn, ...] = ()
+    ) -> tuple[int, ...] | None:
+        """The prompt's token ids as the server itself tokenizes a request (after the chat template, special
+        tokens added), where the engine can say; None where it cannot."""
+        return None
+
+    def replay_arms(self) -> tuple[ReplayArm, ...]:
+        """The drafter configurations whose acceptance this engine's release can be replayed for from a
+        baseline's token ids (`sweep.replay`); none where no replayer follows its drafters."""
+        return ()
 
     async def count_tokens(self, client: httpx.AsyncClient, text: str) -> int:
         return len(await self.tokenize(client, text))

@@ -16,6 +16,7 @@ import httpx
 from sweep.core.errors import OffloadInactive, SpeculationInactive, UserError
 from sweep.engines.base import Engine
 from sweep.engines.endpoints import Turn, chat_messages, parse_prometheus
+from sweep.engines.llamacpp_replay import NgramSimple, replay_llamacpp
 from sweep.engines.values import (
     DraftCounters,
     Params,
@@ -28,6 +29,7 @@ from sweep.engines.values import (
 from sweep.launch.server import ExitPatterns
 from sweep.model.files import chat_template
 from sweep.records import DraftAsk, DraftKind, LaunchFacts, RequestStatus, SpecShape
+from sweep.replay import ReplayArm
 
 SPEC_TYPES = (
     "none",
@@ -56,6 +58,8 @@ DRAFT_LENGTH: dict[str, tuple[str, int]] = {
     **{f"ngram-{kind}": (f"spec-ngram-{kind}-size-m", 48) for kind in ("simple", "map-k", "map-k4v")},
     "ngram-mod": ("spec-ngram-mod-n-max", 64),
 }
+# The ngram-simple settings `specsweep replay` replays on a baseline's tokens: match lengths x draft lengths.
+NGRAM_SIMPLE_REPLAYED = tuple((n, m) for n in (2, 3, 4, 6, 8, 12) for m in (4, 8, 16, 32, 48))
 CONFIDENCE_CONTROLLER = "llama.cpp draft confidence (p-min)"
 # The flags that decide which tokens each type drafts rather than how many, with their defaults (llamacpp.md:
 # the match length, the hits a map needs, the chain ngram-mod needs before it drafts, a draft's minimum
@@ -436,6 +440,9 @@ class LlamaCppEngine(Engine):
             "stream": True,
             "stream_options": {"include_usage": True},
             "cache_prompt": False,
+            # Each streamed token's id, under `__verbose` in the OpenAI-style chunks (server-task.cpp).
+            "return_tokens": True,
+            "verbose": True,
         }
         if form is PromptForm.COMPLETION:
             return "/v1/completions", {"prompt": content, **body}
@@ -450,6 +457,40 @@ class LlamaCppEngine(Engine):
             text += (delta.get("reasoning_content") or "") + (delta.get("content") or "")
             text += choice.get("text") or ""  # /v1/completions
         return text
+
+    def replay_arms(self) -> tuple[ReplayArm, ...]:
+        return tuple(
+            ReplayArm(
+                {"spec-type": "ngram-simple", "spec-ngram-simple-size-n": n, "spec-ngram-simple-size-m": m},
+                functools.partial(replay_llamacpp, NgramSimple(n, m)),
+            )
+            for n, m in NGRAM_SIMPLE_REPLAYED
+        )
+
+    def output_ids_so_far(self, chunk: dict[str, Any], ids: tuple[int, ...]) -> tuple[int, ...]:
+        # A chunk whose text is held back (a partial stop word, an unfinished UTF-8 character) is never sent,
+        # nor its token: the probe then counts fewer ids than the server's predicted_n and keeps none.
+        verbose = chunk.get("__verbose")
+        tokens = verbose.get("tokens") if isinstance(verbose, dict) else None
+        return ids + tuple(int(t) for t in tokens) if isinstance(tokens, list) else ids
+
+    async def prompt_ids(
+        self, client: httpx.AsyncClient, content: str, form: PromptForm, history: tuple[Turn, ...] = ()
+    ) -> tuple[int, ...] | None:
+        # As the server tokenizes a prompt: the chat template's rendering (/apply-template), then the text with
+        # special tokens added and parsed (tokenize_input_prompts).
+        text = content
+        if form is not PromptForm.COMPLETION:
+            rendered = await client.post(
+                "/apply-template", json={"messages": chat_messages(content, history)}
+            )
+            if rendered.status_code != 200:
+                return None
+            text = str(rendered.json().get("prompt", ""))
+        response = await client.post("/tokenize", json={"content": text, "add_special": True})
+        if response.status_code != 200:
+            return None
+        return tuple(int(t) for t in response.json()["tokens"])
 
     def finish_reason(self, chunk: dict[str, Any]) -> str:
         return next(

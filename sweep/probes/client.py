@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import hashlib
 import itertools
@@ -88,7 +89,14 @@ async def measure_request(
     server that stops sending (the client's read timeout) or a request past `deadline_s` is "stalled". Up to
     `template_tokens` cached tokens (the chat template's header, the same in every request) keep it cold.
     `epoch`: the repeat's start (`time.perf_counter`), from which the request's `sent_s` is counted."""
-    row = functools.partial(RequestMeasurement, workload=workload, repeat=repeat, stream=stream, nonce=nonce)
+    row = functools.partial(
+        RequestMeasurement,
+        workload=workload,
+        repeat=repeat,
+        stream=stream,
+        nonce=nonce,
+        max_tokens=settings.max_tokens,
+    )
     started = time.perf_counter()
     try:
         async with asyncio.timeout(deadline_s):
@@ -125,6 +133,7 @@ async def _measure(
     first = last = None
     arrivals: list[float] = []
     text = finish = ""
+    ids: tuple[int, ...] = ()
     report: ServerReport | None = None
     started = time.perf_counter()
     try:
@@ -151,6 +160,7 @@ async def _measure(
                     first = first or last
                     arrivals.append(last)
                 text = engine.text_so_far(chunk, text)
+                ids = engine.output_ids_so_far(chunk, ids)
                 finish = engine.finish_reason(chunk) or finish
                 report = engine.read_final(chunk) or report
     except httpx.ReadTimeout:
@@ -161,7 +171,21 @@ async def _measure(
     if report is None:
         return row(status="error", reason="the stream ended without the server's report")
     gaps = tuple(round(b - a, 6) for a, b in itertools.pairwise(arrivals))
-    return _measurement(row, report, started, first, last, wall, (text, finish), gaps, template_tokens)
+    measured = _measurement(row, report, started, first, last, wall, (text, finish), gaps, template_tokens)
+    return with_output_ids(measured, ids)
+
+
+def with_output_ids(row: RequestMeasurement, ids: tuple[int, ...]) -> RequestMeasurement:
+    """The answer's token ids kept where they are the whole answer: as many as the server counted, or one
+    fewer where it stopped at the end of text (the end-of-text token is counted, not sent)."""
+    if not ids:
+        return dataclasses.replace(row, ids_missing="the server's stream carries no token ids")
+    counted = row.completion_tokens
+    if len(ids) == counted or (row.finish == "stop" and len(ids) == counted - 1):
+        return dataclasses.replace(row, output_ids=ids)
+    return dataclasses.replace(
+        row, ids_missing=f"the stream carried {len(ids)} token ids where the server counted {counted}"
+    )
 
 
 def _measurement(

@@ -143,6 +143,11 @@ async def _batch(
         for r, content, history in zip(rows, contents, histories, strict=True)
     ]
     rows = await _with_acceptance_length(client, engine, rows, before)
+    # After the batch's clock (a tokenization is no load on a measured request).
+    rows = [
+        await _with_prompt_ids(client, engine, r, content, sending.form, history)
+        for r, content, history in zip(rows, contents, histories, strict=True)
+    ]
     gauge = await engine.acceptance_gauge(client) if any(r.draft_tokens for r in rows) else None
     ties = await tie_probes(client, engine, sending, rows, contents, histories)
     if not all(r.status == "ok" for r in rows) or workload.per_repeat == 1:
@@ -192,6 +197,32 @@ def _judged(row: RequestMeasurement, workload: Workload, content: str) -> Reques
     if found.task_chars is not None and row.text:
         task = round(row.completion_tokens * found.task_chars / len(row.text))
     return dataclasses.replace(row, health=tuple(found.symptoms), task_tokens=task)
+
+
+async def _with_prompt_ids(
+    client: httpx.AsyncClient,
+    engine: Engine,
+    row: RequestMeasurement,
+    content: str,
+    form: PromptForm,
+    history: tuple[Turn, ...],
+) -> RequestMeasurement:
+    """The row with its prompt's token ids where its answer's are kept and the server's tokenization gives as
+    many as it counted for the prompt; without either (and why) otherwise."""
+    if not row.output_ids:
+        return row
+    try:
+        ids = await engine.prompt_ids(client, content, form, history)
+    except httpx.HTTPError as exc:
+        ids, why = None, f"the prompt's token ids could not be had ({exc.__class__.__name__})"
+    else:
+        why = "the engine cannot say how the server tokenized the prompt"
+    if ids is not None and len(ids) != row.prompt_tokens:
+        why = f"the prompt tokenized to {len(ids)} ids where the server counted {row.prompt_tokens}"
+        ids = None
+    if ids is None:
+        return dataclasses.replace(row, output_ids=(), ids_missing=why)
+    return dataclasses.replace(row, prompt_ids=ids)
 
 
 async def _distinct_nonce(

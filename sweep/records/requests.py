@@ -68,6 +68,12 @@ class RequestMeasurement:
     # The prompt as sent (nonce, context and task), digested: texts compare across launches only where the
     # same prompt was sent (`sweep/answers/fidelity.py`).
     prompt_id: str = ""
+    # The prompt's and the answer's token ids as the server saw them (the n-gram replay's input), where the
+    # engine gives both and their counts match the server's own; else empty, with `ids_missing` saying why.
+    max_tokens: int = 0  # the request's limit on its answer (0: a record from before it was kept)
+    prompt_ids: tuple[int, ...] = ()
+    output_ids: tuple[int, ...] = ()
+    ids_missing: str = ""
 
     @property
     def tpot_s(self) -> float | None:
@@ -98,6 +104,8 @@ class RequestMeasurement:
         values["itl_s"] = tuple(values.get("itl_s", ()))
         values["position_acceptance"] = tuple(values.get("position_acceptance", ()))
         values["health"] = tuple(values.get("health", ()))
+        values["prompt_ids"] = tuple(values.get("prompt_ids", ()))
+        values["output_ids"] = tuple(values.get("output_ids", ()))
         return cls(**values)
 
 
